@@ -1,0 +1,202 @@
+"""The ALBERT hyperparameters, in the names of the original `albert_config.json`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+SHARING_MODES = ("all", "attention", "ffn", "none")
+ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh", "swish", "silu")
+
+# Keys that the original release wrote into albert_config.json for experimental structures it never
+# used in the released models; accepted and ignored so that every released config loads unchanged.
+LEGACY_KEYS = frozenset(
+    {
+        "net_structure_type",
+        "layers_to_keep",
+        "gap_size",
+        "num_memory_blocks",
+        "down_scale_factor",
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class AlbertConfig:
+    """Hyperparameters of an ALBERT (or BERT) encoder.
+
+    Field names are those of the original `albert_config.json`, so released configs load as they
+    are. Cross-layer sharing follows the original's groups: layer `i` of `num_hidden_layers` runs
+    group `floor(i * num_hidden_groups / num_hidden_layers)`, and each group holds
+    `inner_group_num` transformer blocks. `sharing` picks among the paper's four modes (Table 4):
+    "all" (the default, grouped as above), "attention" (one attention sublayer for every layer,
+    a feed-forward sublayer per layer), "ffn" (the reverse) and "none" (BERT: a block per layer).
+    The modes other than "all" have no groups (`num_hidden_groups == inner_group_num == 1`).
+
+    Example:
+        >>> config = AlbertConfig.from_preset("albert_base_v2")
+        >>> config.replace(num_hidden_layers=6).num_hidden_layers
+        6
+    """
+
+    vocab_size: int = 30000
+    embedding_size: int = 128
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    num_hidden_groups: int = 1
+    inner_group_num: int = 1
+    sharing: str = "all"
+
+    def __post_init__(self):
+        positive = (
+            "vocab_size",
+            "embedding_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "num_hidden_groups",
+            "inner_group_num",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"AlbertConfig.{name} must be a positive integer, got {value!r}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ValueError(f"AlbertConfig.{name} must be a probability in [0, 1), got {value!r}")
+        if isinstance(self.initializer_range, bool) or not (
+            isinstance(self.initializer_range, (int, float)) and self.initializer_range > 0
+        ):
+            raise ValueError(
+                f"AlbertConfig.initializer_range must be a positive number, got {self.initializer_range!r}"
+            )
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(
+                f"AlbertConfig.hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}"
+            )
+        if self.sharing not in SHARING_MODES:
+            raise ValueError(f"AlbertConfig.sharing must be one of {SHARING_MODES}, got {self.sharing!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"AlbertConfig.hidden_size ({self.hidden_size}) must be divisible by "
+                f"num_attention_heads ({self.num_attention_heads})"
+            )
+        if self.num_hidden_groups > self.num_hidden_layers:
+            raise ValueError(
+                f"AlbertConfig.num_hidden_groups ({self.num_hidden_groups}) must not exceed "
+                f"num_hidden_layers ({self.num_hidden_layers})"
+            )
+        if self.num_hidden_layers % self.num_hidden_groups:
+            raise ValueError(
+                f"AlbertConfig.num_hidden_layers ({self.num_hidden_layers}) must be divisible by "
+                f"num_hidden_groups ({self.num_hidden_groups})"
+            )
+        if self.sharing != "all":
+            for name in ("num_hidden_groups", "inner_group_num"):
+                if getattr(self, name) != 1:
+                    raise ValueError(
+                        f"AlbertConfig.{name} must be 1 when sharing={self.sharing!r} "
+                        f"(groups exist only with sharing='all'), got {getattr(self, name)}"
+                    )
+
+    # ---- derived facts -------------------------------------------------------------------------
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def has_projection(self) -> bool:
+        """Whether the embeddings are projected E -> H (absent in BERT-style configs, E == H)."""
+        return self.embedding_size != self.hidden_size
+
+    def group_of_layer(self, layer_index: int) -> int:
+        """The group that layer `layer_index` runs, as in the original release."""
+        return layer_index * self.num_hidden_groups // self.num_hidden_layers
+
+    # ---- conversion ----------------------------------------------------------------------------
+
+    def replace(self, **changes) -> "AlbertConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> "AlbertConfig":
+        """Builds a config from the keys of an `albert_config.json`; legacy keys are ignored."""
+        if not isinstance(values, dict):
+            raise ValueError(f"{source}: an ALBERT config must be a JSON object, got {type(values).__name__}")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - fields - LEGACY_KEYS)
+        if unknown:
+            raise ValueError(
+                f"{source}: unknown ALBERT config keys {unknown}; known keys are {sorted(fields)}"
+            )
+        return cls(**{k: v for k, v in values.items() if k in fields})
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> "AlbertConfig":
+        with open(path, encoding="utf-8") as f:
+            try:
+                values = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: not valid JSON ({e})") from None
+        return cls.from_dict(values, source=str(path))
+
+    def to_json_file(self, path: str | os.PathLike) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    @classmethod
+    def from_preset(cls, name: str) -> "AlbertConfig":
+        """A released size by name (see `PRESETS`), e.g. "albert_base_v2" or "bert_base"."""
+        try:
+            return PRESETS[name]
+        except KeyError:
+            raise ValueError(f"unknown preset {name!r}; known presets are {sorted(PRESETS)}") from None
+
+
+def _released(hidden_size: int, num_layers: int, dropout: float, embedding_size: int = 128) -> AlbertConfig:
+    return AlbertConfig(
+        embedding_size=embedding_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=hidden_size // 64,
+        intermediate_size=4 * hidden_size,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
+
+
+# The released sizes: v2 has no dropout; v1 has 0.1 except xxlarge. xxlarge has 64 heads of 64.
+PRESETS: dict[str, AlbertConfig] = {
+    "albert_base_v1": _released(768, 12, 0.1),
+    "albert_large_v1": _released(1024, 24, 0.1),
+    "albert_xlarge_v1": _released(2048, 24, 0.1),
+    "albert_xxlarge_v1": _released(4096, 12, 0.0),
+    "albert_base_v2": _released(768, 12, 0.0),
+    "albert_large_v2": _released(1024, 24, 0.0),
+    "albert_xlarge_v2": _released(2048, 24, 0.0),
+    "albert_xxlarge_v2": _released(4096, 12, 0.0),
+    "bert_base": _released(768, 12, 0.1, embedding_size=768).replace(sharing="none"),
+    "bert_large": _released(1024, 24, 0.1, embedding_size=1024).replace(sharing="none"),
+}
+# xlarge has 16 heads of 128 (2048 / 16), as released, not 2048 / 64.
+PRESETS["albert_xlarge_v1"] = PRESETS["albert_xlarge_v1"].replace(num_attention_heads=16)
+PRESETS["albert_xlarge_v2"] = PRESETS["albert_xlarge_v2"].replace(num_attention_heads=16)

@@ -1,0 +1,1 @@
+"""Corpus -> SentencePiece vocabulary -> pretraining TFRecords (masked LM + sentence order)."""

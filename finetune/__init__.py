@@ -1,0 +1,1 @@
+"""Fine-tuning ALBERT on GLUE, SQuAD and RACE."""

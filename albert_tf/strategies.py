@@ -1,0 +1,106 @@
+"""A small factory for the tf.distribute strategies the training loop runs under.
+
+`get_strategy("tpu", tpu="my-tpu")`, `"mirrored"` (all local GPUs, or the CPU),
+`"multi_worker"` (workers from the `TF_CONFIG` environment variable), `"one_device"` (the first
+GPU, else the CPU) and `"default"` (no distribution). The training loop is the same under all of
+them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import urllib.parse
+
+import tensorflow as tf
+
+STRATEGIES = ("tpu", "mirrored", "multi_worker", "one_device", "default")
+
+# A TPU worker that answers at all answers within this; a dead address must fail in seconds, not
+# after the minutes that TensorFlow's own connection retries take.
+TPU_CONNECT_TIMEOUT_S = 5.0
+
+
+def get_strategy(name: str, tpu: str | None = None, *, connect_timeout_s: float = TPU_CONNECT_TIMEOUT_S):
+    """Returns the `tf.distribute.Strategy` called `name` (one of `STRATEGIES`).
+
+    Args:
+        name: "tpu", "mirrored", "multi_worker", "one_device" or "default".
+        tpu: for "tpu": a Cloud TPU name, a "grpc://host:port" address or "local" (a TPU VM);
+            None reads the `TPU_NAME` environment variable.
+        connect_timeout_s: how long a TPU worker address may take to accept a connection.
+
+    Raises:
+        ValueError: `name` is not a known strategy, or "tpu" has no TPU to name.
+        RuntimeError: no TPU is reachable at the given name or address; `multi_worker` without a
+            usable `TF_CONFIG`.
+    """
+    if name == "tpu":
+        return _tpu_strategy(tpu, connect_timeout_s)
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        _check_tf_config()
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "one_device":
+        gpus = tf.config.list_logical_devices("GPU")
+        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+    if name == "default":
+        return tf.distribute.get_strategy()
+    raise ValueError(f"unknown strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
+
+
+def _check_tf_config():
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        raise RuntimeError(
+            "strategy 'multi_worker' needs the TF_CONFIG environment variable (cluster.worker "
+            "addresses and this process's task index); it is not set"
+        )
+    try:
+        config = json.loads(raw)
+        workers = config["cluster"]["worker"]
+        index = int(config["task"]["index"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise RuntimeError(f"TF_CONFIG is not a usable multi-worker config ({error!r}): {raw}") from error
+    if not 0 <= index < len(workers) and config["task"].get("type", "worker") == "worker":
+        raise RuntimeError(f"TF_CONFIG task index {index} is outside the {len(workers)} workers")
+
+
+def _tpu_strategy(tpu, connect_timeout_s):
+    tpu = tpu or os.environ.get("TPU_NAME")
+    if not tpu:
+        raise ValueError(
+            "strategy 'tpu' needs a TPU: pass --tpu=<name, grpc://host:port or 'local'> "
+            "or set TPU_NAME"
+        )
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+    except Exception as error:  # the Cloud TPU API lookup fails in many ways; all mean "no TPU".
+        raise RuntimeError(f"no TPU named {tpu!r} could be resolved: {error}") from error
+    master = resolver.master()
+    if master:
+        _probe(master, connect_timeout_s, tpu)
+        tf.config.experimental_connect_to_cluster(resolver)
+    try:
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (tf.errors.OpError, ValueError) as error:
+        raise RuntimeError(f"TPU {tpu!r} did not initialise: {str(error).splitlines()[0]}") from error
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def _probe(master: str, timeout_s: float, tpu: str):
+    """Fails fast when the TPU worker at `master` ("grpc://host:port") does not accept connections."""
+    address = urllib.parse.urlparse(master if "://" in master else f"grpc://{master}")
+    host, port = address.hostname, address.port or 8470
+    start = time.monotonic()
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return
+    except OSError as error:
+        raise RuntimeError(
+            f"no TPU reachable for --tpu={tpu!r}: {host}:{port} did not accept a connection "
+            f"within {timeout_s:.0f} s ({error}, after {time.monotonic() - start:.1f} s)"
+        ) from error

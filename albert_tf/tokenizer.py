@@ -1,0 +1,232 @@
+"""ALBERT's SentencePiece tokenizer: normalisation, text <-> pieces <-> ids, and segment packing.
+
+The normalisation is the one the released ALBERT models were trained with (collapse whitespace,
+`` and '' -> ", NFKD with combining marks dropped, lowercase), applied before SentencePiece's own
+normaliser. `albert_tf.graph_tokenizer.AlbertGraphTokenizer` does the same in a TensorFlow graph;
+the two must give identical ids, so both take their character sets from this module.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import unicodedata
+from typing import Sequence
+
+import sentencepiece as spm
+
+SPIECE_UNDERLINE = "\u2581"
+PAD_PIECE, UNK_PIECE = "<pad>", "<unk>"
+CLS_PIECE, SEP_PIECE, MASK_PIECE = "[CLS]", "[SEP]", "[MASK]"
+CONTROL_PIECES = (CLS_PIECE, SEP_PIECE, MASK_PIECE)
+
+
+def _code_point_ranges(predicate) -> list[tuple[int, int]]:
+    ranges: list[tuple[int, int]] = []
+    for cp in range(sys.maxunicode + 1):
+        if predicate(chr(cp)):
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+    return ranges
+
+
+# `str.split()` and `unicodedata.combining` define the Python side; the graph tokenizer turns these
+# exact sets into regex classes, because RE2's `\s` is ASCII-only and `\p{Mn}` is not the set of
+# characters with a non-zero combining class (the released models strip the latter).
+@functools.cache
+def whitespace_ranges() -> list[tuple[int, int]]:
+    """Code point ranges that `str.split()` treats as whitespace."""
+    return _code_point_ranges(str.isspace)
+
+
+@functools.cache
+def combining_ranges() -> list[tuple[int, int]]:
+    """Code point ranges with a non-zero combining class (dropped after NFKD)."""
+    return _code_point_ranges(lambda c: unicodedata.combining(c) != 0)
+
+
+def normalize_text(text: str, do_lower_case: bool = True) -> str:
+    """Applies ALBERT's normalisation to one string.
+
+    Whitespace runs become one space (ends stripped), `` and '' become ", accents are stripped
+    (NFKD, then characters with a combining class are dropped) and, if asked, text is lowercased.
+    """
+    text = " ".join(text.split())
+    text = text.replace("``", '"').replace("''", '"')
+    # ASCII is NFKD-stable and has no combining marks: skipping it keeps the common case fast.
+    if not text.isascii():
+        text = unicodedata.normalize("NFKD", text)
+        if not text.isascii():
+            text = "".join(c for c in text if not unicodedata.combining(c))
+    if do_lower_case:
+        text = text.lower()
+    return text
+
+
+def _load_processor(model: str | os.PathLike | bytes, name: str) -> spm.SentencePieceProcessor:
+    processor = spm.SentencePieceProcessor()
+    try:
+        if isinstance(model, bytes):
+            processor.LoadFromSerializedProto(model)
+        else:
+            processor.Load(os.fspath(model))
+    except (OSError, RuntimeError, TypeError) as error:
+        raise ValueError(f"{name} is not a readable SentencePiece model: {error}") from error
+    return processor
+
+
+def check_albert_pieces(processor: spm.SentencePieceProcessor, name: str) -> None:
+    """Raises ValueError unless the model has `<pad>`=0, `<unk>`=1 and [CLS], [SEP], [MASK]."""
+    problems = []
+    size = processor.GetPieceSize()
+    for expected_id, piece in ((0, PAD_PIECE), (1, UNK_PIECE)):
+        actual = processor.IdToPiece(expected_id) if expected_id < size else None
+        if actual != piece:
+            problems.append(f"id {expected_id} is {actual!r}, expected {piece!r}")
+    for piece in CONTROL_PIECES:
+        piece_id = processor.PieceToId(piece)
+        if processor.IdToPiece(piece_id) != piece:
+            problems.append(f"{piece} is missing")
+        elif not processor.IsControl(piece_id):
+            problems.append(f"{piece} (id {piece_id}) is not a control symbol")
+    if problems:
+        raise ValueError(
+            f"{name} lacks the ALBERT special pieces ({'; '.join(problems)}); train one with "
+            "albert-train-vocab, which reserves <pad>=0, <unk>=1, [CLS], [SEP], [MASK]"
+        )
+
+
+def truncate_pair_lengths(len_a: int, len_b: int, max_tokens: int) -> tuple[int, int]:
+    """Lengths left after cutting one token at a time from the end of the longer segment.
+
+    Ties cut segment B, as BERT's fine-tuning code does. The closed form lets the graph tokenizer
+    apply the same rule without a loop; `AlbertTokenizer.pack` is tested against the loop.
+    """
+    if len_a + len_b <= max_tokens:
+        return len_a, len_b
+    kept_a = min(len_a, max(-(-max_tokens // 2), max_tokens - len_b))
+    return kept_a, min(len_b, max_tokens - kept_a)
+
+
+class AlbertTokenizer:
+    """SentencePiece tokenizer with ALBERT's normalisation and special ids.
+
+    Args:
+        spm_model_file: path of a SentencePiece model with `<pad>`=0, `<unk>`=1 and the control
+            symbols [CLS], [SEP], [MASK] (the released `30k-clean.model`, or one made with
+            `albert-train-vocab`). Serialized model bytes are accepted too.
+        do_lower_case: lowercase after stripping accents (True for the released English models).
+
+    Example:
+        >>> tokenizer = AlbertTokenizer("30k-clean.model")
+        >>> tokenizer.pack(tokenizer.encode("Hello"), tokenizer.encode("World"), max_seq_length=8)
+    """
+
+    def __init__(self, spm_model_file: str | os.PathLike | bytes, do_lower_case: bool = True):
+        self.spm_model_file = spm_model_file
+        self.do_lower_case = do_lower_case
+        name = "the given SentencePiece model bytes" if isinstance(spm_model_file, bytes) else str(spm_model_file)
+        self._sp = _load_processor(spm_model_file, name)
+        check_albert_pieces(self._sp, name)
+        self._cls_id = self._sp.PieceToId(CLS_PIECE)
+        self._sep_id = self._sp.PieceToId(SEP_PIECE)
+        self._mask_id = self._sp.PieceToId(MASK_PIECE)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.GetPieceSize()
+
+    @property
+    def pad_id(self) -> int:
+        return 0
+
+    @property
+    def unk_id(self) -> int:
+        return 1
+
+    @property
+    def cls_id(self) -> int:
+        return self._cls_id
+
+    @property
+    def sep_id(self) -> int:
+        return self._sep_id
+
+    @property
+    def mask_id(self) -> int:
+        return self._mask_id
+
+    @property
+    def model_proto(self) -> bytes:
+        """The serialized SentencePiece model (what `AlbertGraphTokenizer` takes)."""
+        return self._sp.serialized_model_proto()
+
+    def normalize(self, text: str) -> str:
+        return normalize_text(text, self.do_lower_case)
+
+    def tokenize(self, text: str) -> list[str]:
+        return self._sp.EncodeAsPieces(self.normalize(text))
+
+    def encode(self, text: str) -> list[int]:
+        return self._sp.EncodeAsIds(self.normalize(text))
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """`encode` for many strings in one SentencePiece call (much faster than a loop)."""
+        return self._sp.Encode([self.normalize(t) for t in texts], out_type=int)
+
+    def convert_tokens_to_ids(self, pieces: Sequence[str]) -> list[int]:
+        return [self._sp.PieceToId(p) for p in pieces]
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
+        return [self._sp.IdToPiece(int(i)) for i in ids]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids`; padding and control symbols ([CLS], [SEP], [MASK]) are dropped."""
+        return self._sp.DecodeIds([int(i) for i in ids])
+
+    def is_control(self, piece_id: int) -> bool:
+        return self._sp.IsControl(piece_id)
+
+    def word_start_flags(self) -> bytearray:
+        """Per id: 1 if the piece starts a word (begins with "▁"), as whole-word masking needs."""
+        return bytearray(
+            1 if self._sp.IdToPiece(i).startswith(SPIECE_UNDERLINE) else 0 for i in range(self.vocab_size)
+        )
+
+    def pack(
+        self,
+        a_ids: Sequence[int],
+        b_ids: Sequence[int] | None = None,
+        *,
+        max_seq_length: int,
+    ) -> dict[str, list[int]]:
+        """Lays out `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, padded to `max_seq_length`.
+
+        Too-long input loses tokens from the end of the longer segment, one at a time (B on ties).
+        Returns int lists `input_ids`, `input_mask`, `segment_ids`.
+        """
+        specials = 2 if b_ids is None else 3
+        if max_seq_length < specials + (0 if b_ids is None else 1) + 1:
+            raise ValueError(f"max_seq_length={max_seq_length} leaves no room for the segments")
+        a = list(a_ids)
+        b = [] if b_ids is None else list(b_ids)
+        budget = max_seq_length - specials
+        while len(a) + len(b) > budget:
+            if len(a) > len(b):
+                a.pop()
+            else:
+                b.pop()
+        input_ids = [self.cls_id, *a, self.sep_id]
+        segment_ids = [0] * len(input_ids)
+        if b_ids is not None:
+            input_ids += [*b, self.sep_id]
+            segment_ids += [1] * (len(b) + 1)
+        padding = max_seq_length - len(input_ids)
+        return {
+            "input_ids": input_ids + [self.pad_id] * padding,
+            "input_mask": [1] * len(input_ids) + [0] * padding,
+            "segment_ids": segment_ids + [0] * padding,
+        }

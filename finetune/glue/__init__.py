@@ -1,0 +1,1 @@
+"""GLUE fine-tuning: the task registry, TSV readers, metrics and the paper's hyperparameters."""

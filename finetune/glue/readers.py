@@ -1,0 +1,188 @@
+"""Readers of the GLUE TSV files: every data row of a split becomes an `Example`.
+
+A row is checked before it becomes an example: the exact number of fields of its layout, and a
+label the task knows (a finite score within range for STS-B). A row that fails is reported with
+its file and line; with `skip_bad_rows=True` it is counted and skipped instead, because some
+distributed copies (QQP's train set among them) carry a few broken rows that are not worth
+stopping a day-long run for.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import os
+import pathlib
+
+from finetune.glue.tasks import SplitLayout, Task, get_task
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One GLUE example.
+
+    Args:
+        guid: "<split>-<id>", the id being the row's index column where the file has one, else the
+            0-based number of the data row.
+        text_a: the first (or only) sentence.
+        text_b: the second sentence of a pair; None for single-sentence tasks.
+        label: the official label string, the float score for STS-B, or None for prediction splits.
+    """
+
+    guid: str
+    text_a: str
+    text_b: str | None = None
+    label: str | float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BadRow:
+    """A row that could not become an example: where it is and why."""
+
+    path: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+class MalformedRowError(ValueError):
+    """A malformed row in a GLUE file; `bad_row` says where."""
+
+    def __init__(self, bad_row: BadRow, hint: str = ""):
+        super().__init__(f"{bad_row}{hint}")
+        self.bad_row = bad_row
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitExamples:
+    """The examples of one split, with the rows skipped to get them."""
+
+    task: Task
+    split: str
+    path: pathlib.Path
+    examples: list[Example]
+    skipped: list[BadRow]
+
+
+def split_path(task: Task | str, data_dir: str | os.PathLike, split: str) -> pathlib.Path:
+    """The file of `split` under `data_dir`.
+
+    `data_dir` is either a GLUE data folder holding the task's folder (as the download script
+    writes it: `<data_dir>/MRPC/dev.tsv`) or that task folder itself.
+
+    Raises:
+        ValueError: the task has no such split.
+        FileNotFoundError: the file is not there; the message names every place looked at.
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    layout = task.layout(split)
+    data_dir = pathlib.Path(data_dir)
+    if not data_dir.is_dir():
+        raise FileNotFoundError(f"GLUE data_dir {data_dir} does not exist or is not a folder")
+    candidates = [data_dir / task.folder / layout.filename]
+    # Accepting the task folder itself only when it carries the task's name keeps RTE's dev.tsv
+    # from being read as QNLI's: the two layouts are identical, so no row check would catch it.
+    if data_dir.name.lower() == task.folder.lower():
+        candidates.append(data_dir / layout.filename)
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        f"GLUE task {task.name}: no {split} file in {data_dir} (looked for "
+        + " and ".join(str(p) for p in candidates)
+        + f"); expected the layout of the GLUE download script, {task.folder}/{layout.filename}"
+    )
+
+
+def read_examples(
+    task: Task | str,
+    data_dir: str | os.PathLike,
+    split: str,
+    *,
+    skip_bad_rows: bool = False,
+) -> SplitExamples:
+    """Reads one split of a task.
+
+    Args:
+        task: a `Task` or its name ("MRPC", "sst-2", ...).
+        data_dir: the GLUE data folder or the task's own folder (see `split_path`).
+        split: a split of the task: "train", "dev", "test"; MNLI has "dev_matched",
+            "dev_mismatched", "test_matched" and "test_mismatched"; AX has only "test".
+        skip_bad_rows: count and skip malformed rows instead of raising on the first.
+
+    Raises:
+        MalformedRowError: a data row has the wrong number of fields or an unknown label (unless
+            `skip_bad_rows`), or the header row has the wrong number of fields (always: then the
+            file is not the one the task expects).
+
+    Example:
+        >>> dev = read_examples("MRPC", "../shared/data/glue", "dev")
+        >>> len(dev.examples), dev.examples[0].label
+        (408, '1')
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    layout = task.layout(split)
+    path = split_path(task, data_dir, split)
+    examples: list[Example] = []
+    skipped: list[BadRow] = []
+    # utf-8-sig: MRPC's header starts with a byte-order mark. newline="" lets csv see line ends.
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        if layout.has_header:
+            header = next(rows, None)
+            if header is None:
+                raise MalformedRowError(BadRow(str(path), 1, "empty file: no header row"))
+            if len(header) != layout.num_columns:
+                raise MalformedRowError(
+                    BadRow(
+                        str(path),
+                        rows.line_num,
+                        f"header has {len(header)} fields, the {task.name} {split} layout has "
+                        f"{layout.num_columns}: is this the right file?",
+                    )
+                )
+        for row_number, fields in enumerate(rows):
+            example_or_reason = _parse_row(task, layout, split, row_number, fields)
+            if isinstance(example_or_reason, Example):
+                examples.append(example_or_reason)
+                continue
+            bad_row = BadRow(str(path), rows.line_num, example_or_reason)
+            if not skip_bad_rows:
+                raise MalformedRowError(bad_row, " (skip_bad_rows counts and skips such rows)")
+            skipped.append(bad_row)
+    return SplitExamples(task=task, split=split, path=path, examples=examples, skipped=skipped)
+
+
+def _parse_row(
+    task: Task, layout: SplitLayout, split: str, row_number: int, fields: list[str]
+) -> Example | str:
+    """The row's example, or the reason it is malformed."""
+    if len(fields) != layout.num_columns:
+        return f"expected {layout.num_columns} tab-separated fields, found {len(fields)}"
+    row_id = fields[layout.guid] if layout.guid is not None else str(row_number)
+    label: str | float | None = None
+    if layout.label is not None:
+        raw_label = fields[layout.label]
+        if task.labels is not None:
+            if raw_label not in task.labels:
+                return (
+                    f"unknown label {raw_label!r}; {task.name} labels are: {', '.join(task.labels)}"
+                )
+            label = raw_label
+        else:
+            try:
+                label = float(raw_label)
+            except ValueError:
+                return f"score {raw_label!r} is not a number"
+            low, high = task.score_range or (-math.inf, math.inf)
+            if not (math.isfinite(label) and low <= label <= high):
+                return f"score {raw_label!r} is outside {task.name}'s range [{low}, {high}]"
+    return Example(
+        guid=f"{split}-{row_id}",
+        text_a=fields[layout.text_a],
+        text_b=fields[layout.text_b] if layout.text_b is not None else None,
+        label=label,
+    )

@@ -102,8 +102,8 @@ class AlbertConfig:
             )
         if self.num_hidden_layers % self.num_hidden_groups:
             raise ValueError(
-                f"AlbertConfig.num_hidden_layers ({self.num_hidden_layers}) must be divisible by "
-                f"num_hidden_groups ({self.num_hidden_groups})"
+                f"AlbertConfig.num_hidden_groups ({self.num_hidden_groups}) must divide "
+                f"num_hidden_layers ({self.num_hidden_layers})"
             )
         if self.sharing != "all":
             for name in ("num_hidden_groups", "inner_group_num"):

@@ -1,0 +1,1 @@
+"""Console-script entry points (absl flags live here and nowhere else)."""

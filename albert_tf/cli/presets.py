@@ -1,0 +1,73 @@
+"""albert-presets: build every preset and print its parameter table.
+
+Builds each encoder for real (random weights) and counts its variables, so the table shows what
+this package constructs, not arithmetic on the config.
+"""
+
+import sys
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("presets", None, "Presets to build (default: all).")
+
+
+def parameter_table(names) -> list[dict]:
+    import keras
+
+    from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+
+    rows = []
+    for name in names:
+        config = AlbertConfig.from_preset(name)
+        model = AlbertPretrainer(config)
+        model.build()
+        encoder = model.encoder
+        projection = encoder.embeddings.projection
+        rows.append(
+            {
+                "preset": name,
+                "L": config.num_hidden_layers,
+                "H": config.hidden_size,
+                "E": config.embedding_size,
+                "sharing": config.sharing,
+                "embeddings": encoder.embeddings.count_params() - (projection.count_params() if projection else 0),
+                "projection": projection.count_params() if projection else 0,
+                # Not a sum over blocks: with partial sharing, blocks hold the same sublayer.
+                "blocks": encoder.count_params() - encoder.embeddings.count_params() - encoder.pooler.count_params(),
+                "pooler": encoder.pooler.count_params(),
+                "encoder": encoder.count_params(),
+                "heads": model.count_params() - encoder.count_params(),
+            }
+        )
+        del model
+        keras.backend.clear_session()
+    return rows
+
+
+def format_table(rows) -> str:
+    columns = list(rows[0])
+    cells = [[f"{r[c]:,}" if isinstance(r[c], int) and c not in ("L", "H", "E") else str(r[c]) for c in columns]
+             for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    line = lambda values: "  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths)))
+    return "\n".join([line(columns), line(["-" * w for w in widths]), *map(line, cells)])
+
+
+def main(argv):
+    del argv
+    from albert_tf import PRESETS
+
+    names = FLAGS.presets or list(PRESETS)
+    unknown = [n for n in names if n not in PRESETS]
+    if unknown:
+        sys.exit(f"unknown presets {unknown}; known presets are {sorted(PRESETS)}")
+    print(format_table(parameter_table(names)))
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

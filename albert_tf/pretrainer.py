@@ -1,0 +1,116 @@
+"""The ALBERT pretraining model: encoder, masked-LM head, sentence-order head, their losses."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.encoder import AlbertEncoder, _as_config
+from albert_tf.layers.mlm_head import AlbertMaskedLMHead
+from albert_tf.layers.sop_head import AlbertSentenceOrderHead
+
+LABEL_FEATURES = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+
+def pretraining_losses(features, mlm_logits, sop_logits):
+    """The released losses and metrics, in float32.
+
+    MLM: cross-entropy at the masked positions weighted by `masked_lm_weights`, summed and divided
+    by the sum of the weights (+1e-5, as released, so a batch without predictions gives 0).
+    SOP: mean cross-entropy. Total loss = MLM + SOP. Accuracies: the MLM one is weighted likewise.
+    """
+    mlm_logits = tf.cast(mlm_logits, tf.float32)
+    sop_logits = tf.cast(sop_logits, tf.float32)
+    ids = tf.cast(features["masked_lm_ids"], tf.int32)
+    weights = tf.cast(features["masked_lm_weights"], tf.float32)
+    labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+
+    mlm_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=mlm_logits)
+    weight_sum = tf.reduce_sum(weights) + 1e-5
+    mlm_loss = tf.reduce_sum(mlm_ce * weights) / weight_sum
+    mlm_hits = tf.cast(tf.equal(tf.argmax(mlm_logits, axis=-1, output_type=tf.int32), ids), tf.float32)
+    sop_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=sop_logits)
+    sop_hits = tf.cast(tf.equal(tf.argmax(sop_logits, axis=-1, output_type=tf.int32), labels), tf.float32)
+    sop_loss = tf.reduce_mean(sop_ce)
+    return {
+        "mlm_loss": mlm_loss,
+        "sop_loss": sop_loss,
+        "loss": mlm_loss + sop_loss,
+        "mlm_accuracy": tf.reduce_sum(mlm_hits * weights) / weight_sum,
+        "sop_accuracy": tf.reduce_mean(sop_hits),
+    }
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertPretrainer(keras.Model):
+    """ALBERT with its two pretraining heads, taking the pretraining TFRecord features.
+
+    Args:
+        config: an `AlbertConfig` (or its dict).
+        dtype: a Keras dtype policy; logits and losses are float32 under any policy.
+
+    Inputs: a dict with `input_ids`, `input_mask`, `segment_ids` [B, T] and `masked_lm_positions`
+    [B, P]; when `masked_lm_ids`, `masked_lm_weights` and `next_sentence_labels` are present too
+    (a full pretraining record), the losses and accuracies of `pretraining_losses` are added.
+    Outputs: a dict with `mlm_logits` [B, P, V] and `sop_logits` [B, 2] (and the losses).
+
+    Example:
+        >>> pretrainer = AlbertPretrainer(AlbertConfig.from_preset("albert_base_v2"))
+        >>> outputs = pretrainer(features, training=True)   # features: a batch of records
+        >>> outputs["loss"], outputs["mlm_accuracy"]
+    """
+
+    def __init__(self, config: AlbertConfig | dict, **kwargs):
+        super().__init__(**kwargs)
+        self.config = _as_config(config)
+        c = self.config
+        self.encoder = AlbertEncoder(c, dtype=self.dtype_policy, name="encoder")
+        self.mlm_head = AlbertMaskedLMHead(
+            vocab_size=c.vocab_size,
+            embedding_size=c.embedding_size,
+            hidden_act=c.hidden_act,
+            initializer_range=c.initializer_range,
+            dtype=self.dtype_policy,
+            name="predictions",
+        )
+        self.sop_head = AlbertSentenceOrderHead(
+            initializer_range=c.initializer_range, dtype=self.dtype_policy, name="seq_relationship"
+        )
+
+    def build(self, input_shape=None):
+        self.encoder.build()
+        self.mlm_head.build((None, None, self.config.hidden_size))
+        self.sop_head.build((None, self.config.hidden_size))
+        self.built = True
+
+    def call(self, features, training=None):
+        encoded = self.encoder(
+            {k: features[k] for k in ("input_ids", "input_mask", "segment_ids") if k in features},
+            training=training,
+        )
+        mlm_logits = self.mlm_head(
+            encoded["sequence_output"],
+            features["masked_lm_positions"],
+            self.encoder.embeddings.embedding_table,
+        )
+        sop_logits = self.sop_head(encoded["pooled_output"], training=training)
+        outputs = {"mlm_logits": mlm_logits, "sop_logits": sop_logits}
+        if all(k in features for k in LABEL_FEATURES):
+            outputs.update(pretraining_losses(features, mlm_logits, sop_logits))
+        return outputs
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
+            "config": self.config.to_dict(),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
+        return cls(**config)

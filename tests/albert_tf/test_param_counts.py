@@ -1,0 +1,58 @@
+"""Encoder parameter counts (embeddings + projection + blocks + pooler) against ALBERT.md §1."""
+
+import pytest
+
+from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+
+
+def encoder_params(config: AlbertConfig) -> int:
+    encoder = AlbertEncoder(config)
+    encoder.build()
+    return encoder.count_params()
+
+
+def test_albert_base_components_are_exact():
+    encoder = AlbertEncoder(AlbertConfig.from_preset("albert_base_v2"))
+    encoder.build()
+    emb = encoder.embeddings
+    projection = emb.projection.count_params()
+    assert emb.count_params() - projection == 3_906_048
+    assert projection == 99_072
+    assert len(encoder.blocks) == 1 and encoder.blocks[0].count_params() == 7_087_872
+    assert encoder.pooler.count_params() == 590_592
+    assert encoder.count_params() == 11_683_584
+    pretrainer = AlbertPretrainer(AlbertConfig.from_preset("albert_base_v2"))
+    pretrainer.build()
+    assert pretrainer.count_params() - 11_683_584 == 130_226  # the cls/* heads
+
+
+@pytest.mark.parametrize(
+    "preset, expected",
+    [
+        ("albert_large_v2", 17_683_968),
+        ("albert_xlarge_v2", 58_724_864),
+        ("albert_xxlarge_v2", 222_595_584),
+    ],
+)
+def test_released_sizes_are_exact(preset, expected):
+    assert encoder_params(AlbertConfig.from_preset(preset)) == expected
+
+
+@pytest.mark.parametrize("preset, paper", [("bert_base", 108e6), ("bert_large", 334e6)])
+def test_bert_sizes_match_the_paper(preset, paper):
+    assert abs(encoder_params(AlbertConfig.from_preset(preset)) - paper) <= 1.3e6
+
+
+# The paper's ablation table (base shape, V = 30,000); configs differ only in E and sharing.
+ABLATION = [
+    (64, "all", 10e6), (64, "none", 87e6),
+    (128, "all", 12e6), (128, "attention", 64e6), (128, "ffn", 38e6), (128, "none", 89e6),
+    (256, "all", 16e6), (256, "none", 93e6),
+    (768, "all", 31e6), (768, "attention", 83e6), (768, "ffn", 57e6), (768, "none", 108e6),
+]
+
+
+@pytest.mark.parametrize("embedding_size, sharing, paper", ABLATION)
+def test_paper_ablation_counts(embedding_size, sharing, paper):
+    config = AlbertConfig.from_preset("albert_base_v2").replace(embedding_size=embedding_size, sharing=sharing)
+    assert abs(encoder_params(config) - paper) <= 1.3e6

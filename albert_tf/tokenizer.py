@@ -173,9 +173,13 @@ class AlbertTokenizer:
     def encode(self, text: str) -> list[int]:
         return self._sp.EncodeAsIds(self.normalize(text))
 
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        """`encode` for many strings in one SentencePiece call (much faster than a loop)."""
-        return self._sp.Encode([self.normalize(t) for t in texts], out_type=int)
+    def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
+        """`encode` for many strings in one SentencePiece call (much faster than a loop).
+
+        `num_threads=-1` lets SentencePiece use every core; callers that already run one process
+        per core pass 1.
+        """
+        return self._sp.Encode([self.normalize(t) for t in texts], out_type=int, num_threads=num_threads)
 
     def convert_tokens_to_ids(self, pieces: Sequence[str]) -> list[int]:
         return [self._sp.PieceToId(p) for p in pieces]

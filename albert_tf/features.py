@@ -1,0 +1,115 @@
+"""TFRecord feature specs, defined once for the writers, the tf.data readers and serving parsers.
+
+The pretraining names and dtypes are those of the original ALBERT release, so records written by
+either tool load in either model.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import tensorflow as tf
+
+
+def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, tf.io.FixedLenFeature]:
+    """Masked-LM + sentence-order records (ALBERT.md §3).
+
+    `next_sentence_labels` holds the SOP label (0 = original order, 1 = swapped); the name is the
+    original's. `token_boundary` is 1 at [CLS], [SEP] and word-start pieces.
+    """
+    _check_positive(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq)
+    sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+    predictions = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+    return {
+        "input_ids": sequence,
+        "input_mask": sequence,
+        "segment_ids": sequence,
+        "token_boundary": sequence,
+        "masked_lm_positions": predictions,
+        "masked_lm_ids": predictions,
+        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
+
+
+def classification_feature_spec(max_seq_length: int, regression: bool = False) -> dict[str, tf.io.FixedLenFeature]:
+    """Sentence (pair) classification records; `label_ids` is a float32 score when `regression`."""
+    _check_positive(max_seq_length=max_seq_length)
+    sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+    return {
+        "input_ids": sequence,
+        "input_mask": sequence,
+        "segment_ids": sequence,
+        "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+
+def _check_positive(**sizes: int) -> None:
+    for name, value in sizes.items():
+        if not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _length(feature: tf.io.FixedLenFeature) -> int:
+    length = 1
+    for dim in feature.shape:
+        length *= dim
+    return length
+
+
+def _list_field(feature: tf.io.FixedLenFeature) -> str:
+    if feature.dtype == tf.int64:
+        return "int64_list"
+    if feature.dtype == tf.float32:
+        return "float_list"
+    if feature.dtype == tf.string:
+        return "bytes_list"
+    raise ValueError(f"tf.train.Example cannot hold dtype {feature.dtype.name}")
+
+
+def example_builder(spec: Mapping[str, tf.io.FixedLenFeature]) -> Callable[[Mapping], tf.train.Example]:
+    """A function turning a dict of python lists (or scalars, or numpy arrays) into a tf.train.Example.
+
+    The keys must be exactly the spec's and each value must have the spec's length, so that what
+    is written always parses with the same spec. The per-feature plan is worked out once, because
+    writers call this for every record.
+    """
+    plan = [(name, _list_field(feature), _length(feature)) for name, feature in sorted(spec.items())]
+    names = frozenset(spec)
+
+    def build(values: Mapping) -> tf.train.Example:
+        if len(values) != len(names) or not names.issuperset(values):
+            missing, unexpected = names - set(values), set(values) - names
+            raise ValueError(
+                f"features do not match the spec: missing {sorted(missing)}, unexpected {sorted(unexpected)}"
+            )
+        example = tf.train.Example()
+        features = example.features.feature
+        for name, field, length in plan:
+            value = values[name]
+            items = value.tolist() if hasattr(value, "tolist") else value  # numpy arrays and scalars
+            if isinstance(items, (int, float, bytes, str)):
+                items = [items]
+            if len(items) != length:
+                raise ValueError(f"feature {name!r} has {len(items)} values, the spec wants {length}")
+            getattr(features[name], field).value.extend(items)
+        return example
+
+    return build
+
+
+def to_example(values: Mapping, spec: Mapping[str, tf.io.FixedLenFeature]) -> tf.train.Example:
+    """`example_builder(spec)(values)`: a tf.train.Example of `values` checked against `spec`."""
+    return example_builder(spec)(values)
+
+
+def example_serializer(spec: Mapping[str, tf.io.FixedLenFeature]) -> Callable[[Mapping], bytes]:
+    """Like `example_builder`, returning bytes with map entries in a fixed order (reproducible files)."""
+    build = example_builder(spec)
+    return lambda values: build(values).SerializeToString(deterministic=True)
+
+
+def serialize_example(values: Mapping, spec: Mapping[str, tf.io.FixedLenFeature]) -> bytes:
+    """`values` as a serialized tf.train.Example matching `spec` (see `example_serializer`)."""
+    return example_serializer(spec)(values)

@@ -1,0 +1,100 @@
+"""albert-create-pretraining-data: text corpus -> sharded TFRecords of masked SOP examples.
+
+Example:
+    albert-create-pretraining-data --input_file='corpus/*.txt' --output_dir=out \\
+        --spm_model_file=30k-clean.model --max_seq_length=128 --dupe_factor=5 \\
+        --num_output_shards=8 --num_workers=2
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None, "Input text files: comma-separated globs (repeating one repeats its files).")
+flags.DEFINE_string("output_dir", None, "Folder for pretrain-NNNNN-of-MMMMM.tfrecord[.gz] and pretraining_data.json.")
+flags.DEFINE_string("spm_model_file", None, "SentencePiece model with <pad>=0, <unk>=1, [CLS], [SEP], [MASK].")
+flags.DEFINE_enum("input_format", "sentence_per_line", ["sentence_per_line", "document_per_line"],
+                  "sentence_per_line: one sentence a line, a blank line between documents. "
+                  "document_per_line: one document a line, split into sentences here.")
+flags.DEFINE_integer("num_output_shards", 1, "Number of output files; the output does not depend on --num_workers.")
+flags.DEFINE_integer("num_workers", 1, "Processes writing shards in parallel (at most one per shard is used).")
+flags.DEFINE_enum("compression", "none", ["none", "gzip"], "Compression of the TFRecord files.")
+flags.DEFINE_bool("do_lower_case", True, "Lowercase the text (True for the released English models).")
+flags.DEFINE_integer("max_seq_length", 512, "Tokens per example, [CLS] and [SEP]s included.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per example.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask (before the max_predictions_per_seq cap).")
+flags.DEFINE_integer("ngram", 3, "Longest masked n-gram, in words; p(n) is proportional to 1/n.")
+flags.DEFINE_bool("favor_shorter_ngram", True, "p(n) proportional to 1/n; when False, n-grams are favoured in reverse order.")
+flags.DEFINE_bool("do_whole_word_mask", True, "Mask all pieces of a word together; n counts words.")
+flags.DEFINE_integer("dupe_factor", 40, "Passes over each document, with different segmentation and masks.")
+flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length, drawn from [2, max_seq_length - 3].")
+flags.DEFINE_integer("random_seed", 12345, "Seed of the per-shard random generators: same seed and input, same bytes.")
+flags.DEFINE_bool("random_next_sentence", False, "BERT's next-sentence prediction (random-document B) instead of SOP.")
+flags.DEFINE_bool("strict_sop", True,
+                  "Split a single-sentence chunk inside the sentence to keep it a sentence-order pair. "
+                  "--nostrict_sop keeps the original's behaviour: pair it with a random document, label 1.")
+flags.DEFINE_bool("skip_bad_lines", False, "Skip (and count) input lines that are not UTF-8 instead of failing.")
+flags.DEFINE_bool("progress", True, "Show a progress bar.")
+
+
+def main(argv) -> int:
+    del argv
+    from data_prep.documents import BadInputError, check_not_all_empty, expand_input_patterns
+    from data_prep.instances import InstanceOptions
+    from data_prep.shards import GenerationConfig, format_summary, run_generation
+
+    for name in ("input_file", "output_dir", "spm_model_file"):
+        if not getattr(FLAGS, name):
+            print(f"error: --{name} is required", file=sys.stderr)
+            return 2
+    try:
+        from albert_tf.tokenizer import AlbertTokenizer
+
+        AlbertTokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case)  # fails early on an unusable model
+        input_files = expand_input_patterns(FLAGS.input_file)
+        check_not_all_empty(input_files)
+        options = InstanceOptions(
+            max_seq_length=FLAGS.max_seq_length,
+            max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+            masked_lm_prob=FLAGS.masked_lm_prob,
+            ngram=FLAGS.ngram,
+            favor_shorter_ngram=FLAGS.favor_shorter_ngram,
+            do_whole_word_mask=FLAGS.do_whole_word_mask,
+            short_seq_prob=FLAGS.short_seq_prob,
+            random_next_sentence=FLAGS.random_next_sentence,
+            strict_sop=FLAGS.strict_sop,
+        )
+        config = GenerationConfig(
+            input_files=tuple(input_files),
+            spm_model_file=FLAGS.spm_model_file,
+            options=options,
+            input_format=FLAGS.input_format,
+            do_lower_case=FLAGS.do_lower_case,
+            dupe_factor=FLAGS.dupe_factor,
+            random_seed=FLAGS.random_seed,
+            num_output_shards=FLAGS.num_output_shards,
+            compression=FLAGS.compression,
+            skip_bad_lines=FLAGS.skip_bad_lines,
+        )
+        result = run_generation(config, FLAGS.output_dir, FLAGS.num_workers, progress=FLAGS.progress)
+    except (BadInputError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(format_summary(result))
+    logging.info("wrote %s", os.path.join(FLAGS.output_dir, "pretraining_data.json"))
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

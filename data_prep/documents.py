@@ -1,0 +1,141 @@
+"""Reading the input corpus as a stream of documents (lists of sentence strings).
+
+Two layouts: `sentence_per_line` (the original's: one sentence per line, a blank line between
+documents) and `document_per_line` (one document per line, split into sentences here). A file's
+end always ends a document. Nothing is held beyond the current document.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import re
+from typing import Iterator, Sequence
+
+INPUT_FORMATS = ("sentence_per_line", "document_per_line")
+_MAX_LOGGED_BAD_LINES = 10
+
+
+class BadInputError(ValueError):
+    """Input that cannot be turned into pretraining data (the message says where and why)."""
+
+
+def expand_input_patterns(patterns: str | Sequence[str]) -> list[str]:
+    """Files matched by comma-separated globs, each glob's matches sorted, in the order given.
+
+    A pattern that matches no file is an error. Repeating a pattern repeats its files (a way to
+    weight a corpus), so duplicates are kept.
+    """
+    if isinstance(patterns, str):
+        patterns = patterns.split(",")
+    patterns = [p.strip() for p in patterns if p.strip()]
+    if not patterns:
+        raise BadInputError("no input file given")
+    files: list[str] = []
+    for pattern in patterns:
+        matches = sorted(m for m in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(m))
+        if not matches:
+            raise BadInputError(f"input pattern {pattern!r} matches no file")
+        files.extend(matches)
+    return files
+
+
+def check_not_all_empty(files: Sequence[str]) -> list[str]:
+    """Returns the files that hold no text; raises if that is every file."""
+    empty = [f for f in files if not _has_text(f)]
+    for path in empty:
+        logging.warning("input file %s holds no text", path)
+    if len(empty) == len(files):
+        raise BadInputError(f"the input files hold no text: {', '.join(files)}")
+    return empty
+
+
+def _has_text(path: str) -> bool:
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 16):
+            if chunk.strip():
+                return True
+    return False
+
+
+class InputStats:
+    """What the reader saw: documents, lines, and lines skipped as not UTF-8."""
+
+    def __init__(self):
+        self.documents = 0
+        self.lines = 0
+        self.bad_lines = 0
+
+    def to_dict(self) -> dict:
+        return {"documents": self.documents, "lines": self.lines, "bad_lines": self.bad_lines}
+
+
+def _decoded_lines(path: str, skip_bad_lines: bool, stats: InputStats) -> Iterator[str]:
+    with open(path, "rb") as f:
+        for line_number, raw in enumerate(f, start=1):
+            stats.lines += 1
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                where = f"{path}:{line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of the line)"
+                if not skip_bad_lines:
+                    raise BadInputError(f"{where}; convert the file or pass --skip_bad_lines to skip such lines") from None
+                stats.bad_lines += 1
+                if stats.bad_lines <= _MAX_LOGGED_BAD_LINES:
+                    logging.warning("skipping %s", where)
+
+
+def iter_documents(
+    files: Sequence[str],
+    input_format: str = "sentence_per_line",
+    skip_bad_lines: bool = False,
+    stats: InputStats | None = None,
+) -> Iterator[list[str]]:
+    """Yields each document as a list of sentences (stripped, non-empty strings)."""
+    if input_format not in INPUT_FORMATS:
+        raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
+    stats = stats if stats is not None else InputStats()
+    for path in files:
+        document: list[str] = []
+        for line in _decoded_lines(path, skip_bad_lines, stats):
+            line = line.strip()
+            if input_format == "document_per_line":
+                sentences = split_sentences(line)
+                if sentences:
+                    stats.documents += 1
+                    yield sentences
+            elif line:
+                document.append(line)
+            elif document:
+                stats.documents += 1
+                yield document
+                document = []
+        if document:
+            stats.documents += 1
+            yield document
+
+
+# A sentence ends at . ! or ? (maybe followed by closing quotes or brackets) followed by space and
+# something that can open a sentence. Abbreviations and initials are the usual false ends.
+_SENTENCE_END = re.compile(r"""[.!?]+["'”’)\]]*\s+(?=["'“‘(\[]?[A-Z0-9])""")
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof st jr sr vs etc e.g i.e no vol fig mt gen col lt sgt capt inc ltd co u.s cf approx".split()
+)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Rule-based sentence split for `document_per_line` input (English-oriented, no model)."""
+    sentences = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        words = text[start : match.start()].split()
+        last_word = words[-1].lower().strip("\"'(") if words else ""
+        if last_word in _ABBREVIATIONS or (len(last_word) == 1 and last_word.isalpha()):
+            continue
+        sentences.append(text[start : match.end()].strip())
+        start = match.end()
+    tail = text[start:].strip()
+    if tail:
+        sentences.append(tail)
+    return [s for s in sentences if s]

@@ -1,0 +1,445 @@
+"""Streaming, sharded, parallel and resumable writing of pretraining TFRecords.
+
+How the work is split, and why the bytes do not depend on the number of workers:
+- documents are numbered in input order and document d belongs to shard d mod num_output_shards;
+- each shard has its own `random.Random`, seeded from (random_seed, shard index), that drives
+  everything in that shard;
+- a shard gathers its documents in small windows (a few dozen documents); each window is visited
+  dupe_factor times, in a fresh random order each time, and its documents supply the random
+  B segments of NSP mode. Memory is one window per open shard, whatever the corpus size.
+A worker owns some shards and reads the whole input once, tokenizing only its own documents.
+Each shard is written to `<name>.incomplete` and renamed when complete, after its counts are
+saved under `shard_stats/`; a rerun keeps complete shards and makes only the missing ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import queue as queue_module
+import random
+import signal
+import time
+import traceback
+from typing import Callable, Sequence
+
+from data_prep.documents import BadInputError, InputStats, iter_documents
+from data_prep.instances import (
+    InstanceOptions,
+    InstanceStats,
+    MaskingVocab,
+    create_instances_from_document,
+    instance_features,
+)
+
+METADATA_FILE = "pretraining_data.json"
+STATS_DIR = "shard_stats"
+INCOMPLETE_SUFFIX = ".incomplete"
+COMPRESSIONS = ("none", "gzip")
+# A window closes at this many documents or tokens, whichever comes first.
+WINDOW_DOCUMENTS = 64
+WINDOW_TOKENS = 200_000
+_PROGRESS_INTERVAL_S = 0.5
+_TOKENIZER_BATCH_SENTENCES = 2048
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationConfig:
+    """Everything that determines the output bytes (the worker count does not)."""
+
+    input_files: tuple[str, ...]
+    spm_model_file: str
+    options: InstanceOptions = InstanceOptions()
+    input_format: str = "sentence_per_line"
+    do_lower_case: bool = True
+    dupe_factor: int = 40
+    random_seed: int = 12345
+    num_output_shards: int = 1
+    compression: str = "none"
+    skip_bad_lines: bool = False
+
+    def __post_init__(self):
+        if self.compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {COMPRESSIONS}, got {self.compression!r}")
+        if self.num_output_shards < 1:
+            raise ValueError(f"num_output_shards must be positive, got {self.num_output_shards}")
+        if self.dupe_factor < 1:
+            raise ValueError(f"dupe_factor must be positive, got {self.dupe_factor}")
+
+    def settings(self) -> dict:
+        """The JSON-able description saved with the shards, compared on a rerun."""
+        return {
+            "input_files": [
+                {"path": os.path.abspath(f), "bytes": os.path.getsize(f)} for f in self.input_files
+            ],
+            "spm_model_sha256": file_sha256(self.spm_model_file),
+            **dataclasses.asdict(self.options),
+            "input_format": self.input_format,
+            "do_lower_case": self.do_lower_case,
+            "dupe_factor": self.dupe_factor,
+            "random_seed": self.random_seed,
+            "num_output_shards": self.num_output_shards,
+            "compression": self.compression,
+            "skip_bad_lines": self.skip_bad_lines,
+        }
+
+    def shard_name(self, index: int) -> str:
+        suffix = ".gz" if self.compression == "gzip" else ""
+        return f"pretrain-{index:05d}-of-{self.num_output_shards:05d}.tfrecord{suffix}"
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_json_atomically(path: str, value: dict) -> None:
+    tmp = path + INCOMPLETE_SUFFIX
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+class _OtherDocuments(Sequence):
+    """The window without one document: where random B segments come from."""
+
+    def __init__(self, window, excluded):
+        self._window, self._excluded = window, excluded
+
+    def __len__(self):
+        return len(self._window) - 1
+
+    def __getitem__(self, index):
+        return self._window[index + (index >= self._excluded)]
+
+
+class _ShardWriter:
+    """One shard being written: its RNG, its current window of documents, its file and counts."""
+
+    def __init__(self, index: int, config: GenerationConfig, output_dir: str, vocab: MaskingVocab):
+        import tensorflow as tf  # the workers import TensorFlow only for its TFRecord writer
+        from albert_tf.features import example_serializer, pretraining_feature_spec
+
+        self.index = index
+        self.config = config
+        self.path = os.path.join(output_dir, config.shard_name(index))
+        self.stats_path = os.path.join(output_dir, STATS_DIR, config.shard_name(index) + ".json")
+        self.rng = random.Random(f"albert_tf pretraining data: seed {config.random_seed}, shard {index}")
+        self.vocab = vocab
+        self.stats = InstanceStats(config.options.ngram)
+        self.window: list[list[list[int]]] = []
+        self.window_tokens = 0
+        spec = pretraining_feature_spec(config.options.max_seq_length, config.options.max_predictions_per_seq)
+        self._serialize = example_serializer(spec)
+        compression = "GZIP" if config.compression == "gzip" else ""
+        self._writer = tf.io.TFRecordWriter(self.path + INCOMPLETE_SUFFIX, tf.io.TFRecordOptions(compression_type=compression))
+
+    def add(self, document: list[list[int]]) -> int:
+        self.window.append(document)
+        self.window_tokens += sum(len(s) for s in document)
+        if len(self.window) >= WINDOW_DOCUMENTS or self.window_tokens >= WINDOW_TOKENS:
+            return self.flush()
+        return 0
+
+    def flush(self) -> int:
+        written = 0
+        options = self.config.options
+        for _ in range(self.config.dupe_factor):
+            order = list(range(len(self.window)))
+            self.rng.shuffle(order)
+            for d in order:
+                instances = create_instances_from_document(
+                    self.window[d], self.rng, self.vocab, options, _OtherDocuments(self.window, d), self.stats
+                )
+                for instance in instances:
+                    self._writer.write(self._serialize(instance_features(instance, options)))
+                written += len(instances)
+        self.window = []
+        self.window_tokens = 0
+        return written
+
+    def finish(self, input_stats: InputStats) -> int:
+        written = self.flush()
+        self._writer.close()
+        record = {"shard": os.path.basename(self.path), **self.stats.to_dict(), "input": input_stats.to_dict()}
+        _write_json_atomically(self.stats_path, record)
+        os.replace(self.path + INCOMPLETE_SUFFIX, self.path)
+        return written
+
+    def abort(self) -> None:
+        try:
+            self._writer.close()
+        finally:
+            if os.path.exists(self.path + INCOMPLETE_SUFFIX):
+                os.remove(self.path + INCOMPLETE_SUFFIX)
+
+
+def generate_shards(
+    config: GenerationConfig,
+    output_dir: str,
+    shard_ids: Sequence[int],
+    report: Callable[[int, int], None] | None = None,
+) -> None:
+    """Writes the given shards, reading the input once. `report(documents, instances)` gets deltas."""
+    from albert_tf.tokenizer import AlbertTokenizer
+
+    tokenizer = AlbertTokenizer(config.spm_model_file, config.do_lower_case)
+    vocab = MaskingVocab.from_tokenizer(tokenizer)
+    input_stats = InputStats()
+    writers: dict[int, _ShardWriter] = {}
+    try:
+        for index in shard_ids:
+            writers[index] = _ShardWriter(index, config, output_dir, vocab)
+        pending_documents = pending_instances = 0
+        last_report = time.monotonic()
+        # Documents are tokenized in batches: one SentencePiece call per document costs more than
+        # the encoding itself. Each shard still receives its documents in input order.
+        batch: list[tuple[_ShardWriter, list[str]]] = []
+        batch_sentences = 0
+
+        def tokenize_batch() -> int:
+            encoded = tokenizer.encode_batch([s for _, sentences in batch for s in sentences], num_threads=1)
+            written = position = 0
+            for writer, sentences in batch:
+                ids = [e for e in encoded[position : position + len(sentences)] if e]
+                position += len(sentences)
+                if ids:
+                    written += writer.add(ids)
+            batch.clear()
+            return written
+
+        documents = iter_documents(config.input_files, config.input_format, config.skip_bad_lines, input_stats)
+        for document_index, sentences in enumerate(documents):
+            writer = writers.get(document_index % config.num_output_shards)
+            if writer is None:
+                continue
+            batch.append((writer, sentences))
+            batch_sentences += len(sentences)
+            pending_documents += 1
+            if batch_sentences >= _TOKENIZER_BATCH_SENTENCES:
+                pending_instances += tokenize_batch()
+                batch_sentences = 0
+                if report is not None and time.monotonic() - last_report > _PROGRESS_INTERVAL_S:
+                    report(pending_documents, pending_instances)
+                    pending_documents = pending_instances = 0
+                    last_report = time.monotonic()
+        pending_instances += tokenize_batch()
+        for writer in writers.values():
+            pending_instances += writer.finish(input_stats)
+        writers.clear()
+        if report is not None:
+            report(pending_documents, pending_instances)
+    finally:
+        for writer in writers.values():
+            writer.abort()
+
+
+def _die_with_parent() -> None:
+    """Asks Linux to kill this worker if the parent dies (e.g. SIGKILL), so no orphan keeps writing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _worker_main(config, output_dir, shard_ids, messages, parent_pid) -> None:
+    _die_with_parent()
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        return
+    try:
+        generate_shards(config, output_dir, shard_ids, lambda d, i: messages.put(("progress", d, i)))
+        messages.put(("done", None, None))
+    except BadInputError as error:
+        messages.put(("error", str(error), None))
+    except BaseException:  # the parent must learn why, whatever it was
+        messages.put(("error", traceback.format_exc(), None))
+
+
+def check_output_dir(output_dir: str, settings: dict, config: GenerationConfig) -> dict | None:
+    """Returns the saved metadata if `output_dir` may be (re)used with `settings`, else raises."""
+    metadata_path = os.path.join(output_dir, METADATA_FILE)
+    shards = sorted(
+        os.path.basename(p)
+        for p in glob.glob(os.path.join(output_dir, "pretrain-*.tfrecord*"))
+        if not p.endswith(INCOMPLETE_SUFFIX)
+    )
+    metadata = None
+    if os.path.exists(metadata_path):
+        with open(metadata_path) as f:
+            metadata = json.load(f)
+    if not shards and metadata is None:
+        return None
+    if metadata is None:
+        raise BadInputError(
+            f"output_dir {output_dir} holds shards ({shards[0]}, ...) but no {METADATA_FILE} saying how they "
+            "were made; use an empty output_dir"
+        )
+    saved = metadata.get("settings", {})
+    differences = [
+        f"{key}: {saved.get(key)!r} there, {settings.get(key)!r} now"
+        for key in sorted(set(saved) | set(settings))
+        if saved.get(key) != settings.get(key)
+    ]
+    if differences:
+        raise BadInputError(
+            f"output_dir {output_dir} holds shards made with other settings ({'; '.join(differences)}); "
+            "use another output_dir or delete the old shards"
+        )
+    expected = {config.shard_name(i) for i in range(config.num_output_shards)}
+    strangers = [s for s in shards if s not in expected]
+    if strangers:
+        raise BadInputError(f"output_dir {output_dir} holds shards of another run: {', '.join(strangers)}")
+    return metadata
+
+
+def _complete_shards(output_dir: str, config: GenerationConfig) -> dict[int, dict]:
+    complete = {}
+    for index in range(config.num_output_shards):
+        name = config.shard_name(index)
+        stats_path = os.path.join(output_dir, STATS_DIR, name + ".json")
+        if os.path.exists(os.path.join(output_dir, name)) and os.path.exists(stats_path):
+            with open(stats_path) as f:
+                complete[index] = json.load(f)
+    return complete
+
+
+def _remove_incomplete(output_dir: str) -> None:
+    for path in glob.glob(os.path.join(output_dir, "*" + INCOMPLETE_SUFFIX)) + glob.glob(
+        os.path.join(output_dir, STATS_DIR, "*" + INCOMPLETE_SUFFIX)
+    ):
+        os.remove(path)
+
+
+def run_generation(config: GenerationConfig, output_dir: str, num_workers: int = 1, progress: bool = True) -> dict:
+    """Makes every missing shard of `config` in `output_dir` and returns the run's metadata.
+
+    Raises BadInputError (leaving no partial shard) when the input or output_dir is unusable.
+    """
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be positive, got {num_workers}")
+    settings = config.settings()
+    os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)
+    metadata = check_output_dir(output_dir, settings, config)
+    created_metadata = metadata is None
+    metadata_path = os.path.join(output_dir, METADATA_FILE)
+    _remove_incomplete(output_dir)
+    if created_metadata:
+        _write_json_atomically(metadata_path, {"settings": settings, "complete": False})
+
+    pending = [i for i in range(config.num_output_shards) if i not in _complete_shards(output_dir, config)]
+    started = time.monotonic()
+    try:
+        if pending:
+            _run_workers(config, output_dir, pending, min(num_workers, len(pending)), progress)
+    except BaseException:
+        _remove_incomplete(output_dir)
+        if created_metadata and not _complete_shards(output_dir, config):
+            os.remove(metadata_path)
+        raise
+    elapsed = time.monotonic() - started
+
+    shard_records = _complete_shards(output_dir, config)
+    totals = InstanceStats(config.options.ngram)
+    for record in shard_records.values():
+        totals.merge(record)
+    input_stats = next(iter(shard_records.values()))["input"]
+    counts = {**totals.to_dict(), **input_stats}
+    result = {
+        "settings": settings,
+        "complete": True,
+        "counts": counts,
+        "shards": {config.shard_name(i): shard_records[i]["instances"] for i in sorted(shard_records)},
+        "num_workers": num_workers,
+        "generated_shards": len(pending),
+        "seconds": round(elapsed, 3),
+    }
+    _write_json_atomically(metadata_path, result)
+    return result
+
+
+def _run_workers(config, output_dir, pending, num_workers, progress) -> None:
+    from tqdm import tqdm
+
+    bar = tqdm(unit=" docs", disable=not progress, smoothing=0.1)
+    started = time.monotonic()
+    totals = {"instances": 0}
+
+    def report(documents: int, instances: int) -> None:
+        totals["instances"] += instances
+        rate = totals["instances"] / max(time.monotonic() - started, 1e-9)
+        bar.set_postfix(instances=totals["instances"], instances_per_s=f"{rate:.0f}", refresh=False)
+        bar.update(documents)
+
+    try:
+        if num_workers == 1:
+            generate_shards(config, output_dir, pending, report)
+            return
+        # spawn, not fork: the parent may have TensorFlow's threads running, which fork does not copy.
+        context = multiprocessing.get_context("spawn")
+        messages = context.Queue()
+        workers = [
+            context.Process(
+                target=_worker_main,
+                args=(config, output_dir, pending[w::num_workers], messages, os.getpid()),
+                daemon=True,
+            )
+            for w in range(num_workers)
+        ]
+        for worker in workers:
+            worker.start()
+        finished, error = 0, None
+        try:
+            while finished < num_workers and error is None:
+                try:
+                    kind, first, second = messages.get(timeout=1.0)
+                except queue_module.Empty:
+                    dead = [w for w in workers if w.exitcode not in (None, 0)]
+                    if dead:
+                        error = f"a worker process exited with code {dead[0].exitcode} before finishing"
+                    continue
+                if kind == "progress":
+                    report(first, second)
+                elif kind == "done":
+                    finished += 1
+                else:
+                    error = first
+        finally:
+            for worker in workers:
+                if worker.is_alive() and error is not None:
+                    worker.terminate()
+            for worker in workers:
+                worker.join()
+        if error is not None:
+            raise BadInputError(error)
+    finally:
+        bar.close()
+
+
+def format_summary(result: dict) -> str:
+    """The end-of-run report: documents, instances, masked tokens, label balance."""
+    c = result["counts"]
+    instances = max(c["instances"], 1)
+    replaced = max(sum(c["replacements"]), 1)
+    lines = [
+        f"documents:        {c['documents']:,} ({c['lines']:,} lines, {c['bad_lines']:,} skipped as not UTF-8)",
+        f"instances:        {c['instances']:,} in {len(result['shards'])} shards",
+        f"masked tokens:    {c['masked_tokens']:,} ({c['masked_tokens'] / max(c['tokens'], 1):.2%} of "
+        f"{c['tokens']:,} tokens; [MASK]/kept/random {c['replacements'][0] / replaced:.1%}/"
+        f"{c['replacements'][1] / replaced:.1%}/{c['replacements'][2] / replaced:.1%})",
+        f"labels:           0 (in order) {c['labels'][0] / instances:.1%}, 1 (swapped or random) "
+        f"{c['labels'][1] / instances:.1%}",
+    ]
+    if result["seconds"] > 0 and result["generated_shards"]:
+        lines.append(f"time:             {result['seconds']:.1f} s for {result['generated_shards']} new shards")
+    return "\n".join(lines)

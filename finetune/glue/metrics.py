@@ -4,6 +4,7 @@ Classification metrics take class ids (the argmax of the logits); the correlatio
 scores. Degenerate inputs follow scikit-learn and SciPy, the references the tests compare against:
 Matthews correlation and F1 are 0.0 where their denominator vanishes, and a correlation with a
 constant input is NaN (it is undefined, and a silent 0 would read as a real result).
+`task_metrics` turns a model's outputs on an evaluation split into the task's metrics.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping
 
 import numpy as np
+
+from finetune.glue.tasks import Task, get_task
 
 
 def _pair(labels, predictions, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -115,3 +118,47 @@ def compute_metrics(names: Iterable[str], labels, predictions) -> dict[str, floa
             raise ValueError(f"unknown metric {name!r}; the metrics are: {', '.join(METRICS)}")
         results[name] = METRICS[name](labels, predictions)
     return results
+
+
+def predictions_from_outputs(task: Task | str, outputs) -> np.ndarray:
+    """Class ids (the argmax of logits or probabilities, [N, num_labels]) for a classification
+    task; float scores ([N] or [N, 1]) for a regression task."""
+    task = get_task(task) if isinstance(task, str) else task
+    outputs = np.asarray(outputs)
+    if task.is_regression:
+        if outputs.ndim == 2 and outputs.shape[1] == 1:
+            outputs = outputs[:, 0]
+        if outputs.ndim != 1:
+            raise ValueError(
+                f"{task.name} outputs should be scores of shape [N] or [N, 1], got {outputs.shape}"
+            )
+        return outputs.astype(np.float64)
+    if outputs.ndim != 2 or outputs.shape[1] != task.num_labels:
+        raise ValueError(
+            f"{task.name} outputs should be logits of shape [N, {task.num_labels}], got "
+            f"{outputs.shape}"
+        )
+    return np.argmax(outputs, axis=1)
+
+
+def task_metrics(task: Task | str, label_ids, outputs, weights=None) -> dict[str, float]:
+    """The task's metrics of a model's outputs on an evaluation split.
+
+    Args:
+        task: a `Task` or its name.
+        label_ids: class ids, or scores for STS-B.
+        outputs: logits (or probabilities) [N, num_labels]; scores [N] or [N, 1] for STS-B.
+        weights: `is_real_example` of each row; rows of weight 0 (the padding that fills the last
+            evaluation batch) are left out. None keeps every row.
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    predictions = predictions_from_outputs(task, outputs)
+    label_ids = np.asarray(label_ids).reshape(-1)
+    if weights is not None:
+        real = np.asarray(weights).reshape(-1) > 0
+        if real.shape != label_ids.shape:
+            raise ValueError(
+                f"weights and labels differ in length: {real.size} and {label_ids.size}"
+            )
+        label_ids, predictions = label_ids[real], predictions[real]
+    return compute_metrics(task.metrics, label_ids, predictions)

@@ -101,3 +101,20 @@ def test_bad_inputs():
         metrics.accuracy([1, 0, 1], [1, 0])
     with pytest.raises(ValueError, match="at least one example"):
         metrics.pearson([], [])
+
+
+def test_task_metrics_leave_out_padding():
+    # MRPC: argmax of the logits is (1, 0, 0, 1); the last row is padding (weight 0) whose
+    # prediction would otherwise be wrong. Accuracy 3/4; F1: TP 2, FP 0, FN 1 -> 4/5.
+    logits = [[0.1, 0.9], [2.0, -1.0], [0.6, 0.4], [-3.0, 3.0], [5.0, 0.0]]
+    result = metrics.task_metrics("MRPC", [1, 0, 1, 1, 1], logits, weights=[1, 1, 1, 1, 0])
+    assert result == {"accuracy": 0.75, "f1": pytest.approx(0.8, abs=1e-15)}
+    # STS-B takes [N, 1] scores. Centered labels (-11/6, -1/3, 13/6) and scores (-1, 1, 0):
+    # Pearson 1.5 / sqrt(49/6 * 2); Spearman, ranks (1, 3, 2) against (1, 2, 3): 1 - 6*2/(3*8).
+    stsb = metrics.task_metrics("STS-B", [0.5, 2.0, 4.5], [[1.0], [3.0], [2.0]])
+    assert stsb == {
+        "pearson": pytest.approx(1.5 / math.sqrt(49 / 3)),
+        "spearman": pytest.approx(0.5),
+    }
+    with pytest.raises(ValueError, match=r"MNLI outputs should be logits of shape \[N, 3\]"):
+        metrics.task_metrics("MNLI", [0, 1], [[0.0, 1.0], [1.0, 0.0]])

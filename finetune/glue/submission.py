@@ -1,0 +1,72 @@
+"""GLUE submission files: `<TASK>.tsv` with one prediction per test row, in the official strings.
+
+The GLUE server reads `index<TAB>prediction` with a header, rows in the order of the test file
+(whose index column counts from 0), labels as the task's official strings ("entailment", "1") and
+STS-B scores as numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+from finetune.glue.metrics import predictions_from_outputs
+from finetune.glue.tasks import Task, get_task
+
+
+def prediction_strings(task: Task | str, outputs) -> list[str]:
+    """The official string of each prediction: a label, or a score with 3 decimals for STS-B.
+
+    Args:
+        task: a `Task` or its name.
+        outputs: logits (or probabilities) [N, num_labels]; scores [N] or [N, 1] for STS-B.
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    predictions = predictions_from_outputs(task, outputs)
+    if task.is_regression:
+        return [f"{score:.3f}" for score in predictions]
+    return [task.labels[int(i)] for i in predictions]
+
+
+def write_submission(
+    task: Task | str,
+    split: str,
+    outputs,
+    output_dir: str | os.PathLike,
+    *,
+    num_examples: int | None = None,
+) -> pathlib.Path:
+    """Writes the submission file of one prediction split into `output_dir`; returns its path.
+
+    Args:
+        task: a `Task` or its name.
+        split: a prediction split of the task ("test"; MNLI: "test_matched" or "test_mismatched").
+        outputs: the model's outputs on the split's examples, in file order, padding removed.
+        output_dir: where to write (created if missing).
+        num_examples: the number of examples the split has, checked against `outputs` because a
+            file short of rows is rejected by the server only after upload.
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    layout = task.layout(split)
+    if layout.submission_file is None:
+        raise ValueError(
+            f"{task.name} {split} is labelled and has no submission file; the prediction splits "
+            f"are: {', '.join(task.predict_splits)}"
+        )
+    lines = prediction_strings(task, outputs)
+    if num_examples is not None and len(lines) != num_examples:
+        raise ValueError(
+            f"{task.name} {split} has {num_examples} examples but {len(lines)} predictions "
+            "were given"
+        )
+    output_dir = pathlib.Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / layout.submission_file
+    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    with open(partial, "w", encoding="utf-8", newline="\n") as f:
+        f.write("index\tprediction\n")
+        for index, line in enumerate(lines):
+            f.write(f"{index}\t{line}\n")
+    os.replace(partial, path)
+    return path
+

@@ -191,6 +191,12 @@ def test_sharded_training_input(tokenizer, glue_dir, tmp_path):
         return _collect(dataset.take(34))
 
     ids, labels, weights = first_batches(seed=7)
+    # Static shapes, as XLA and TPUs need: every batch is full.
+    training = data.make_dataset(
+        cached, global_batch_size=8, training=True, input_context=context(1)
+    )
+    assert training.element_spec[0]["input_ids"].shape.as_list() == [4, 32]
+    assert training.element_spec[1].shape.as_list() == [4]
     assert ids.shape == (136, 32) and weights.sum() == 136
     shard = collections.Counter(map(tuple, all_ids[0::2].tolist()))
     seen = collections.Counter(map(tuple, ids.tolist()))

@@ -145,8 +145,14 @@ def _fingerprint(
     skip_bad_rows: bool,
 ) -> str:
     digest = hashlib.sha256()
-    settings = (FEATURE_FORMAT_VERSION, task.name, split, max_seq_length, tokenizer.do_lower_case,
-                skip_bad_rows)  # fmt: skip
+    settings = (
+        FEATURE_FORMAT_VERSION,
+        task.name,
+        split,
+        max_seq_length,
+        tokenizer.do_lower_case,
+        skip_bad_rows,
+    )
     digest.update(repr(settings).encode("utf-8"))
     digest.update(hashlib.sha256(tokenizer.model_proto).digest())
     with open(source, "rb") as f:

@@ -1,0 +1,220 @@
+"""tf.data readers of pretraining TFRecords, as training consumes them.
+
+Files written by `albert-create-pretraining-data` and by the original ALBERT tool both load
+(same feature names, ALBERT.md §3). Damaged files are reported with their name: TensorFlow's own
+"corrupted record at N" does not say which file, so each file's record framing is checked when the
+dataset is built, and each file's record count is checked again as it is read.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import struct
+from typing import Sequence
+
+import tensorflow as tf
+
+from albert_tf.features import pretraining_feature_spec
+
+SHUFFLE_BUFFER_RECORDS = 10_000
+_GZIP_SUFFIXES = (".gz", ".gzip")
+_COMPRESSIONS = {"auto": None, "none": "", "": "", "gzip": "GZIP"}
+
+
+def expand_file_patterns(file_patterns: str | Sequence[str]) -> list[str]:
+    """Sorted files of comma-separated globs (a str) or of a list of globs; empty globs are errors."""
+    if isinstance(file_patterns, str):
+        file_patterns = file_patterns.split(",")
+    patterns = [p.strip() for p in file_patterns if p and p.strip()]
+    if not patterns:
+        raise ValueError("no input file pattern given")
+    files: list[str] = []
+    for pattern in patterns:
+        matches = sorted(tf.io.gfile.glob(pattern)) if "://" in pattern else sorted(glob.glob(pattern))
+        matches = [m for m in matches if not tf.io.gfile.isdir(m)]
+        if not matches:
+            raise ValueError(f"input pattern {pattern!r} matches no file")
+        files.extend(m for m in matches if m not in files)
+    return files
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC_TABLE = _crc32c_table()
+
+
+def _masked_crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def count_records(path: str, compression: str = "") -> int:
+    """Walks a TFRecord file's record headers (not payloads) and returns the number of records.
+
+    Raises ValueError naming the file when a header is damaged or the file ends inside a record.
+    Uncompressed files are walked with seeks; GZIP files have to be decompressed.
+    """
+    if compression == "GZIP":
+        import gzip
+
+        opener = lambda: gzip.open(path, "rb")  # noqa: E731
+        errors: tuple = (OSError, EOFError)
+    else:
+        opener = lambda: tf.io.gfile.GFile(path, "rb")  # noqa: E731
+        errors = (tf.errors.OpError,)
+    count = offset = 0
+    try:
+        with opener() as f:
+            while header := f.read(12):
+                if len(header) < 12:
+                    raise ValueError(f"TFRecord file {path} is truncated: it ends inside the header at byte {offset}")
+                length, length_crc = struct.unpack("<QI", header)
+                if _masked_crc32c(header[:8]) != length_crc:
+                    raise ValueError(f"TFRecord file {path} is corrupted: bad record header at byte {offset}")
+                if compression == "GZIP":
+                    skipped = len(f.read(length + 4))
+                else:
+                    f.seek(length + 4, 1)
+                    skipped = min(length + 4, max(f.size() - offset - 12, 0))
+                if skipped < length + 4:
+                    raise ValueError(
+                        f"TFRecord file {path} is truncated: the record at byte {offset} needs {length + 16} bytes, "
+                        f"{skipped + 12} are left"
+                    )
+                offset += length + 16
+                count += 1
+    except errors as error:
+        raise ValueError(f"TFRecord file {path} is truncated or unreadable after byte {offset}: {error}") from error
+    return count
+
+
+def _checked_records(filename: tf.Tensor, compression: tf.Tensor, expected: tf.Tensor) -> tf.data.Dataset:
+    """The file's records; fails naming the file if fewer than `expected` could be read."""
+    records = tf.data.TFRecordDataset(filename, compression_type=compression).ignore_errors()
+    marked = records.map(lambda r: (r, False)).concatenate(tf.data.Dataset.from_tensors((tf.constant(b""), True)))
+
+    def count(seen, element):
+        record, is_end = element
+        check = tf.debugging.Assert(
+            tf.logical_or(tf.logical_not(is_end), tf.equal(seen, expected)),
+            ["corrupted TFRecord file", filename, "only this many records could be read:", seen, "of", expected],
+        )
+        with tf.control_dependencies([check]):
+            return seen + tf.cast(tf.logical_not(is_end), tf.int64), element
+
+    return marked.scan(tf.constant(0, tf.int64), count).filter(lambda r, is_end: tf.logical_not(is_end)).map(
+        lambda r, is_end: r
+    )
+
+
+def _parser(spec: dict, batch_size: int):
+    names = sorted(spec)
+
+    def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        ragged = tf.io.parse_example(
+            serialized, {name: tf.io.RaggedFeature(spec[name].dtype, row_splits_dtype=tf.int64) for name in names}
+        )
+        features = {}
+        for name in names:
+            length = spec[name].shape[0]
+            lengths = ragged[name].row_lengths()
+            # Checked here because FixedLenFeature's own error does not say which flag is wrong.
+            check = tf.debugging.Assert(
+                tf.reduce_all(tf.equal(lengths, length)),
+                [f"pretraining record feature {name!r} has length", tf.reduce_max(tf.abs(lengths - length)) + length,
+                 f"but the reader was built for length {length} "
+                 f"(max_seq_length / max_predictions_per_seq must match the data)"],
+            )
+            with tf.control_dependencies([check]):
+                values = tf.reshape(ragged[name].flat_values, [batch_size, length])
+            features[name] = values if values.dtype == tf.float32 else tf.cast(values, tf.int32)
+        return features
+
+    return parse
+
+
+def pretraining_dataset(
+    file_patterns: str | Sequence[str],
+    *,
+    batch_size: int,
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    is_training: bool,
+    input_context: tf.distribute.InputContext | None = None,
+    seed: int | None = None,
+    deterministic: bool = False,
+    compression: str = "auto",
+) -> tf.data.Dataset:
+    """Batches of pretraining features: int32 tensors (float32 `masked_lm_weights`), static shapes.
+
+    Args:
+        file_patterns: comma-separated globs, or a list of globs. A glob matching nothing is an error.
+        batch_size: examples per batch for this input pipeline (per replica under a strategy's
+            `distribute_datasets_from_function`); the last partial batch is dropped.
+        max_seq_length, max_predictions_per_seq: must equal what the data was written with.
+        is_training: shuffle files and records and repeat forever; otherwise one ordered pass.
+        input_context: this pipeline's share of the files (or of the records, when there are fewer
+            files than pipelines).
+        seed: seed of the shuffles.
+        deterministic: same order on every run (fixed seed 0 when `seed` is None, ordered interleave).
+        compression: "auto" (".gz"/".gzip" suffix means GZIP), "gzip" or "none".
+
+    Returns:
+        A dataset of dicts with `input_ids`, `input_mask`, `segment_ids`, `token_boundary`
+        `[batch, max_seq_length]`, `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`
+        `[batch, max_predictions_per_seq]` and `next_sentence_labels` `[batch, 1]` (the SOP label).
+    """
+    if compression.lower() not in _COMPRESSIONS:
+        raise ValueError(f"compression must be 'auto', 'gzip' or 'none', got {compression!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+    files = expand_file_patterns(file_patterns)
+    if deterministic and seed is None:
+        seed = 0
+    fixed = _COMPRESSIONS[compression.lower()]
+    compressions = [fixed if fixed is not None else ("GZIP" if f.endswith(_GZIP_SUFFIXES) else "") for f in files]
+
+    shard_records = False
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        if len(files) >= input_context.num_input_pipelines:
+            keep = slice(input_context.input_pipeline_id, None, input_context.num_input_pipelines)
+            files, compressions = files[keep], compressions[keep]
+        else:
+            shard_records = True
+    counts = [count_records(f, c) for f, c in zip(files, compressions)]
+
+    dataset = tf.data.Dataset.from_tensor_slices((files, compressions, tf.constant(counts, tf.int64)))
+    if is_training:
+        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    dataset = dataset.interleave(
+        _checked_records,
+        cycle_length=min(len(files), 8),
+        block_length=1 if is_training else None,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic or not is_training,
+    )
+    if shard_records:
+        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if is_training:
+        dataset = dataset.shuffle(SHUFFLE_BUFFER_RECORDS, seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    dataset = dataset.map(
+        _parser(spec, batch_size), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic or not is_training
+    )
+    options = tf.data.Options()
+    options.deterministic = deterministic or not is_training
+    dataset = dataset.with_options(options)
+    return dataset.prefetch(tf.data.AUTOTUNE)

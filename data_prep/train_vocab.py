@@ -1,0 +1,144 @@
+"""albert-train-vocab: trains a unigram SentencePiece model with the ALBERT settings.
+
+The settings are those of the released `30k-clean.model`: unigram, `<pad>`=0, `<unk>`=1, no
+<s>/</s>, control symbols [CLS] [SEP] [MASK] at 2, 3, 4, the same user-defined punctuation pieces,
+character coverage 0.99995. The text is normalised first (ALBERT's normalisation, see
+`albert_tf.tokenizer.normalize_text`), exactly as it will be when the model is used.
+
+Example:
+    albert-train-vocab --input_file='corpus/*.txt' --model_prefix=out/30k --vocab_size=30000
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Iterator, Sequence
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+# The released model's user-defined pieces: punctuation SentencePiece never merges into words.
+RELEASED_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
+
+flags.DEFINE_string("input_file", None, "Input text files: comma-separated globs.")
+flags.DEFINE_string("model_prefix", None, "Output path prefix: writes <prefix>.model and <prefix>.vocab.")
+flags.DEFINE_enum("input_format", "sentence_per_line", ["sentence_per_line", "document_per_line"],
+                  "Same meaning as in albert-create-pretraining-data.")
+flags.DEFINE_integer("vocab_size", 30000, "Number of pieces, the 5 special ones included.")
+flags.DEFINE_bool("do_lower_case", True, "Lowercase the text before training.")
+flags.DEFINE_float("character_coverage", 0.99995, "Fraction of characters the vocabulary covers.")
+flags.DEFINE_integer("input_sentence_size", 10_000_000, "Most sentences sampled for training (0: all).")
+flags.DEFINE_list("user_defined_symbols", list(RELEASED_USER_DEFINED_SYMBOLS),
+                  "Pieces always kept whole (the released model's punctuation by default).")
+flags.DEFINE_bool("hard_vocab_limit", True, "Fail if the corpus cannot fill vocab_size (False: use fewer pieces).")
+flags.DEFINE_string("normalization_rule_name", "nmt_nfkc",
+                    "SentencePiece's own normaliser, applied after ALBERT's (nmt_nfkc as released; identity "
+                    "makes a model some 240 KB smaller, which suits tiny test vocabularies).")
+flags.DEFINE_integer("num_threads", 0, "Training threads (0: all cores).")
+flags.DEFINE_bool("skip_bad_lines", False, "Skip input lines that are not UTF-8 instead of failing.")
+
+
+def normalized_sentences(
+    files: Sequence[str], input_format: str, do_lower_case: bool, skip_bad_lines: bool
+) -> Iterator[str]:
+    """The training text as SentencePiece will see it at use time, one sentence at a time."""
+    from albert_tf.tokenizer import normalize_text
+    from data_prep.documents import iter_documents
+
+    for document in iter_documents(files, input_format, skip_bad_lines):
+        for sentence in document:
+            text = normalize_text(sentence, do_lower_case)
+            if text:
+                yield text
+
+
+def train_vocab(
+    input_files: Sequence[str],
+    model_prefix: str,
+    *,
+    vocab_size: int = 30000,
+    input_format: str = "sentence_per_line",
+    do_lower_case: bool = True,
+    character_coverage: float = 0.99995,
+    input_sentence_size: int = 10_000_000,
+    user_defined_symbols: Sequence[str] = RELEASED_USER_DEFINED_SYMBOLS,
+    hard_vocab_limit: bool = True,
+    normalization_rule_name: str = "nmt_nfkc",
+    num_threads: int = 0,
+    skip_bad_lines: bool = False,
+) -> str:
+    """Trains the model, checks it has the ALBERT special pieces, and returns the .model path."""
+    import sentencepiece as spm
+
+    from albert_tf.tokenizer import AlbertTokenizer
+
+    if vocab_size < 6:
+        raise ValueError(f"vocab_size must leave room beyond the 5 special pieces, got {vocab_size}")
+    directory = os.path.dirname(model_prefix)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    spm.SentencePieceTrainer.Train(
+        sentence_iterator=normalized_sentences(input_files, input_format, do_lower_case, skip_bad_lines),
+        model_prefix=model_prefix,
+        model_type="unigram",
+        vocab_size=vocab_size,
+        character_coverage=character_coverage,
+        input_sentence_size=input_sentence_size,
+        shuffle_input_sentence=True,
+        pad_id=0,
+        unk_id=1,
+        bos_id=-1,
+        eos_id=-1,
+        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        user_defined_symbols=list(user_defined_symbols),
+        hard_vocab_limit=hard_vocab_limit,
+        normalization_rule_name=normalization_rule_name,
+        num_threads=num_threads or os.cpu_count() or 1,
+        minloglevel=1,
+    )
+    model_file = model_prefix + ".model"
+    AlbertTokenizer(model_file, do_lower_case)  # the model must load as an ALBERT vocabulary
+    return model_file
+
+
+def main(argv) -> int:
+    del argv
+    from data_prep.documents import BadInputError, check_not_all_empty, expand_input_patterns
+
+    for name in ("input_file", "model_prefix"):
+        if not getattr(FLAGS, name):
+            print(f"error: --{name} is required", file=sys.stderr)
+            return 2
+    try:
+        files = expand_input_patterns(FLAGS.input_file)
+        check_not_all_empty(files)
+        model_file = train_vocab(
+            files,
+            FLAGS.model_prefix,
+            vocab_size=FLAGS.vocab_size,
+            input_format=FLAGS.input_format,
+            do_lower_case=FLAGS.do_lower_case,
+            character_coverage=FLAGS.character_coverage,
+            input_sentence_size=FLAGS.input_sentence_size,
+            user_defined_symbols=FLAGS.user_defined_symbols,
+            hard_vocab_limit=FLAGS.hard_vocab_limit,
+            normalization_rule_name=FLAGS.normalization_rule_name,
+            num_threads=FLAGS.num_threads,
+            skip_bad_lines=FLAGS.skip_bad_lines,
+        )
+    except (BadInputError, ValueError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {model_file} and {FLAGS.model_prefix}.vocab")
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -133,7 +133,8 @@ def _parser(spec: dict, batch_size: int):
             # Checked here because FixedLenFeature's own error does not say which flag is wrong.
             check = tf.debugging.Assert(
                 tf.reduce_all(tf.equal(lengths, length)),
-                [f"pretraining record feature {name!r} has length", tf.reduce_max(tf.abs(lengths - length)) + length,
+                [f"pretraining record feature {name!r} has length",
+                 tf.gather(lengths, tf.argmax(tf.cast(tf.not_equal(lengths, length), tf.int32))),
                  f"but the reader was built for length {length} "
                  f"(max_seq_length / max_predictions_per_seq must match the data)"],
             )

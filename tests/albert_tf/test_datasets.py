@@ -1,0 +1,175 @@
+"""pretraining_dataset: parsing, batching, shuffling, sharding and errors that name their cause."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import albert_tf.datasets
+from albert_tf.datasets import count_records, pretraining_dataset
+from albert_tf.features import pretraining_feature_spec, serialize_example
+
+SEQ, PREDS = 16, 4
+
+
+def _record(index: int) -> dict:
+    """A record whose every feature encodes its index, so order and content can be checked."""
+    return {
+        "input_ids": [index] + [5] * (SEQ - 1),
+        "input_mask": [1] * SEQ,
+        "segment_ids": [0] * 8 + [1] * 8,
+        "token_boundary": [1] * SEQ,
+        "masked_lm_positions": [1, 2, 3, 0],
+        "masked_lm_ids": [index % 7, 8, 9, 0],
+        "masked_lm_weights": [1.0, 1.0, 1.0, 0.0],
+        "next_sentence_labels": [index % 2],
+    }
+
+
+def _write(path, indices, compression="", seq=SEQ, preds=PREDS):
+    spec = pretraining_feature_spec(seq, preds)
+    with tf.io.TFRecordWriter(str(path), tf.io.TFRecordOptions(compression_type=compression)) as writer:
+        for i in indices:
+            values = _record(i)
+            if seq != SEQ:
+                values = {k: (v[:1] * seq if len(v) == SEQ else v) for k, v in values.items()}
+            writer.write(serialize_example(values, spec))
+
+
+@pytest.fixture
+def shards(tmp_path):
+    """Four files of 25 records: file k holds indices 25k .. 25k+24 (the last one gzip-compressed)."""
+    paths = []
+    for k in range(4):
+        gz = k == 3
+        path = tmp_path / f"part-{k}.tfrecord{'.gz' if gz else ''}"
+        _write(path, range(25 * k, 25 * k + 25), "GZIP" if gz else "")
+        paths.append(path)
+    return paths
+
+
+def _indices(dataset, batches=None):
+    out = []
+    for n, batch in enumerate(dataset):
+        if batches is not None and n >= batches:
+            break
+        out += batch["input_ids"][:, 0].numpy().tolist()
+    return out
+
+
+def test_evaluation_reads_every_record_once_in_order_with_static_int32_batches(tmp_path, shards):
+    dataset = pretraining_dataset(
+        str(tmp_path / "part-*"), batch_size=8, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False
+    )
+    spec = dataset.element_spec
+    assert spec["input_ids"].shape == (8, SEQ) and spec["input_ids"].dtype == tf.int32
+    assert spec["masked_lm_weights"].shape == (8, PREDS) and spec["masked_lm_weights"].dtype == tf.float32
+    assert spec["next_sentence_labels"].shape == (8, 1) and spec["next_sentence_labels"].dtype == tf.int32
+    indices = _indices(dataset)
+    # Files are read round-robin, record by record; drop_remainder keeps 12 batches of 8 of the 100.
+    assert indices == [25 * k + j for j in range(25) for k in range(4)][:96]
+    batch = next(iter(dataset))
+    assert batch["masked_lm_ids"][:, 0].numpy().tolist() == [i % 7 for i in indices[:8]]
+    assert batch["next_sentence_labels"][:, 0].numpy().tolist() == [i % 2 for i in indices[:8]]
+    assert batch["segment_ids"].numpy().tolist() == [[0] * 8 + [1] * 8] * 8
+
+
+def test_training_shuffles_repeats_and_is_reproducible_in_deterministic_mode(shards, monkeypatch):
+    # A buffer smaller than the 100 records keeps the test fast and still mixes files and passes.
+    monkeypatch.setattr(albert_tf.datasets, "SHUFFLE_BUFFER_RECORDS", 64)
+
+    def make(seed):
+        return pretraining_dataset(
+            [str(p) for p in shards], batch_size=10, max_seq_length=SEQ, max_predictions_per_seq=PREDS,
+            is_training=True, seed=seed, deterministic=True,
+        )
+
+    # 1,500 records from 100 repeated: each index is expected 15 times, so missing one has a
+    # probability of about 100 * exp(-15) = 3e-5.
+    first = _indices(make(1), batches=150)
+    assert sorted(set(first)) == list(range(100))
+    assert first[:100] != sorted(first[:100])  # shuffled
+    assert first == _indices(make(1), batches=150)  # deterministic
+    assert first != _indices(make(2), batches=150)
+
+
+def test_input_context_gives_each_pipeline_its_own_files(shards):
+    seen = []
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2)
+        dataset = pretraining_dataset(
+            ",".join(str(p) for p in shards), batch_size=5, max_seq_length=SEQ, max_predictions_per_seq=PREDS,
+            is_training=False, input_context=context,
+        )
+        seen.append(set(_indices(dataset)))
+    assert seen[0].isdisjoint(seen[1])
+    assert seen[0] | seen[1] == set(range(100))
+    assert seen[0] == set(range(0, 25)) | set(range(50, 75))
+
+
+def test_input_context_splits_records_when_files_are_fewer_than_pipelines(shards):
+    seen = []
+    for pipeline in range(3):
+        context = tf.distribute.InputContext(num_input_pipelines=3, input_pipeline_id=pipeline)
+        dataset = pretraining_dataset(
+            str(shards[0]), batch_size=1, max_seq_length=SEQ, max_predictions_per_seq=PREDS,
+            is_training=False, input_context=context,
+        )
+        seen.append(_indices(dataset))
+    assert seen[0] == list(range(0, 25, 3)) and seen[1] == list(range(1, 25, 3)) and seen[2] == list(range(2, 25, 3))
+
+
+def test_a_pattern_matching_nothing_is_named(tmp_path, shards):
+    with pytest.raises(ValueError, match=r"input pattern '.*nothing-\*\.tfrecord' matches no file"):
+        pretraining_dataset(
+            f"{shards[0]},{tmp_path}/nothing-*.tfrecord", batch_size=2, max_seq_length=SEQ,
+            max_predictions_per_seq=PREDS, is_training=False,
+        )
+
+
+def test_lengths_that_differ_from_the_flags_name_both_values(shards):
+    dataset = pretraining_dataset(
+        str(shards[0]), batch_size=4, max_seq_length=SEQ * 2, max_predictions_per_seq=PREDS, is_training=False
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"has length\] \[16\] \[but the reader was built for length 32"):
+        next(iter(dataset))
+
+
+def test_a_truncated_file_is_named_when_the_dataset_is_built(tmp_path, shards):
+    data = shards[1].read_bytes()
+    truncated = tmp_path / "truncated.tfrecord"
+    truncated.write_bytes(data[: len(data) // 2])
+    assert count_records(str(shards[1])) == 25
+    with pytest.raises(ValueError, match=r"TFRecord file .*truncated\.tfrecord is truncated"):
+        pretraining_dataset(str(truncated), batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False)
+    gz = shards[3].read_bytes()
+    truncated_gz = tmp_path / "truncated.tfrecord.gz"
+    truncated_gz.write_bytes(gz[: len(gz) // 2])
+    with pytest.raises(ValueError, match=r"truncated\.tfrecord\.gz is truncated"):
+        pretraining_dataset(str(truncated_gz), batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False)
+
+
+def test_a_corrupted_record_is_named_when_it_is_read(tmp_path, shards):
+    data = bytearray(shards[1].read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside a payload: only the data checksum can tell
+    corrupted = tmp_path / "corrupted.tfrecord"
+    corrupted.write_bytes(bytes(data))
+    dataset = pretraining_dataset(
+        [str(shards[0]), str(corrupted)], batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"corrupted TFRecord file\] \[.*corrupted\.tfrecord\]"):
+        _indices(dataset)
+    header = bytearray(shards[1].read_bytes())
+    header[2] ^= 0x01  # the first record's length field
+    bad_header = tmp_path / "bad_header.tfrecord"
+    bad_header.write_bytes(bytes(header))
+    with pytest.raises(ValueError, match=r"bad_header\.tfrecord is corrupted: bad record header at byte 0"):
+        pretraining_dataset(str(bad_header), batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False)
+
+
+def test_gzip_is_detected_from_the_suffix_or_forced(tmp_path, shards):
+    auto = pretraining_dataset(str(shards[3]), batch_size=5, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False)
+    assert _indices(auto) == list(range(75, 100))
+    copy = tmp_path / "no-suffix.rec"
+    copy.write_bytes(shards[3].read_bytes())
+    forced = pretraining_dataset(str(copy), batch_size=5, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False, compression="gzip")
+    assert np.array_equal(_indices(forced), list(range(75, 100)))

@@ -1,0 +1,112 @@
+"""AlbertGraphTokenizer gives the Python tokenizer's ids, in a graph and from a SavedModel."""
+
+import random
+
+import pytest
+import tensorflow as tf
+
+from albert_tf.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.tokenizer import AlbertTokenizer
+
+BATCH_LINES = 8192
+
+
+@pytest.fixture(scope="module")
+def model_path(data_dir):
+    return data_dir / "albert" / "30k-clean.model"
+
+
+@pytest.fixture(scope="module")
+def tokenizers(model_path):
+    return AlbertTokenizer(model_path), AlbertGraphTokenizer(model_path.read_bytes())
+
+
+def _corpus_lines(data_dir):
+    for path in sorted((data_dir / "corpus").glob("*/*")):
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:  # two Gutenberg files are Latin-1: their accents test NFKD well
+            text = raw.decode("latin-1")
+        yield from text.split("\n")
+
+
+def test_same_ids_as_python_on_every_corpus_line(data_dir, tokenizers):
+    python_tokenizer, graph_tokenizer = tokenizers
+    all_lines = list(_corpus_lines(data_dir))
+    assert len(all_lines) > 230_000
+    lines = list(dict.fromkeys(all_lines))  # every distinct line once: same coverage, less time
+    tokenize = tf.function(graph_tokenizer.tokenize)
+    mismatches = []
+    for start in range(0, len(lines), BATCH_LINES):
+        batch = lines[start : start + BATCH_LINES]
+        expected = python_tokenizer.encode_batch(batch)
+        got = tokenize(tf.constant(batch)).to_list()
+        mismatches += [start + i for i, (e, g) in enumerate(zip(expected, got)) if e != g]
+    assert mismatches == [], f"{len(mismatches)} lines differ, first: {lines[mismatches[0]]!r}"
+
+
+def test_normalisation_edge_cases_match(tokenizers):
+    python_tokenizer, graph_tokenizer = tokenizers
+    texts = [
+        "  Tabs\tand\u00a0no-break\u2003spaces\u3000 ",
+        "``Quotes'' and '''three'''",
+        "Ça va? Ångström, naïve, Øresund, ﬁne ½",
+        "ΣΊΣΥΦΟΣ and İstanbul",
+        "",
+    ]
+    got = graph_tokenizer.tokenize(tf.constant(texts)).to_list()
+    assert got == python_tokenizer.encode_batch(texts)
+    normalized = [t.decode() for t in graph_tokenizer.normalize(tf.constant(texts)).numpy()]
+    assert normalized == [python_tokenizer.normalize(t) for t in texts]
+
+
+def test_pack_matches_python_with_truncation(tokenizers):
+    python_tokenizer, graph_tokenizer = tokenizers
+    rng = random.Random(3)
+    a = [[rng.randint(5, 29999) for _ in range(rng.randint(0, 20))] for _ in range(64)]
+    b = [[rng.randint(5, 29999) for _ in range(rng.randint(0, 20))] for _ in range(64)]
+    for max_seq_length in (5, 12, 45):
+        packed = graph_tokenizer.pack(tf.ragged.constant(a, tf.int32), tf.ragged.constant(b, tf.int32), max_seq_length=max_seq_length)
+        singles = graph_tokenizer.pack(tf.ragged.constant(a, tf.int32), max_seq_length=max_seq_length)
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            assert packed[key].dtype == tf.int32 and packed[key].shape == (64, max_seq_length)
+            assert packed[key].numpy().tolist() == [
+                python_tokenizer.pack(x, y, max_seq_length=max_seq_length)[key] for x, y in zip(a, b)
+            ]
+            assert singles[key].numpy().tolist() == [
+                python_tokenizer.pack(x, max_seq_length=max_seq_length)[key] for x in a
+            ]
+
+
+def test_text_pairs_end_to_end(tokenizers):
+    python_tokenizer, graph_tokenizer = tokenizers
+    first, second = ["Is this a question?", "Short"], ["Yes, it is one.", "A much longer second text " * 5]
+    packed = graph_tokenizer(tf.constant(first), tf.constant(second), max_seq_length=16)
+    expected = [
+        python_tokenizer.pack(python_tokenizer.encode(x), python_tokenizer.encode(y), max_seq_length=16)["input_ids"]
+        for x, y in zip(first, second)
+    ]
+    assert packed["input_ids"].numpy().tolist() == expected
+
+
+def test_round_trips_through_a_saved_model_with_the_model_as_an_asset(tmp_path, model_path, tokenizers):
+    python_tokenizer, _ = tokenizers
+    module = tf.Module()
+    module.tokenizer = AlbertGraphTokenizer(str(model_path))
+    assert module.tokenizer.model_asset is not None
+    module.encode = tf.function(
+        lambda texts: module.tokenizer(texts, max_seq_length=12)["input_ids"],
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    assert (tmp_path / "saved" / "assets" / "30k-clean.model").exists()
+    restored = tf.saved_model.load(str(tmp_path / "saved"))
+    texts = ["Hello World, said the lobster.", "Naïve café"]
+    expected = [python_tokenizer.pack(python_tokenizer.encode(t), max_seq_length=12)["input_ids"] for t in texts]
+    assert restored.encode(tf.constant(texts)).numpy().tolist() == expected
+
+
+def test_refuses_a_model_without_albert_pieces(tmp_path):
+    with pytest.raises(ValueError, match="not a readable SentencePiece model"):
+        AlbertGraphTokenizer(b"not a model")

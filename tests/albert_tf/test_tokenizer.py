@@ -1,0 +1,94 @@
+"""AlbertTokenizer: normalisation, special ids, round trips and packing."""
+
+import random
+
+import pytest
+import sentencepiece as spm
+
+from albert_tf.tokenizer import AlbertTokenizer, normalize_text, truncate_pair_lengths
+
+
+@pytest.fixture(scope="module")
+def tokenizer(data_dir):
+    return AlbertTokenizer(data_dir / "albert" / "30k-clean.model")
+
+
+def test_normalize_text_applies_each_albert_rule():
+    assert normalize_text("  Hello\t\u00a0 World \n") == "hello world"
+    assert normalize_text("``quoted''") == '"quoted"'
+    assert normalize_text("Café Ångström naïve") == "cafe angstrom naive"
+    assert normalize_text("Café", do_lower_case=False) == "Cafe"
+    # NFKD also unfolds compatibility characters: the ligature ﬁ becomes "fi".
+    assert normalize_text("\ufb01ne") == "fine"
+
+
+def test_special_ids_of_the_released_model(tokenizer):
+    assert tokenizer.vocab_size == 30000
+    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (0, 1, 2, 3, 4)
+    assert tokenizer.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def test_text_to_pieces_to_ids_and_back(tokenizer, data_dir):
+    text = "The European lobster is a species of clawed lobster."
+    pieces = tokenizer.tokenize(text)
+    ids = tokenizer.encode(text)
+    assert pieces[0] == "\u2581the" and len(pieces) == len(ids)
+    assert tokenizer.convert_tokens_to_ids(pieces) == ids
+    assert tokenizer.convert_ids_to_tokens(ids) == pieces
+    assert tokenizer.decode(ids) == normalize_text(text)
+    assert tokenizer.decode([tokenizer.cls_id, *ids, tokenizer.sep_id, 0, 0]) == normalize_text(text)
+    # Independent check: plain SentencePiece on the normalised text gives the same ids.
+    plain = spm.SentencePieceProcessor(model_file=str(data_dir / "albert" / "30k-clean.model"))
+    assert plain.encode(normalize_text(text)) == ids
+
+
+def test_pack_layout_of_two_segments(tokenizer):
+    packed = tokenizer.pack([10, 11, 12], [20, 21], max_seq_length=10)
+    assert packed["input_ids"] == [2, 10, 11, 12, 3, 20, 21, 3, 0, 0]
+    assert packed["input_mask"] == [1, 1, 1, 1, 1, 1, 1, 1, 0, 0]
+    assert packed["segment_ids"] == [0, 0, 0, 0, 0, 1, 1, 1, 0, 0]
+    single = tokenizer.pack([10, 11], max_seq_length=6)
+    assert single == {"input_ids": [2, 10, 11, 3, 0, 0], "input_mask": [1, 1, 1, 1, 0, 0], "segment_ids": [0] * 6}
+
+
+def test_pack_truncates_the_longer_segment_from_its_end(tokenizer):
+    packed = tokenizer.pack(list(range(10, 20)), [50, 51], max_seq_length=9)  # room for 6 tokens
+    assert packed["input_ids"] == [2, 10, 11, 12, 13, 3, 50, 51, 3]
+    tie = tokenizer.pack([10, 11, 12], [20, 21, 22], max_seq_length=8)  # 5 tokens: B loses on ties
+    assert tie["input_ids"] == [2, 10, 11, 12, 3, 20, 21, 3]
+    single = tokenizer.pack(list(range(10, 20)), max_seq_length=5)
+    assert single["input_ids"] == [2, 10, 11, 12, 3]
+    with pytest.raises(ValueError, match="max_seq_length=4"):
+        tokenizer.pack([1], [2], max_seq_length=4)
+
+
+def test_closed_form_truncation_equals_the_token_by_token_loop():
+    rng = random.Random(0)
+    for _ in range(2000):
+        len_a, len_b, budget = rng.randint(0, 40), rng.randint(0, 40), rng.randint(2, 50)
+        a, b = len_a, len_b
+        while a + b > budget:
+            if a > b:
+                a -= 1
+            else:
+                b -= 1
+        assert truncate_pair_lengths(len_a, len_b, budget) == (a, b), (len_a, len_b, budget)
+
+
+def test_a_model_without_albert_pieces_is_refused_by_name(tmp_path):
+    corpus = tmp_path / "text.txt"
+    corpus.write_text("\n".join(f"line {i} of some plain text words here" for i in range(200)))
+    spm.SentencePieceTrainer.Train(
+        input=str(corpus), model_prefix=str(tmp_path / "plain"), vocab_size=40, minloglevel=2
+    )  # SentencePiece's defaults: <unk>=0, <s>=1, </s>=2, no [CLS]/[SEP]/[MASK]
+    with pytest.raises(ValueError, match=r"plain\.model lacks the ALBERT special pieces.*\[CLS\] is missing"):
+        AlbertTokenizer(tmp_path / "plain.model")
+
+
+def test_a_file_that_is_not_a_sentencepiece_model_is_refused_by_name(tmp_path):
+    bogus = tmp_path / "bogus.model"
+    bogus.write_bytes(b"this is not a protobuf")
+    with pytest.raises(ValueError, match="bogus.model is not a readable SentencePiece model"):
+        AlbertTokenizer(bogus)
+    with pytest.raises(ValueError, match="missing.model is not a readable SentencePiece model"):
+        AlbertTokenizer(tmp_path / "missing.model")

@@ -1,0 +1,251 @@
+"""Model throughput of albert base on the CPU, side by side with its peers in one run.
+
+Rows: forward latency at batch 1 x 128, forward at batch 8 x 128, and a pretraining train step
+(MLM on 20 masked positions + SOP, loss, gradients, Adam update) at batch 8 x 128.
+Systems, all built from the same config with random weights:
+  albert_tf with and without XLA, keras-hub's AlbertBackbone (TensorFlow backend) with and
+  without XLA (its train step: its MaskedLMHead plus a 2-way dense on the pooled output), and
+  Hugging Face's PyTorch AlbertForPreTraining (its own loss, which scores all 128 positions).
+Each repeat times every system once per row, interleaved, so machine noise hits all alike; the
+table shows medians, the ratio to the fastest peer, and achieved GFLOP/s of the model's own work
+as a fraction of the measured float32 matmul peak on the same threads.
+
+Needs the bench extras: `pip install keras-hub==0.32.0` (torch and transformers come with [test]).
+Usage: python bench/model_throughput.py [--threads 2] [--repeats 7]
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--preset", default="albert_base_v2")
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--predictions", type=int, default=20)
+    parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
+    return parser.parse_args()
+
+
+ARGS = parse_args()
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
+tf.config.threading.set_inter_op_parallelism_threads(1)
+
+import keras  # noqa: E402
+
+from albert_tf import AlbertConfig, AlbertPretrainer  # noqa: E402
+
+
+def encoder_flops(c: AlbertConfig, batch: int, length: int) -> float:
+    """Multiply-adds x 2 of the encoder forward: projection, blocks (dense + attention), pooler."""
+    per_layer = 2 * length * (4 * c.hidden_size**2 + 2 * c.hidden_size * c.intermediate_size)
+    per_layer += 2 * 2 * length * length * c.hidden_size
+    total = c.num_hidden_layers * c.inner_group_num * per_layer
+    total += 2 * length * c.embedding_size * c.hidden_size * c.has_projection + 2 * c.hidden_size**2
+    return batch * total
+
+
+def heads_flops(c: AlbertConfig, batch: int, predictions: int) -> float:
+    per_prediction = 2 * (c.hidden_size * c.embedding_size + c.embedding_size * c.vocab_size)
+    return batch * (predictions * per_prediction + 2 * c.hidden_size * 2)
+
+
+def matmul_peak_gflops(threads: int) -> float:
+    """Best of repeated 2048^3 float32 matmuls on the same thread count, in GFLOP/s."""
+    a = tf.random.normal([2048, 2048])
+    fn = tf.function(lambda x: tf.matmul(x, x), jit_compile=True)
+    fn(a).numpy()
+    best = float("inf")
+    for _ in range(10):
+        start = time.perf_counter()
+        fn(a).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * 2048**3 / best / 1e9
+
+
+def random_batch(c: AlbertConfig, batch: int, length: int, predictions: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return {
+        "input_ids": rng.integers(5, c.vocab_size, (batch, length)).astype(np.int32),
+        "input_mask": np.ones((batch, length), np.int32),
+        "segment_ids": (np.arange(length)[None] >= length // 2).repeat(batch, 0).astype(np.int32),
+        "masked_lm_positions": np.sort(rng.choice(np.arange(1, length), (batch, predictions)), axis=1).astype(np.int32),
+        "masked_lm_ids": rng.integers(5, c.vocab_size, (batch, predictions)).astype(np.int32),
+        "masked_lm_weights": np.ones((batch, predictions), np.float32),
+        "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype(np.int32),
+    }
+
+
+def tf_train_step(model, loss_fn, jit):
+    optimizer = keras.optimizers.Adam(1e-4)
+
+    @tf.function(jit_compile=jit)
+    def step(batch):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        return loss
+
+    return step
+
+
+def albert_tf_system(c, jit):
+    model = AlbertPretrainer(c)
+    model.build()
+    forward = tf.function(lambda b: model.encoder(b)["sequence_output"], jit_compile=jit)
+    train = tf_train_step(model, lambda b: model(b, training=True)["loss"], jit)
+    return forward, train
+
+
+def keras_hub_system(c, jit):
+    import keras_hub
+    from keras_hub.layers import MaskedLMHead
+
+    backbone = keras_hub.models.AlbertBackbone(
+        vocabulary_size=c.vocab_size, num_layers=c.num_hidden_layers, num_heads=c.num_attention_heads,
+        embedding_dim=c.embedding_size, hidden_dim=c.hidden_size, intermediate_dim=c.intermediate_size,
+        num_groups=c.num_hidden_groups, num_inner_repetitions=c.inner_group_num,
+        dropout=c.hidden_dropout_prob, max_sequence_length=c.max_position_embeddings,
+    )
+    mlm_head = MaskedLMHead(
+        vocabulary_size=c.vocab_size, token_embedding=backbone.token_embedding,
+        intermediate_activation=lambda x: keras.activations.gelu(x, approximate=True),
+    )
+    sop_head = keras.layers.Dense(2)
+
+    def inputs(b):
+        return {"token_ids": b["input_ids"], "segment_ids": b["segment_ids"], "padding_mask": b["input_mask"]}
+
+    def loss_fn(b):
+        out = backbone(inputs(b), training=True)
+        mlm = mlm_head(out["sequence_output"], b["masked_lm_positions"])
+        sop = sop_head(out["pooled_output"])
+        mlm_loss = keras.losses.sparse_categorical_crossentropy(b["masked_lm_ids"], mlm, from_logits=True)
+        sop_loss = keras.losses.sparse_categorical_crossentropy(b["next_sentence_labels"][:, 0], sop, from_logits=True)
+        return tf.reduce_mean(mlm_loss) + tf.reduce_mean(sop_loss)
+
+    b = random_batch(c, 1, 8, 2)
+    loss_fn(b)  # builds the heads
+    forward = tf.function(lambda b: backbone(inputs(b))["sequence_output"], jit_compile=jit)
+
+    class Holder:
+        trainable_variables = backbone.trainable_variables + mlm_head.trainable_variables + sop_head.trainable_variables
+
+    return forward, tf_train_step(Holder, loss_fn, jit)
+
+
+def hugging_face_system(c):
+    import torch
+    import transformers
+
+    torch.set_num_threads(ARGS.threads)
+    config = transformers.AlbertConfig(
+        vocab_size=c.vocab_size, embedding_size=c.embedding_size, hidden_size=c.hidden_size,
+        num_hidden_layers=c.num_hidden_layers, num_hidden_groups=c.num_hidden_groups,
+        inner_group_num=c.inner_group_num, num_attention_heads=c.num_attention_heads,
+        intermediate_size=c.intermediate_size, hidden_act="gelu_new", hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0,
+        max_position_embeddings=c.max_position_embeddings,
+    )
+    model = transformers.AlbertForPreTraining(config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+    def tensors(b):
+        return {
+            "input_ids": torch.from_numpy(b["input_ids"]).long(),
+            "attention_mask": torch.from_numpy(b["input_mask"]).long(),
+            "token_type_ids": torch.from_numpy(b["segment_ids"]).long(),
+        }
+
+    def forward(b):
+        model.eval()
+        with torch.no_grad():
+            return model.albert(**tensors(b)).last_hidden_state
+
+    def train(b):
+        model.train()
+        labels = torch.full(b["input_ids"].shape, -100, dtype=torch.long)
+        rows = np.arange(len(b["input_ids"]))[:, None]
+        labels[rows, b["masked_lm_positions"]] = torch.from_numpy(b["masked_lm_ids"]).long()
+        out = model(**tensors(b), labels=labels,
+                    sentence_order_label=torch.from_numpy(b["next_sentence_labels"][:, 0]).long())
+        optimizer.zero_grad()
+        out.loss.backward()
+        optimizer.step()
+        return out.loss.detach()
+
+    return forward, train
+
+
+def block(result):
+    # Both TF and torch tensors: .numpy() waits for the value, so the timing covers the work.
+    result.numpy()
+    return result
+
+
+def main():
+    c = AlbertConfig.from_preset(ARGS.preset)
+    skip = set(filter(None, ARGS.skip.split(",")))
+    builders = {
+        "albert_tf XLA": lambda: albert_tf_system(c, True),
+        "albert_tf no-XLA": lambda: albert_tf_system(c, False),
+        "keras-hub XLA": lambda: keras_hub_system(c, True),
+        "keras-hub no-XLA": lambda: keras_hub_system(c, False),
+        "HF PyTorch": lambda: hugging_face_system(c),
+    }
+    systems = {name: build() for name, build in builders.items() if name not in skip}
+    b1 = random_batch(c, 1, ARGS.seq_length, ARGS.predictions)
+    b8 = random_batch(c, ARGS.batch, ARGS.seq_length, ARGS.predictions)
+    rows = {
+        f"forward 1x{ARGS.seq_length} (s)": (lambda s: s[0], b1, encoder_flops(c, 1, ARGS.seq_length)),
+        f"forward {ARGS.batch}x{ARGS.seq_length} (s)": (lambda s: s[0], b8, encoder_flops(c, ARGS.batch, ARGS.seq_length)),
+        f"train step {ARGS.batch}x{ARGS.seq_length}, {ARGS.predictions} masked (s)": (
+            lambda s: s[1], b8,
+            3 * (encoder_flops(c, ARGS.batch, ARGS.seq_length) + heads_flops(c, ARGS.batch, ARGS.predictions)),
+        ),
+    }
+    for name, system in systems.items():  # compile and warm up everything before timing
+        for pick, batch, _ in rows.values():
+            for _ in range(2):
+                block(pick(system)(batch))
+        print(f"warmed up {name}", flush=True)
+
+    times = {(row, name): [] for row in rows for name in systems}
+    for _ in range(ARGS.repeats):
+        for row, (pick, batch, _) in rows.items():
+            for name, system in systems.items():
+                start = time.perf_counter()
+                block(pick(system)(batch))
+                times[row, name].append(time.perf_counter() - start)
+    peak = matmul_peak_gflops(ARGS.threads)
+
+    print(f"\n{ARGS.preset}, {ARGS.threads} threads, median of {ARGS.repeats} interleaved repeats; "
+          f"float32 matmul peak {peak:.0f} GFLOP/s (2048^3, XLA)\n")
+    names = list(systems)
+    header = ["row", *names, "ours / fastest peer", "ours GFLOP/s (% of peak)"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row, (_, _, flops) in rows.items():
+        med = {n: statistics.median(times[row, n]) for n in names}
+        ours = med["albert_tf XLA"]
+        peers = [med[n] for n in names if not n.startswith("albert_tf")]
+        ratio = f"{ours / min(peers):.2f}" if peers else "-"
+        gflops = flops / ours / 1e9
+        cells = [f"{med[n]:.3f}" for n in names]
+        print(f"| {row} | " + " | ".join(cells) + f" | {ratio} | {gflops:.0f} ({100 * gflops / peak:.0f}%) |")
+
+
+if __name__ == "__main__":
+    main()

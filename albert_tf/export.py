@@ -1,0 +1,290 @@
+"""SavedModels for serving and for reuse: token ids, serialized tf.Examples or raw text in.
+
+Every SavedModel written here has the signatures
+
+- `serving_default`: int32 `input_ids`, `input_mask`, `segment_ids` [B, T] (plus any extra inputs
+  of the model, e.g. `masked_lm_positions` [B, P] of the pretrainer) -> the model's outputs;
+- `serve_examples`: serialized `tf.train.Example`s [B] in the feature spec of `albert_tf.features`
+  -> the same outputs;
+- `serve_text`: strings `text` [B, S] with S = 1 (one segment) or S = 2 (a pair), tokenized,
+  packed, truncated and padded to `max_seq_length` in the graph -> the same outputs;
+- `tokenize`: `text` [B, S] -> the packed `input_ids`, `input_mask`, `segment_ids`, so a client
+  can see what `serve_text` fed the model (and pick masked positions on it);
+
+and it is a reusable SavedModel the TF-Hub way: the loaded object is callable as
+`obj(inputs, training=False)` on a dict of int32 [B, T] tensors, and has `variables`,
+`trainable_variables` and `regularization_losses`, so it can be fine-tuned (see
+`SavedModelLayer`). The SentencePiece model is stored as the asset `vocab_file`.
+
+A consumer needs only tensorflow and tensorflow_text (for the SentencePiece op); not this package.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Mapping
+
+import keras
+import tensorflow as tf
+
+from albert_tf.features import classification_feature_spec, pretraining_feature_spec
+from albert_tf.graph_tokenizer import AlbertGraphTokenizer
+
+SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
+SIGNATURES = ("serving_default", "serve_examples", "serve_text", "tokenize")
+
+OutputsFn = Callable[[Mapping[str, tf.Tensor], bool], Mapping[str, tf.Tensor]]
+
+
+def _float32(outputs: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    # Under mixed precision the model computes in bfloat16; serving clients expect float32.
+    return {k: tf.cast(v, tf.float32) if v.dtype.is_floating else v for k, v in outputs.items()}
+
+
+def _serving_variables(model) -> tuple[list, list]:
+    """The tf.Variables under the model's Keras variables: those are what the graph captures."""
+    def unwrap(v):
+        return getattr(v, "value", v) if isinstance(v, keras.Variable) else v
+
+    trainable = [unwrap(v) for v in model.trainable_variables]
+    ids = {id(v) for v in trainable}
+    # Keras' `variables` includes seed-generator states, which dropout in training mode reads.
+    others = [unwrap(v) for v in model.variables if id(unwrap(v)) not in ids]
+    return trainable, others
+
+
+class _Exported(tf.Module):
+    """The object that `tf.saved_model.save` writes; its attributes become the SavedModel's."""
+
+    def __init__(self, model, outputs_fn: OutputsFn, tokenizer: AlbertGraphTokenizer,
+                 max_seq_length: int, extra_inputs: Mapping[str, tf.io.FixedLenFeature]):
+        super().__init__(name=None)
+        self._model = model
+        self._outputs_fn = outputs_fn
+        self._tokenizer = tokenizer
+        self.vocab_file = tokenizer.model_asset
+        self._max_seq_length = max_seq_length
+        self._extra = dict(extra_inputs)
+        self._example_spec = {
+            **{k: classification_feature_spec(max_seq_length)[k] for k in SEQUENCE_INPUTS},
+            **self._extra,
+        }
+
+    def outputs(self, inputs, training=False):
+        inputs = {k: tf.cast(v, tf.int32) for k, v in inputs.items()}
+        return _float32(self._outputs_fn(inputs, training))
+
+    def tokenize_text(self, text):
+        """`text` [B, 1] or [B, 2] strings -> packed int32 [B, max_seq_length] tensors."""
+        text = tf.convert_to_tensor(text, tf.string)
+        width = tf.shape(text)[1]
+        check = tf.debugging.assert_equal(
+            tf.logical_or(tf.equal(width, 1), tf.equal(width, 2)), True,
+            message="text must have shape [batch, 1] (one segment) or [batch, 2] (a pair)",
+        )
+        with tf.control_dependencies([check]):
+            text = tf.identity(text)
+
+        def single():
+            return self._tokenizer(text[:, 0], max_seq_length=self._max_seq_length)
+
+        def pair():
+            return self._tokenizer(text[:, 0], text[:, -1], max_seq_length=self._max_seq_length)
+
+        packed = tf.cond(tf.equal(width, 2), pair, single)
+        return {k: tf.ensure_shape(packed[k], [None, self._max_seq_length]) for k in SEQUENCE_INPUTS}
+
+    def parse_examples(self, serialized):
+        features = tf.io.parse_example(serialized, self._example_spec)
+        return {k: tf.cast(v, tf.int32) for k, v in features.items()}
+
+    def build_functions(self):
+        """Traces the signatures and the reusable `__call__`; returns the signature map.
+
+        The model and the tokenizer are each traced once, as nested functions that the signatures
+        call: tracing is most of the export time, and AutoGraph is off because nothing here has
+        tensor-dependent Python control flow.
+        """
+        names = (*SEQUENCE_INPUTS, *self._extra)
+        input_specs = {k: tf.TensorSpec([None, None], tf.int32, name=k) for k in names}
+        text_spec = tf.TensorSpec([None, None], tf.string, name="text")
+        infer = tf.function(lambda inputs: self.outputs(inputs), autograph=False,
+                            input_signature=[input_specs])
+        tokenize = tf.function(self.tokenize_text, autograph=False, input_signature=[text_spec])
+        extra_specs = {k: input_specs[k] for k in self._extra}
+
+        def serving_default(**inputs):
+            return infer(inputs)
+
+        def serve_examples(examples):
+            return infer(self.parse_examples(examples))
+
+        def serve_text(text, **extra):
+            return infer({**tokenize(text), **extra})
+
+        def concrete(fn, *args, **kwargs):
+            return tf.function(fn, autograph=False).get_concrete_function(*args, **kwargs)
+
+        signatures = {
+            "serving_default": concrete(serving_default, **input_specs),
+            "serve_examples": concrete(serve_examples, tf.TensorSpec([None], tf.string, name="examples")),
+            "serve_text": concrete(serve_text, text_spec, **extra_specs),
+            "tokenize": tokenize.get_concrete_function(),
+        }
+
+        # The reusable callable: one trace per value of the Python `training` flag, as TF-Hub's
+        # reusable SavedModels do, so dropout is on when fine-tuning and off at inference.
+        def call(inputs, training=False):
+            return infer(inputs) if not training else self.outputs(inputs, True)
+
+        call = tf.function(call, autograph=False)
+        for training in (False, True):
+            call.get_concrete_function(input_specs, training=training)
+        self.__call__ = call
+        return signatures
+
+
+def export_saved_model(
+    model,
+    output_dir: str | os.PathLike,
+    spm_model_file: str | os.PathLike,
+    max_seq_length: int,
+    *,
+    outputs_fn: OutputsFn | None = None,
+    extra_inputs: Mapping[str, tf.io.FixedLenFeature] | None = None,
+    do_lower_case: bool = True,
+) -> str:
+    """Writes `model` as a SavedModel with the signatures of this module's docstring.
+
+    Args:
+        model: a built Keras model (or layer); its variables are saved.
+        output_dir: where to write; created if needed.
+        spm_model_file: the SentencePiece model, stored inside as the asset `vocab_file`.
+        max_seq_length: the length `serve_text` pads or truncates to, and the length of the
+            sequence features `serve_examples` parses. `serving_default` takes any length the
+            model allows.
+        outputs_fn: maps `(inputs, training)` to the output dict, where `inputs` is a dict of int32
+            tensors: `input_ids`, `input_mask`, `segment_ids` [B, T] and the `extra_inputs`.
+            Default: `model(inputs, training=training)`. A classifier passes e.g.
+            `lambda inputs, training: {"logits": classifier(inputs, training=training)}`.
+        extra_inputs: per-example inputs beyond the three sequence ones, by name, as the
+            `tf.io.FixedLenFeature` that `serve_examples` parses them with (int features, 1-D).
+            They are int32 [B, N] inputs of `serving_default` and `serve_text`.
+        do_lower_case: the tokenizer's lowercasing (True for the released English models).
+
+    Returns the output directory.
+
+    Example:
+        >>> export_saved_model(encoder, "exported", "30k-clean.model", max_seq_length=128)
+        >>> loaded = tf.saved_model.load("exported")
+        >>> loaded.signatures["serve_text"](text=tf.constant([["A question?", "An answer."]]))
+    """
+    if not isinstance(max_seq_length, int) or max_seq_length < 4:
+        raise ValueError(f"max_seq_length must be an integer >= 4 (room for [CLS] A [SEP] B [SEP]), "
+                         f"got {max_seq_length!r}")
+    config = getattr(model, "config", None)
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is not None and max_seq_length > limit:
+        raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings ({limit})")
+    extra_inputs = dict(extra_inputs or {})
+    for name, feature in extra_inputs.items():
+        if name in SEQUENCE_INPUTS or not feature.dtype.is_integer or len(feature.shape) != 1:
+            raise ValueError(f"extra input {name!r} must be a new name with a 1-D integer feature, got {feature}")
+    if not model.built:
+        model.build()
+    if outputs_fn is None:
+        outputs_fn = lambda inputs, training: model(inputs, training=training)  # noqa: E731
+
+    tokenizer = AlbertGraphTokenizer(
+        tf.saved_model.Asset(os.fspath(spm_model_file)), do_lower_case=do_lower_case
+    )
+    vocab_size = getattr(config, "vocab_size", None)
+    if vocab_size is not None and tokenizer.vocab_size > vocab_size:
+        raise ValueError(
+            f"the SentencePiece model {spm_model_file} has {tokenizer.vocab_size} pieces, more than the "
+            f"model's vocab_size ({vocab_size})"
+        )
+    module = _Exported(model, outputs_fn, tokenizer, max_seq_length, extra_inputs)
+    trainable, others = _serving_variables(model)
+    signatures = module.build_functions()
+    output_dir = os.fspath(output_dir)
+    tf.io.gfile.makedirs(output_dir)
+    # Hub's reusable-SavedModel attributes: plain tracked lists on the root object.
+    root = tf.train.Checkpoint()
+    root.module = module
+    root.__call__ = module.__call__
+    root.vocab_file = module.vocab_file
+    root.variables = trainable + others
+    root.trainable_variables = trainable
+    root.regularization_losses = []
+    root.max_seq_length = tf.Variable(max_seq_length, trainable=False, name="max_seq_length")
+    root.do_lower_case = tf.Variable(do_lower_case, trainable=False, name="do_lower_case")
+    tf.saved_model.save(root, output_dir, signatures=signatures)
+    return output_dir
+
+
+def export_encoder(encoder, output_dir, spm_model_file, max_seq_length: int, **kwargs) -> str:
+    """An `AlbertEncoder` (outputs `sequence_output`, `pooled_output`) as a SavedModel."""
+    return export_saved_model(encoder, output_dir, spm_model_file, max_seq_length, **kwargs)
+
+
+def export_pretrainer(pretrainer, output_dir, spm_model_file, max_seq_length: int,
+                      max_predictions_per_seq: int = 20, **kwargs) -> str:
+    """An `AlbertPretrainer` (outputs `mlm_logits`, `sop_logits`) as a SavedModel; its extra input
+    is `masked_lm_positions` [B, P] (P = `max_predictions_per_seq` in `serve_examples`)."""
+    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+    return export_saved_model(
+        pretrainer, output_dir, spm_model_file, max_seq_length,
+        extra_inputs={"masked_lm_positions": spec["masked_lm_positions"]}, **kwargs,
+    )
+
+
+class SavedModelLayer(keras.layers.Layer):
+    """A reusable SavedModel of this module as a trainable Keras layer (for fine-tuning).
+
+    Keras 3 does not see the loaded tf.Variables, and `keras.layers.TFSMLayer` trains copies that
+    the loaded functions never read; this layer instead exposes the loaded variables themselves
+    through `trainable_weights`, so an optimizer updates what the SavedModel computes with.
+    Use it in a custom loop (`tape.gradient(loss, layer.trainable_weights)`).
+
+    Args:
+        path: the SavedModel directory (or an already loaded object).
+        trainable: whether fine-tuning updates the SavedModel's variables.
+
+    Example:
+        >>> encoder = SavedModelLayer("exported_encoder")
+        >>> encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})["pooled_output"]
+    """
+
+    def __init__(self, path, trainable: bool = True, **kwargs):
+        super().__init__(trainable=trainable, **kwargs)
+        # `path` is a read-only property of Keras layers.
+        self.saved_model_path = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+        self._loaded = tf.saved_model.load(self.saved_model_path) if self.saved_model_path else path
+        self.built = True
+
+    @property
+    def loaded(self):
+        return self._loaded
+
+    @property
+    def trainable_weights(self):
+        return list(self._loaded.trainable_variables) if self.trainable else []
+
+    @property
+    def non_trainable_weights(self):
+        trainable = {id(v) for v in self.trainable_weights}
+        return [v for v in self._loaded.variables if id(v) not in trainable]
+
+    @property
+    def weights(self):
+        return self.trainable_weights + self.non_trainable_weights
+
+    def call(self, inputs, training=False):
+        inputs = {k: tf.cast(v, tf.int32) for k, v in inputs.items()}
+        return self._loaded(inputs, training=bool(training))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(path=self.saved_model_path)
+        return config

@@ -23,7 +23,6 @@ import multiprocessing
 import os
 import queue as queue_module
 import random
-import signal
 import time
 import traceback
 from typing import Callable, Sequence
@@ -188,8 +187,13 @@ def generate_shards(
     output_dir: str,
     shard_ids: Sequence[int],
     report: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> None:
-    """Writes the given shards, reading the input once. `report(documents, instances)` gets deltas."""
+    """Writes the given shards, reading the input once.
+
+    `report(documents, instances)` gets progress deltas; `should_stop()`, asked between batches,
+    abandons the work (partial files removed) when it returns True.
+    """
     from albert_tf.tokenizer import AlbertTokenizer
 
     tokenizer = AlbertTokenizer(config.spm_model_file, config.do_lower_case)
@@ -222,6 +226,8 @@ def generate_shards(
             writer = writers.get(document_index % config.num_output_shards)
             if writer is None:
                 continue
+            if should_stop is not None and should_stop():
+                raise _ParentGone()
             batch.append((writer, sentences))
             batch_sentences += len(sentences)
             pending_documents += 1
@@ -233,6 +239,8 @@ def generate_shards(
                     pending_documents = pending_instances = 0
                     last_report = time.monotonic()
         pending_instances += tokenize_batch()
+        if should_stop is not None and should_stop():
+            raise _ParentGone()
         for writer in writers.values():
             pending_instances += writer.finish(input_stats)
         writers.clear()
@@ -243,23 +251,23 @@ def generate_shards(
             writer.abort()
 
 
-def _die_with_parent() -> None:
-    """Asks Linux to kill this worker if the parent dies (e.g. SIGKILL), so no orphan keeps writing."""
+class _ParentGone(Exception):
+    """The process that started this worker died: stop, leaving no partial shard."""
+
+
+def _worker_main(config, output_dir, shard_ids, messages, parent_alive) -> None:
+    # `parent_alive` is the read end of a pipe whose write end only the parent holds: it turns
+    # readable (EOF) when the parent dies, even by SIGKILL, so an orphan never keeps writing.
+    def report(documents: int, instances: int) -> None:
+        if parent_alive.poll():
+            raise _ParentGone()
+        messages.put(("progress", documents, instances))
+
     try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _worker_main(config, output_dir, shard_ids, messages, parent_pid) -> None:
-    _die_with_parent()
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        return
-    try:
-        generate_shards(config, output_dir, shard_ids, lambda d, i: messages.put(("progress", d, i)))
+        generate_shards(config, output_dir, shard_ids, report, should_stop=parent_alive.poll)
         messages.put(("done", None, None))
+    except _ParentGone:
+        pass
     except BadInputError as error:
         messages.put(("error", str(error), None))
     except BaseException:  # the parent must learn why, whatever it was
@@ -368,6 +376,20 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
     return result
 
 
+def _worker_context():
+    """Where worker processes come from.
+
+    Not a plain fork of this process: it may have TensorFlow threads running (holding locks that a
+    fork would copy held). A fork server imports this module, and with it TensorFlow, once in a
+    fresh process and forks every worker from there, which is much faster than spawning each.
+    """
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([__name__])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
 def _run_workers(config, output_dir, pending, num_workers, progress) -> None:
     from tqdm import tqdm
 
@@ -385,19 +407,20 @@ def _run_workers(config, output_dir, pending, num_workers, progress) -> None:
         if num_workers == 1:
             generate_shards(config, output_dir, pending, report)
             return
-        # spawn, not fork: the parent may have TensorFlow's threads running, which fork does not copy.
-        context = multiprocessing.get_context("spawn")
+        context = _worker_context()
         messages = context.Queue()
+        alive_read, alive_write = context.Pipe(duplex=False)
         workers = [
             context.Process(
                 target=_worker_main,
-                args=(config, output_dir, pending[w::num_workers], messages, os.getpid()),
+                args=(config, output_dir, pending[w::num_workers], messages, alive_read),
                 daemon=True,
             )
             for w in range(num_workers)
         ]
         for worker in workers:
             worker.start()
+        alive_read.close()
         finished, error = 0, None
         try:
             while finished < num_workers and error is None:
@@ -420,6 +443,7 @@ def _run_workers(config, output_dir, pending, num_workers, progress) -> None:
                     worker.terminate()
             for worker in workers:
                 worker.join()
+            alive_write.close()
         if error is not None:
             raise BadInputError(error)
     finally:

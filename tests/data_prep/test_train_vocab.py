@@ -1,0 +1,41 @@
+"""albert-train-vocab: ALBERT special pieces, normalised input, deterministic training."""
+
+import pathlib
+
+import pytest
+import sentencepiece as spm
+
+from albert_tf.tokenizer import AlbertTokenizer, normalize_text
+from data_prep.train_vocab import train_vocab
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep"
+
+
+def test_training_the_tiny_vocabulary_reproduces_the_committed_one(tmp_path):
+    model = train_vocab(
+        [str(FIXTURES / "tiny_corpus.txt")], str(tmp_path / "tiny"), vocab_size=300,
+        hard_vocab_limit=False, normalization_rule_name="identity", num_threads=1,
+    )
+    assert (tmp_path / "tiny.vocab").read_text() == (FIXTURES / "tiny_vocab.vocab").read_text()
+    tokenizer = AlbertTokenizer(model)
+    assert tokenizer.vocab_size == 300
+    assert tokenizer.convert_ids_to_tokens(range(5)) == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+    assert all(tokenizer.is_control(i) for i in (2, 3, 4))
+
+
+def test_the_vocabulary_is_learnt_from_normalised_text(tmp_path):
+    corpus = tmp_path / "accents.txt"
+    corpus.write_text("\n".join(["Élan CAFÉ naïve ``quote''"] * 50 + ["plain words here and there"] * 50))
+    model = train_vocab([str(corpus)], str(tmp_path / "v"), vocab_size=40, hard_vocab_limit=False, num_threads=1)
+    pieces = [line.split("\t")[0] for line in (tmp_path / "v.vocab").read_text().splitlines()]
+    characters = set("".join(pieces[5:]))  # past <pad> <unk> [CLS] [SEP] [MASK]
+    assert not characters & set("ÉÀéïCAF`'")  # accents, capitals and `` '' were normalised away
+    ids = spm.SentencePieceProcessor(model_file=model).encode(normalize_text("Élan café"))
+    assert 1 not in ids  # no <unk>: every normalised character is covered
+
+
+def test_a_vocabulary_too_large_for_the_corpus_fails_clearly(tmp_path):
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("a few words only\n" * 10)
+    with pytest.raises(RuntimeError, match="Vocabulary size too high"):
+        train_vocab([str(corpus)], str(tmp_path / "v"), vocab_size=5000, num_threads=1)

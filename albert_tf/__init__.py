@@ -2,6 +2,14 @@
 
 from albert_tf.config import PRESETS, AlbertConfig
 from albert_tf.encoder import AlbertEncoder
-from albert_tf.pretrainer import AlbertPretrainer, pretraining_losses
+from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_losses, pretraining_sums
 
-__all__ = ["PRESETS", "AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "pretraining_losses"]
+__all__ = [
+    "PRESETS",
+    "AlbertConfig",
+    "AlbertEncoder",
+    "AlbertPretrainer",
+    "losses_from_sums",
+    "pretraining_losses",
+    "pretraining_sums",
+]

@@ -13,12 +13,12 @@ from albert_tf.layers.sop_head import AlbertSentenceOrderHead
 LABEL_FEATURES = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
-def pretraining_losses(features, mlm_logits, sop_logits):
-    """The released losses and metrics, in float32.
+def pretraining_sums(features, mlm_logits, sop_logits):
+    """Sums over a batch of the released losses and hits, in float32.
 
-    MLM: cross-entropy at the masked positions weighted by `masked_lm_weights`, summed and divided
-    by the sum of the weights (+1e-5, as released, so a batch without predictions gives 0).
-    SOP: mean cross-entropy. Total loss = MLM + SOP. Accuracies: the MLM one is weighted likewise.
+    Sums rather than means, so that a global batch split across replicas (or micro-batches) can be
+    combined exactly: `mlm_ce` and `mlm_hits` are weighted by `masked_lm_weights`, whose sum is
+    `mlm_weight`; `sop_ce` and `sop_hits` are summed over the `examples`.
     """
     mlm_logits = tf.cast(mlm_logits, tf.float32)
     sop_logits = tf.cast(sop_logits, tf.float32)
@@ -27,19 +27,40 @@ def pretraining_losses(features, mlm_logits, sop_logits):
     labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
 
     mlm_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=mlm_logits)
-    weight_sum = tf.reduce_sum(weights) + 1e-5
-    mlm_loss = tf.reduce_sum(mlm_ce * weights) / weight_sum
     mlm_hits = tf.cast(tf.equal(tf.argmax(mlm_logits, axis=-1, output_type=tf.int32), ids), tf.float32)
     sop_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=sop_logits)
     sop_hits = tf.cast(tf.equal(tf.argmax(sop_logits, axis=-1, output_type=tf.int32), labels), tf.float32)
-    sop_loss = tf.reduce_mean(sop_ce)
+    return {
+        "mlm_ce": tf.reduce_sum(mlm_ce * weights),
+        "mlm_hits": tf.reduce_sum(mlm_hits * weights),
+        "mlm_weight": tf.reduce_sum(weights),
+        "sop_ce": tf.reduce_sum(sop_ce),
+        "sop_hits": tf.reduce_sum(sop_hits),
+        "examples": tf.cast(tf.shape(labels)[0], tf.float32),
+    }
+
+
+def losses_from_sums(sums):
+    """The released losses and metrics from `pretraining_sums` (of one batch, or added up).
+
+    MLM: the weighted cross-entropy divided by the sum of the weights (+1e-5, as released, so a
+    batch without predictions gives 0); SOP: the mean cross-entropy; total loss = MLM + SOP.
+    """
+    weight = sums["mlm_weight"] + 1e-5
+    mlm_loss = sums["mlm_ce"] / weight
+    sop_loss = sums["sop_ce"] / sums["examples"]
     return {
         "mlm_loss": mlm_loss,
         "sop_loss": sop_loss,
         "loss": mlm_loss + sop_loss,
-        "mlm_accuracy": tf.reduce_sum(mlm_hits * weights) / weight_sum,
-        "sop_accuracy": tf.reduce_mean(sop_hits),
+        "mlm_accuracy": sums["mlm_hits"] / weight,
+        "sop_accuracy": sums["sop_hits"] / sums["examples"],
     }
+
+
+def pretraining_losses(features, mlm_logits, sop_logits):
+    """The released losses and metrics of one batch (see `losses_from_sums`)."""
+    return losses_from_sums(pretraining_sums(features, mlm_logits, sop_logits))
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

@@ -67,3 +67,25 @@ def test_mixed_bfloat16_computes_in_bf16_and_stays_close_to_float32():
     assert b["loss"].dtype == tf.float32
     # bf16 keeps 8 bits of mantissa: losses agree to about 1%.
     np.testing.assert_allclose(b["loss"], a["loss"], rtol=2e-2)
+
+
+def test_losses_equal_a_numpy_transcription_of_the_release():
+    model = AlbertPretrainer(CONFIG)
+    batch = pretraining_batch(CONFIG)
+    batch["masked_lm_weights"][0, 2] = 0.0  # a padded prediction slot must not count
+    out = model(batch)
+    logits = np.asarray(out["mlm_logits"], np.float64)
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    ce = -np.take_along_axis(log_probs, batch["masked_lm_ids"][..., None], -1)[..., 0]
+    w = batch["masked_lm_weights"]
+    expected_mlm = (ce * w).sum() / (w.sum() + 1e-5)
+    sop = np.asarray(out["sop_logits"], np.float64)
+    sop_lp = sop - np.log(np.exp(sop).sum(-1, keepdims=True))
+    labels = batch["next_sentence_labels"][:, 0]
+    expected_sop = -sop_lp[np.arange(len(labels)), labels].mean()
+    np.testing.assert_allclose(out["mlm_loss"], expected_mlm, rtol=1e-5)
+    np.testing.assert_allclose(out["sop_loss"], expected_sop, rtol=1e-5)
+    np.testing.assert_allclose(out["loss"], expected_mlm + expected_sop, rtol=1e-5)
+    hits = (logits.argmax(-1) == batch["masked_lm_ids"]) * w
+    np.testing.assert_allclose(out["mlm_accuracy"], hits.sum() / (w.sum() + 1e-5), rtol=1e-5)
+    np.testing.assert_allclose(out["sop_accuracy"], (sop.argmax(-1) == labels).mean(), rtol=1e-6)

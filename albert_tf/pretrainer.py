@@ -135,3 +135,12 @@ class AlbertPretrainer(keras.Model):
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
         return cls(**config)
+
+    @classmethod
+    def from_preset(cls, preset_dir, **kwargs):
+        """The model of a preset folder (config.json, model.weights.h5, spiece.model), as written by
+        `albert_tf.convert`. An encoder-only preset is an error (its heads would be random).
+        `kwargs` go to the constructor, e.g. `dtype`."""
+        from albert_tf.convert import load_preset_model  # lazy: albert_tf.convert imports the model classes
+
+        return load_preset_model(cls, preset_dir, **kwargs)

@@ -1,0 +1,51 @@
+"""albert-convert: released ALBERT checkpoints -> a preset folder of ours, and ours -> Hugging Face.
+
+    albert-convert --source tf1 --input albert_base/ --output presets/albert_base_v2
+    albert-convert --source hf --input hf_albert_base_v2/ --output presets/albert_base_v2
+    albert-convert --source preset --to hf --input presets/mine --output hf_mine/
+
+A TF1 input is the released tarball's folder (albert_config.json, 30k-clean.model,
+model.ckpt-best.*); an HF input holds config.json, model.safetensors or pytorch_model.bin and
+spiece.model. Optimizer slots and global_step are skipped; any other missing, unexpected or
+misshapen tensor stops the conversion with its name.
+"""
+
+import sys
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("source", None, ["tf1", "hf", "preset"], "What --input holds.")
+flags.DEFINE_enum("to", "preset", ["preset", "hf"], "What to write: a preset of ours, or (from "
+                  "--source preset) a Hugging Face folder.")
+flags.DEFINE_string("input", None, "Input folder (or, for tf1, a checkpoint prefix).")
+flags.DEFINE_string("output", None, "Output folder (must not exist or be empty).")
+flags.DEFINE_bool("exact_gelu_as_tanh", False, "HF only: accept hidden_act 'gelu' (exact GELU) and "
+                  "convert it to ALBERT's tanh approximation.")
+flags.mark_flags_as_required(["source", "input", "output"])
+
+
+def main(argv):
+    del argv
+    from albert_tf import convert
+
+    if FLAGS.source == "preset":
+        if FLAGS.to != "hf":
+            sys.exit("--source preset converts to Hugging Face: pass --to hf")
+        path = convert.convert_preset_to_hf(FLAGS.input, FLAGS.output)
+    elif FLAGS.to != "preset":
+        sys.exit(f"--source {FLAGS.source} converts to a preset; convert that preset with "
+                 "--source preset --to hf")
+    elif FLAGS.source == "tf1":
+        path = convert.convert_tf1(FLAGS.input, FLAGS.output)
+    else:
+        path = convert.convert_hf(FLAGS.input, FLAGS.output, exact_gelu_as_tanh=FLAGS.exact_gelu_as_tanh)
+    print(f"wrote {path}")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

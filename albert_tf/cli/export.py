@@ -1,0 +1,79 @@
+"""albert-export: a preset or a pretraining run's checkpoint -> a SavedModel for serving and reuse.
+
+    albert-export --preset DIR --model encoder --output DIR [--max_seq_length 128]
+    albert-export --checkpoint RUN_DIR --spm_model_file 30k-clean.model --model pretrainer --output DIR
+
+The SavedModel's signatures are `serving_default` (token ids), `serve_examples` (serialized
+tf.Examples), `serve_text` (raw strings) and `tokenize`; see `albert_tf.export`.
+"""
+
+import os
+import sys
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("preset", None, "Preset folder (config.json, model.weights.h5, spiece.model), "
+                    "e.g. written by albert-convert.")
+flags.DEFINE_string("checkpoint", None, "Instead of --preset: the output_dir of albert-pretrain (its "
+                    "albert_config.json and latest checkpoint), or a checkpoint prefix in such a folder.")
+flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (default: the preset's "
+                    "spiece.model; required with --checkpoint).")
+flags.DEFINE_enum("model", "encoder", ["encoder", "pretrainer"], "Which model to export.")
+flags.DEFINE_string("output", None, "Output folder of the SavedModel (must not exist or be empty).")
+flags.DEFINE_integer("max_seq_length", 128, "Length serve_text pads/truncates to and serve_examples parses.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Length of masked_lm_positions in serve_examples "
+                     "(pretrainer only).")
+flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for the released English models).")
+
+
+def load_model(model: str, preset: str | None, checkpoint: str | None):
+    """The encoder or pretrainer of a preset folder or of a pretraining run's checkpoint."""
+    from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+
+    if preset:
+        return (AlbertPretrainer if model == "pretrainer" else AlbertEncoder).from_preset(preset)
+    from albert_tf.training import CONFIG_FILE, load_init_checkpoint
+
+    run_dir = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+    config = AlbertConfig.from_json_file(os.path.join(run_dir, CONFIG_FILE))
+    pretrainer = AlbertPretrainer(config)
+    pretrainer.build()
+    load_init_checkpoint(pretrainer, checkpoint)
+    return pretrainer if model == "pretrainer" else pretrainer.encoder
+
+
+def main(argv):
+    del argv
+    if bool(FLAGS.preset) == bool(FLAGS.checkpoint):
+        sys.exit("give exactly one of --preset and --checkpoint")
+    if not FLAGS.output:
+        sys.exit("--output is required")
+    if os.path.exists(FLAGS.output) and os.listdir(FLAGS.output):
+        sys.exit(f"--output {FLAGS.output} is not empty")
+    spm_model_file = FLAGS.spm_model_file
+    if spm_model_file is None:
+        if not FLAGS.preset:
+            sys.exit("--spm_model_file is required with --checkpoint")
+        from albert_tf.convert import PRESET_VOCAB
+
+        spm_model_file = os.path.join(FLAGS.preset, PRESET_VOCAB)
+
+    from albert_tf.export import export_encoder, export_pretrainer
+
+    model = load_model(FLAGS.model, FLAGS.preset, FLAGS.checkpoint)
+    if FLAGS.model == "pretrainer":
+        export_pretrainer(model, FLAGS.output, spm_model_file, FLAGS.max_seq_length,
+                          FLAGS.max_predictions_per_seq, do_lower_case=FLAGS.do_lower_case)
+    else:
+        export_encoder(model, FLAGS.output, spm_model_file, FLAGS.max_seq_length,
+                       do_lower_case=FLAGS.do_lower_case)
+    print(f"wrote the {FLAGS.model} SavedModel to {FLAGS.output}")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,356 @@
+"""Released ALBERT checkpoints (original TF1, Hugging Face) to presets of ours, and back to HF.
+
+A preset is a folder with
+
+- `config.json`: the `AlbertConfig`, in the keys of the original `albert_config.json`;
+- `model.weights.h5`: the Keras weights of an `AlbertPretrainer` (or, when the source had no
+  pretraining heads, of an `AlbertEncoder`);
+- `spiece.model`: the SentencePiece vocabulary.
+
+`AlbertEncoder.from_preset` and `AlbertPretrainer.from_preset` load it. Tensor names come from
+`albert_tf.checkpoint_names`, the one table of both external namings. Optimizer slots (`/adam_m`,
+`/adam_v`) and `global_step` are skipped; any other tensor that is missing, left over or of
+another shape is an error that names it.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+
+import numpy as np
+
+from albert_tf.checkpoint_names import (
+    WeightName,
+    assign_from,
+    encoder_weight_names,
+    pretrainer_weight_names,
+)
+from albert_tf.config import AlbertConfig
+from albert_tf.tokenizer import AlbertTokenizer
+
+PRESET_CONFIG = "config.json"
+PRESET_WEIGHTS = "model.weights.h5"
+PRESET_VOCAB = "spiece.model"
+
+TF1_CONFIG = "albert_config.json"
+TF1_VOCAB = "30k-clean.model"
+TF1_CHECKPOINT = "model.ckpt-best"
+TF1_OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v")
+TF1_BOOKKEEPING = ("global_step",)
+
+HF_CONFIG = "config.json"
+HF_SAFETENSORS = "model.safetensors"
+HF_PYTORCH = "pytorch_model.bin"
+HF_VOCAB = "spiece.model"
+# Hugging Face's decoder is tied to the input embeddings and to `predictions.bias`; a checkpoint
+# may hold the tied copies, which must then equal what they are tied to.
+HF_TIED = {
+    "predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
+    "predictions.decoder.bias": "predictions.bias",
+}
+# Hugging Face's names for the activations of our config: our "gelu" is the tanh approximation.
+_HF_ACTIVATIONS = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu", "tanh": "tanh",
+                   "swish": "swish", "silu": "silu"}
+# Non-ALBERT fields that HF's AlbertConfig writes; accepted when they have the values of ALBERT.
+_HF_CONFIG_IGNORED = frozenset({
+    "architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "bos_token_id",
+    "eos_token_id", "pad_token_id", "classifier_dropout_prob", "layer_norm_eps", "position_embedding_type",
+    "output_past", "tie_word_embeddings", "_name_or_path", "id2label", "label2id", "problem_type",
+    "is_decoder", "add_cross_attention", "return_dict", "use_cache", "output_hidden_states",
+    "output_attentions", "chunk_size_feed_forward", "finetuning_task", "tokenizer_class",
+}) | {"num_labels"}
+
+
+# ---- presets ---------------------------------------------------------------------------------------
+
+
+def read_preset_config(preset_dir: str | os.PathLike) -> AlbertConfig:
+    path = os.path.join(os.fspath(preset_dir), PRESET_CONFIG)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{preset_dir} is not a preset folder: no {PRESET_CONFIG}")
+    return AlbertConfig.from_json_file(path)
+
+
+def preset_holds_heads(preset_dir: str | os.PathLike) -> bool:
+    """Whether the preset's weights are a pretrainer's (encoder and heads) or an encoder's alone."""
+    import h5py
+
+    path = os.path.join(os.fspath(preset_dir), PRESET_WEIGHTS)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{preset_dir} is not a preset folder: no {PRESET_WEIGHTS}")
+    with h5py.File(path, "r") as f:
+        # A pretrainer's weights file nests the encoder under its attribute name.
+        return "encoder" in f
+
+
+def load_preset_model(model_class, preset_dir: str | os.PathLike, **kwargs):
+    """An `AlbertEncoder` or `AlbertPretrainer` of the preset's config with the preset's weights.
+
+    An encoder loads from a pretrainer preset too (its heads are left out); a pretrainer from an
+    encoder-only preset is an error, as its heads would be random.
+    """
+    from albert_tf.encoder import AlbertEncoder
+    from albert_tf.pretrainer import AlbertPretrainer
+
+    config = read_preset_config(preset_dir)
+    weights = os.path.join(os.fspath(preset_dir), PRESET_WEIGHTS)
+    heads = preset_holds_heads(preset_dir)
+    model = model_class(config, **kwargs)
+    model.build()
+    if issubclass(model_class, AlbertEncoder) and heads:
+        source = AlbertPretrainer(config, **kwargs)
+        source.build()
+        source.load_weights(weights)
+        # Same class, same config: the two encoders create their variables in the same order.
+        for ours, theirs in zip(model.weights, source.encoder.weights, strict=True):
+            ours.assign(theirs)
+        return model
+    if issubclass(model_class, AlbertPretrainer) and not heads:
+        raise ValueError(
+            f"{preset_dir} holds an encoder without pretraining heads; load it with AlbertEncoder.from_preset"
+        )
+    model.load_weights(weights)
+    return model
+
+
+def _check_output_dir(output_dir: str | os.PathLike) -> str:
+    output_dir = os.fspath(output_dir)
+    if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
+        raise FileExistsError(f"output directory {output_dir} is not empty")
+    return output_dir
+
+
+def write_preset(model, config: AlbertConfig, spm_model_file: str | os.PathLike,
+                 output_dir: str | os.PathLike) -> str:
+    """Writes `model` (an `AlbertEncoder` or `AlbertPretrainer`) as a preset folder."""
+    output_dir = _check_output_dir(output_dir)
+    check_vocabulary(spm_model_file, config)
+    os.makedirs(output_dir, exist_ok=True)
+    config.to_json_file(os.path.join(output_dir, PRESET_CONFIG))
+    model.save_weights(os.path.join(output_dir, PRESET_WEIGHTS))
+    shutil.copyfile(spm_model_file, os.path.join(output_dir, PRESET_VOCAB))
+    return output_dir
+
+
+def check_vocabulary(spm_model_file: str | os.PathLike, config: AlbertConfig) -> AlbertTokenizer:
+    """The tokenizer of `spm_model_file`; an error unless it is an ALBERT SentencePiece model whose
+    ids all index the embedding table."""
+    if not os.path.isfile(spm_model_file):
+        raise FileNotFoundError(f"SentencePiece model {spm_model_file} not found")
+    tokenizer = AlbertTokenizer(os.fspath(spm_model_file))
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ValueError(
+            f"{spm_model_file} has {tokenizer.vocab_size} pieces but the config's vocab_size is "
+            f"{config.vocab_size}: ids beyond the embedding table"
+        )
+    return tokenizer
+
+
+def _build(config: AlbertConfig, with_heads: bool):
+    from albert_tf.encoder import AlbertEncoder
+    from albert_tf.pretrainer import AlbertPretrainer
+
+    model = (AlbertPretrainer if with_heads else AlbertEncoder)(config)
+    model.build()
+    return model
+
+
+def _assign(model, naming: str, tensors: dict[str, np.ndarray], source: str,
+            skippable) -> list[WeightName]:
+    """Assigns every tensor the model needs; leftovers that `skippable` does not excuse are an error."""
+    from albert_tf.pretrainer import AlbertPretrainer
+
+    names = (pretrainer_weight_names if isinstance(model, AlbertPretrainer) else encoder_weight_names)(model, naming)
+    leftovers = assign_from(names, tensors, source=source)
+    unexpected = [name for name in leftovers if not skippable(name)]
+    if unexpected:
+        raise ValueError(f"{source}: unexpected tensors {unexpected} (not part of an ALBERT model of this config)")
+    return names
+
+
+# ---- original TF1 checkpoints ------------------------------------------------------------------
+
+
+def find_tf1_checkpoint(input_path: str | os.PathLike) -> str:
+    """The checkpoint prefix in a released tarball folder (model.ckpt-best, else the latest one)."""
+    input_path = os.fspath(input_path)
+    if os.path.isfile(input_path + ".index"):
+        return input_path
+    best = os.path.join(input_path, TF1_CHECKPOINT)
+    if os.path.isfile(best + ".index"):
+        return best
+    indexes = sorted(glob.glob(os.path.join(input_path, "*.index")))
+    if len(indexes) == 1:
+        return indexes[0][: -len(".index")]
+    if not indexes:
+        raise FileNotFoundError(f"no TF1 checkpoint ({TF1_CHECKPOINT}.index) in {input_path}")
+    raise ValueError(f"several checkpoints in {input_path} ({[os.path.basename(i) for i in indexes]}) "
+                     f"and none named {TF1_CHECKPOINT}; pass the prefix of the one to convert")
+
+
+def read_tf1_checkpoint(prefix: str) -> dict[str, np.ndarray]:
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def _tf1_skippable(name: str) -> bool:
+    return name.endswith(TF1_OPTIMIZER_SUFFIXES) or name in TF1_BOOKKEEPING
+
+
+def convert_tf1(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
+                config_file: str | None = None, spm_model_file: str | None = None) -> str:
+    """A google-research ALBERT checkpoint folder (albert_config.json, 30k-clean.model,
+    model.ckpt-best.*) -> a preset folder. Returns the output folder."""
+    input_dir = os.fspath(input_dir)
+    _check_output_dir(output_dir)  # before the slow part
+    folder = input_dir if os.path.isdir(input_dir) else os.path.dirname(input_dir)
+    config = AlbertConfig.from_json_file(config_file or os.path.join(folder, TF1_CONFIG))
+    spm_model_file = spm_model_file or os.path.join(folder, TF1_VOCAB)
+    check_vocabulary(spm_model_file, config)
+    prefix = find_tf1_checkpoint(input_dir)
+    tensors = read_tf1_checkpoint(prefix)
+    with_heads = any(name.startswith("cls/") for name in tensors)
+    model = _build(config, with_heads)
+    _assign(model, "tf1", tensors, f"TF1 checkpoint {prefix}", _tf1_skippable)
+    return write_preset(model, config, spm_model_file, output_dir)
+
+
+# ---- Hugging Face ------------------------------------------------------------------------------
+
+
+def config_from_hf(values: dict, source: str = "config.json", exact_gelu_as_tanh: bool = False) -> AlbertConfig:
+    """Our config from a Hugging Face ALBERT `config.json`; other model types are an error."""
+    if not isinstance(values, dict) or values.get("model_type") != "albert":
+        found = values.get("model_type") if isinstance(values, dict) else type(values).__name__
+        raise ValueError(f"{source}: not an ALBERT config (model_type {found!r}, expected 'albert')")
+    act = values.get("hidden_act", "gelu_new")
+    if act == "gelu" and exact_gelu_as_tanh:
+        act = "gelu_new"
+    if act not in _HF_ACTIVATIONS:
+        raise ValueError(
+            f"{source}: hidden_act {act!r} is not supported; Hugging Face's 'gelu' is the exact GELU, "
+            "while the released ALBERT weights were trained with the tanh approximation ('gelu_new'); "
+            "pass exact_gelu_as_tanh to convert such a config with the approximation"
+        )
+    eps = values.get("layer_norm_eps", 1e-12)
+    if not np.isclose(eps, 1e-12, rtol=1e-3, atol=0):
+        raise ValueError(f"{source}: layer_norm_eps {eps} is not ALBERT's 1e-12")
+    position = values.get("position_embedding_type", "absolute")
+    if position != "absolute":
+        raise ValueError(f"{source}: position_embedding_type {position!r} is not ALBERT's 'absolute'")
+    fields = {k: v for k, v in values.items() if k not in _HF_CONFIG_IGNORED and k != "hidden_act"}
+    return AlbertConfig.from_dict({**fields, "hidden_act": _HF_ACTIVATIONS[act]}, source=source)
+
+
+def config_to_hf(config: AlbertConfig, with_heads: bool = True) -> dict:
+    """The Hugging Face `config.json` of our config (gelu is written as 'gelu_new', its tanh form)."""
+    if config.sharing != "all":
+        raise ValueError(f"Hugging Face's ALBERT holds grouped all-shared models; this config has "
+                         f"sharing={config.sharing!r}")
+    values = config.to_dict()
+    del values["sharing"]
+    act = {"gelu": "gelu_new"}.get(config.hidden_act, config.hidden_act)
+    return {
+        **values,
+        "hidden_act": act,
+        "architectures": ["AlbertForPreTraining" if with_heads else "AlbertModel"],
+        "model_type": "albert",
+        "layer_norm_eps": 1e-12,
+        "classifier_dropout_prob": 0.1,
+        "position_embedding_type": "absolute",
+        "pad_token_id": 0,
+        "bos_token_id": 2,
+        "eos_token_id": 3,
+    }
+
+
+def read_hf_weights(input_dir: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The tensors of `model.safetensors` (preferred) or `pytorch_model.bin`, as numpy arrays."""
+    input_dir = os.fspath(input_dir)
+    safetensors_path = os.path.join(input_dir, HF_SAFETENSORS)
+    pytorch_path = os.path.join(input_dir, HF_PYTORCH)
+    if os.path.isfile(safetensors_path):
+        from safetensors.numpy import load_file
+
+        return dict(load_file(safetensors_path))
+    if os.path.isfile(pytorch_path):
+        import torch
+
+        state = torch.load(pytorch_path, map_location="cpu", weights_only=True)
+        return {k: v.detach().float().numpy() if v.is_floating_point() else v.numpy() for k, v in state.items()}
+    raise FileNotFoundError(f"no {HF_SAFETENSORS} or {HF_PYTORCH} in {input_dir}")
+
+
+def _untie_hf(tensors: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray]:
+    """Drops the tied decoder copies after checking that they equal what they are tied to."""
+    tensors = dict(tensors)
+    for copy, original in HF_TIED.items():
+        if copy in tensors and original in tensors:
+            if tensors[copy].shape != tensors[original].shape or not np.array_equal(tensors[copy], tensors[original]):
+                raise ValueError(f"{source}: {copy} differs from {original}; ALBERT ties them, so an untied "
+                                 "checkpoint cannot be represented")
+            del tensors[copy]
+    return tensors
+
+
+def convert_hf(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
+               exact_gelu_as_tanh: bool = False) -> str:
+    """A Hugging Face ALBERT folder (config.json, model.safetensors or pytorch_model.bin,
+    spiece.model) -> a preset folder. Returns the output folder."""
+    input_dir = os.fspath(input_dir)
+    _check_output_dir(output_dir)  # before the slow part
+    config_path = os.path.join(input_dir, HF_CONFIG)
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"no {HF_CONFIG} in {input_dir}")
+    with open(config_path, encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{config_path}: not valid JSON ({e})") from None
+    config = config_from_hf(values, config_path, exact_gelu_as_tanh)
+    spm_model_file = os.path.join(input_dir, HF_VOCAB)
+    check_vocabulary(spm_model_file, config)
+    source = f"Hugging Face checkpoint {input_dir}"
+    tensors = read_hf_weights(input_dir)
+    if not any(k.startswith("albert.") for k in tensors):
+        # AlbertModel saves its tensors without the "albert." prefix of the task models.
+        tensors = {f"albert.{k}": v for k, v in tensors.items()}
+    tensors = _untie_hf(tensors, source)
+    with_heads = any(k.startswith(("predictions.", "sop_classifier.")) for k in tensors)
+    model = _build(config, with_heads)
+    # position_ids is a buffer of positions 0..T-1 that older transformers saved; nothing to load.
+    _assign(model, "hf", tensors, source, lambda name: name == "albert.embeddings.position_ids")
+    return write_preset(model, config, spm_model_file, output_dir)
+
+
+def convert_preset_to_hf(preset_dir: str | os.PathLike, output_dir: str | os.PathLike) -> str:
+    """A preset folder -> a Hugging Face folder that `AlbertForPreTraining.from_pretrained` (or
+    `AlbertModel`, for an encoder-only preset) loads: config.json, model.safetensors, spiece.model."""
+    from safetensors.numpy import save_file
+
+    from albert_tf.encoder import AlbertEncoder
+    from albert_tf.pretrainer import AlbertPretrainer
+
+    preset_dir, output_dir = os.fspath(preset_dir), _check_output_dir(output_dir)
+    config = read_preset_config(preset_dir)
+    hf_config = config_to_hf(config)  # fails early for configs HF cannot hold
+    with_heads = preset_holds_heads(preset_dir)
+    model = load_preset_model(AlbertPretrainer if with_heads else AlbertEncoder, preset_dir)
+    names = (pretrainer_weight_names if with_heads else encoder_weight_names)(model, "hf")
+    tensors = {n.source: np.ascontiguousarray(n.to_source(np.asarray(n.variable.numpy(), np.float32)))
+               for n in names}
+    if not with_heads:
+        tensors = {k[len("albert."):]: v for k, v in tensors.items()}
+        hf_config = config_to_hf(config, with_heads=False)
+    os.makedirs(output_dir, exist_ok=True)
+    save_file(tensors, os.path.join(output_dir, HF_SAFETENSORS), metadata={"format": "pt"})
+    with open(os.path.join(output_dir, HF_CONFIG), "w", encoding="utf-8") as f:
+        json.dump(hf_config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    shutil.copyfile(os.path.join(preset_dir, PRESET_VOCAB), os.path.join(output_dir, HF_VOCAB))
+    return output_dir

@@ -228,16 +228,14 @@ def test_a_file_that_is_not_utf8_is_named_with_its_line_and_nothing_is_written(t
 
 def _run_command_line(args):
     """Runs the console script's main in this process (a subprocess would re-import TensorFlow)."""
-    from absl import flags
-
     from data_prep import create_pretraining_data
 
-    flags.FLAGS.unparse_flags()
+    create_pretraining_data.FLAGS.unparse_flags()
     try:
-        flags.FLAGS(["albert-create-pretraining-data", *args])
+        create_pretraining_data.FLAGS(["albert-create-pretraining-data", *args])
         return create_pretraining_data.main([])
     finally:
-        flags.FLAGS.unparse_flags()
+        create_pretraining_data.FLAGS.unparse_flags()
 
 
 def test_the_command_line_reports_bad_input_and_exits_nonzero(tmp_path, corpus, spm_model, capsys):

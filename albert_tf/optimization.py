@@ -164,7 +164,10 @@ class _ReleasedUpdateRule:
         if not self.clip_norm:
             return grads_and_vars
         present = [i for i, (g, _) in enumerate(grads_and_vars) if g is not None]
-        clipped, _ = tf.clip_by_global_norm([grads_and_vars[i][0] for i in present], self.clip_norm)
+        # Embedding gradients arrive as IndexedSlices whose repeated rows tf.global_norm would count
+        # separately; the norm is that of the dense gradient, as with the release's one-hot lookups.
+        dense = [tf.convert_to_tensor(grads_and_vars[i][0]) for i in present]
+        clipped, _ = tf.clip_by_global_norm(dense, self.clip_norm)
         for i, g in zip(present, clipped):
             grads_and_vars[i] = (g, grads_and_vars[i][1])
         return grads_and_vars
@@ -172,7 +175,9 @@ class _ReleasedUpdateRule:
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
         lr = tf.cast(learning_rate, dtype)
-        gradient = tf.cast(gradient, dtype)
+        # Embedding gradients arrive as IndexedSlices; the release's moments are dense, so every
+        # row's moments decay at every step, touched or not.
+        gradient = tf.cast(tf.convert_to_tensor(gradient), dtype)
         index = self._get_variable_index(variable)
         m = self._momentums[index]
         v = self._velocities[index]

@@ -139,3 +139,16 @@ def test_accumulated_micro_batches_give_the_update_of_one_large_batch():
 def test_micro_batches_must_divide_the_batch():
     with pytest.raises(ValueError, match="per-replica batch of 6 .* grad_accum_steps=4"):
         optimization.split_micro_batches({"x": tf.zeros([6, 2])}, 4)
+
+
+def test_clipping_uses_the_norm_of_the_dense_embedding_gradient():
+    # Row 0 looked up twice: the dense gradient is [[6, 8], [0, 0]] (norm 10), although the slices
+    # [[3, 4], [3, 4]] have norm sqrt(50). Clipping must scale by 1/10.
+    table = tf.Variable(np.zeros([2, 2], "float32"), name="word_embeddings")
+    optimizer = optimization.AdamWeightDecay(learning_rate=1.0, weight_decay_rate=0.0, clip_norm=1.0,
+                                             beta_1=0.0, beta_2=0.0, epsilon=1.0)
+    slices = tf.IndexedSlices(tf.constant([[3.0, 4.0], [3.0, 4.0]]), tf.constant([0, 0]), tf.constant([2, 2]))
+    optimizer.apply([slices], [table])
+    clipped = np.array([[0.6, 0.8], [0.0, 0.0]])
+    # beta 0: m = g, v = g^2, update = g / (|g| + 1).
+    np.testing.assert_allclose(table.numpy(), -clipped / (np.abs(clipped) + 1.0), atol=1e-6)

@@ -1,0 +1,585 @@
+"""The one pretraining loop: the same code under TPU, mirrored, multi-worker and one-device strategies.
+
+`model.fit` fails under MultiWorkerMirroredStrategy with Keras 3 (see STYLE.md), so this is a
+custom loop: `strategy.run` inside a `tf.function` that runs `steps_per_loop` steps per call, the
+dataset built once per input context with the per-replica batch, and the losses normalised by the
+whole global batch so that the gradients summed across replicas are those of the global batch:
+the trajectory does not depend on how many replicas (or accumulated micro-batches) share a batch.
+
+Checkpoints (model, optimizer, step) are written every `save_checkpoints_steps`; a rerun with the
+same `output_dir` resumes from the latest one, and skips the batches the checkpointed steps
+consumed so that it sees the data an uninterrupted run would have seen.
+
+Example:
+    >>> options = PretrainingOptions(output_dir="/tmp/albert", input_file="data/*.tfrecord",
+    ...                              train_batch_size=64, max_seq_length=128, num_train_steps=1000,
+    ...                              num_warmup_steps=100, learning_rate=1e-3)
+    >>> result = pretrain(AlbertConfig.from_preset("albert_base_v2"), options,
+    ...                   strategy=get_strategy("mirrored"))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from typing import Callable, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from tensorflow.core.framework import summary_pb2
+
+from albert_tf import optimization
+from albert_tf.config import AlbertConfig
+from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
+
+MIXED_PRECISION_POLICIES = {"none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+CONFIG_FILE = "albert_config.json"
+TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
+
+# The release adds this to the sum of masked_lm_weights, so a batch without predictions gives 0.
+_WEIGHT_EPSILON = 1e-5
+
+DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingOptions:
+    """How to pretrain; the defaults are the paper's run (ALBERT.md §4) except `steps_per_loop`.
+
+    `train_batch_size` is the global batch of one update: it is split across replicas, and each
+    replica's share into `grad_accum_steps` micro-batches whose gradients are summed before the one
+    update. `input_file` and `eval_input_file` are comma-separated globs of pretraining TFRecords.
+    """
+
+    output_dir: str
+    input_file: str = ""
+    eval_input_file: str = ""
+    train_batch_size: int = 4096
+    eval_batch_size: int = 64
+    max_seq_length: int = 512
+    max_predictions_per_seq: int = 20
+    learning_rate: float = 0.00176
+    num_train_steps: int = 125000
+    num_warmup_steps: int = 3125
+    weight_decay: float = 0.01
+    optimizer: str = "lamb"
+    save_checkpoints_steps: int = 5000
+    keep_checkpoint_max: int = 5
+    steps_per_loop: int = 100
+    grad_accum_steps: int = 1
+    mixed_precision: str = "none"
+    jit_compile: bool = True
+    init_checkpoint: Optional[str] = None
+    eval_every_steps: Optional[int] = None  # None: at every checkpoint
+    max_eval_steps: Optional[int] = None  # None: the whole eval input
+    seed: int = 12345
+    progress_bar: bool = False
+
+    def __post_init__(self):
+        positive = ("train_batch_size", "eval_batch_size", "max_seq_length", "max_predictions_per_seq",
+                    "num_train_steps", "save_checkpoints_steps", "keep_checkpoint_max",
+                    "steps_per_loop", "grad_accum_steps")
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not 0 <= self.num_warmup_steps <= self.num_train_steps:
+            raise ValueError(
+                f"num_warmup_steps must be in [0, num_train_steps={self.num_train_steps}], "
+                f"got {self.num_warmup_steps}"
+            )
+        if self.mixed_precision not in MIXED_PRECISION_POLICIES:
+            raise ValueError(
+                f"mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}, "
+                f"got {self.mixed_precision!r}"
+            )
+        if self.optimizer not in optimization.OPTIMIZERS:
+            raise ValueError(
+                f"optimizer must be one of {', '.join(optimization.OPTIMIZERS)}, got {self.optimizer!r}"
+            )
+        if not self.output_dir:
+            raise ValueError("output_dir must be given")
+
+
+def expand_globs(patterns: str, flag: str = "input_file") -> list[str]:
+    """The files matched by comma-separated globs; a glob that matches nothing is an error."""
+    from albert_tf.datasets import expand_file_patterns
+
+    try:
+        return expand_file_patterns(patterns)
+    except ValueError as error:
+        raise ValueError(f"--{flag}: {error}") from None
+
+
+def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_per_seq: int):
+    """Fails when the first record's lengths differ from the flags, naming both values.
+
+    The tf.data parser would fail too, but only inside the first step and with a message about
+    tensor sizes that does not say which flag is wrong.
+    """
+    for raw in tf.data.TFRecordDataset(files[0], compression_type=_compression(files[0])).take(1):
+        example = tf.train.Example.FromString(raw.numpy())
+        feature = example.features.feature
+        found = {
+            "max_seq_length": len(feature["input_ids"].int64_list.value),
+            "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value),
+        }
+        wanted = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq}
+        for name in found:
+            if found[name] != wanted[name]:
+                raise ValueError(
+                    f"{files[0]}: records were written with {name}={found[name]}, "
+                    f"but --{name}={wanted[name]}"
+                )
+
+
+def _compression(path: str) -> str:
+    return "GZIP" if path.endswith(".gz") else ""
+
+
+def replica_batch_size(global_batch_size: int, num_replicas: int, grad_accum_steps: int = 1) -> int:
+    """The per-replica batch; an uneven split is an error, never a silently different batch."""
+    if global_batch_size % num_replicas:
+        raise ValueError(
+            f"the global batch of {global_batch_size} is not divisible by the {num_replicas} "
+            f"replicas of the strategy"
+        )
+    per_replica = global_batch_size // num_replicas
+    if per_replica % grad_accum_steps:
+        raise ValueError(
+            f"the per-replica batch of {per_replica} (global {global_batch_size} / {num_replicas} "
+            f"replicas) is not divisible by grad_accum_steps={grad_accum_steps}"
+        )
+    return per_replica
+
+
+def _is_chief(strategy) -> bool:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    if task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return task_type == "worker" and task_id == 0 and not has_chief
+
+
+def _worker_id(strategy) -> int:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    return int(resolver.task_id or 0) if resolver is not None else 0
+
+
+def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
+    """Refuses an `output_dir` that holds checkpoints of another config; records ours in it."""
+    path = os.path.join(output_dir, CONFIG_FILE)
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            saved = AlbertConfig.from_dict(json.load(f), source=path)
+        if saved != config:
+            changed = {
+                k: (v, getattr(config, k)) for k, v in saved.to_dict().items() if getattr(config, k) != v
+            }
+            raise ValueError(
+                f"output_dir {output_dir} holds checkpoints of another config: "
+                + ", ".join(f"{k} {a} there vs {b} here" for k, (a, b) in changed.items())
+                + "; use a fresh output_dir or the same config"
+            )
+        return
+    if tf.train.latest_checkpoint(output_dir):
+        raise ValueError(
+            f"output_dir {output_dir} holds checkpoints but no {CONFIG_FILE}: cannot tell which "
+            f"config wrote them; use a fresh output_dir"
+        )
+    if write:
+        tf.io.gfile.makedirs(output_dir)
+        with tf.io.gfile.GFile(path, "w") as f:
+            f.write(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+
+
+def model_weights(model) -> dict:
+    """The model's variables by path below the model, which is how checkpoints here name them.
+
+    A `tf.train.Checkpoint(model=model)` of a Keras 3 model does not reach layers kept in Python
+    lists (the encoder's blocks): most weights would then be saved only as the optimizer's
+    numbered slots, and a model-only restore would silently skip them. Naming every variable by
+    its path ("encoder/group_0_inner_group_0/attention/query/kernel") keeps them all, readable,
+    and independent of the top-level model's uniquified name.
+    """
+    weights = {}
+    for variable in model.weights:
+        key = variable.path.split("/", 1)[-1]
+        if key in weights and weights[key] is not variable:
+            raise ValueError(f"two variables of the model share the path {variable.path}")
+        weights[key] = variable
+    return weights
+
+
+def load_init_checkpoint(model: AlbertPretrainer, path: str):
+    """Initialises `model` from a checkpoint written by this loop (a file prefix or a directory).
+
+    A missing checkpoint, a variable of the model absent from it, or a tensor of another shape is
+    an error: a silent start from scratch was the original release's most reported failure.
+    """
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            raise FileNotFoundError(f"init_checkpoint: no checkpoint in directory {path}")
+        path = latest
+    if not tf.io.gfile.exists(path + ".index"):
+        raise FileNotFoundError(f"init_checkpoint: {path} does not exist (no {path}.index)")
+    weights = model_weights(model)
+    stored = dict(tf.train.list_variables(path))
+    problems = []
+    for key, variable in weights.items():
+        name = _checkpoint_key(key)
+        if name not in stored:
+            problems.append(f"{key} is missing")
+        elif list(stored[name]) != list(variable.shape):
+            problems.append(f"{key} has shape {stored[name]} there, {list(variable.shape)} here")
+    if problems:
+        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
+        raise ValueError(f"init_checkpoint {path} does not match the model: {shown}")
+    tf.train.Checkpoint(model=weights).read(path).assert_existing_objects_matched().expect_partial()
+    logging.info("initialised %d variables from %s", len(weights), path)
+    return path
+
+
+def _checkpoint_key(key: str) -> str:
+    # tf.train.Checkpoint escapes "/" and "." in dict keys of the object graph.
+    escaped = key.replace(".", "..").replace("/", ".S")
+    return f"model/{escaped}/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _mixed_precision_policy(name: str):
+    policy = MIXED_PRECISION_POLICIES[name]
+    return keras.DTypePolicy(policy) if policy else None
+
+
+class Pretraining:
+    """The state of one pretraining run: model, optimizer, checkpoints and the compiled steps.
+
+    `pretrain()` drives it; tests use it directly to run single loops and inspect the weights.
+    """
+
+    def __init__(self, config: AlbertConfig, options: PretrainingOptions, strategy=None):
+        self.config = config
+        self.options = options
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.num_replicas = self.strategy.num_replicas_in_sync
+        self.per_replica_batch = replica_batch_size(
+            options.train_batch_size, self.num_replicas, options.grad_accum_steps
+        )
+        self.is_chief = _is_chief(self.strategy)
+        self.schedule = optimization.WarmupPolynomialDecay(
+            options.learning_rate, options.num_train_steps, options.num_warmup_steps
+        )
+        check_output_dir(options.output_dir, config, write=self.is_chief)
+
+        keras.utils.set_random_seed(options.seed)
+        with self.strategy.scope():
+            self.model = AlbertPretrainer(config, dtype=_mixed_precision_policy(options.mixed_precision))
+            self.model.build()
+            optimizer = optimization.create_optimizer(
+                options.optimizer,
+                options.learning_rate,
+                num_train_steps=options.num_train_steps,
+                num_warmup_steps=options.num_warmup_steps,
+                weight_decay=options.weight_decay,
+            )
+            if options.mixed_precision == "fp16":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            self.optimizer = optimizer
+            self.optimizer.build(self.model.trainable_variables)
+            self.step = self.optimizer.iterations
+        self.checkpoint = tf.train.Checkpoint(
+            model=model_weights(self.model), optimizer=self.optimizer, step=self.step
+        )
+        directory = options.output_dir
+        if not self.is_chief:
+            # Every worker must take part in a save (it may run collectives); only the chief's
+            # copy is kept.
+            directory = os.path.join(options.output_dir, ".workers", f"worker_{_worker_id(self.strategy)}")
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep=options.keep_checkpoint_max,
+            checkpoint_name="ckpt",
+        )
+        self._train_loop = tf.function(self._train_loop_fn)
+        self._eval_step = tf.function(self._eval_step_fn)
+        self._grad_fn = tf.function(self._grad_fn_impl, jit_compile=options.jit_compile)
+
+    # ---- state -------------------------------------------------------------------------------
+
+    @property
+    def current_step(self) -> int:
+        return int(self.step.numpy())
+
+    def restore_or_initialize(self) -> int:
+        """Resumes from the latest checkpoint in output_dir, else loads init_checkpoint if given."""
+        latest = tf.train.latest_checkpoint(self.options.output_dir)
+        if latest:
+            self.checkpoint.restore(latest).assert_consumed()
+            logging.info("resumed from %s at step %d", latest, self.current_step)
+            if self.options.init_checkpoint:
+                logging.info("init_checkpoint %s ignored: resuming instead", self.options.init_checkpoint)
+        elif self.options.init_checkpoint:
+            load_init_checkpoint(self.model, self.options.init_checkpoint)
+        return self.current_step
+
+    def save(self) -> str:
+        path = self.manager.save(checkpoint_number=self.current_step)
+        return path
+
+    # ---- input -------------------------------------------------------------------------------
+
+    def distribute(self, dataset_fn: DatasetFn, batch_size: int, skip_batches: int = 0):
+        """Builds `dataset_fn(input_context, per_replica_batch)` once per input pipeline."""
+
+        def fn(input_context):
+            dataset = dataset_fn(input_context, batch_size)
+            # Each step consumes one per-replica batch: skipping the consumed ones puts a resumed
+            # run on the data the interrupted one would have read next.
+            return dataset.skip(skip_batches) if skip_batches else dataset
+
+        return self.strategy.distribute_datasets_from_function(fn)
+
+    # ---- steps -------------------------------------------------------------------------------
+
+    def _grad_fn_impl(self, features, global_weight, global_examples):
+        variables = self.model.trainable_variables
+        fp16 = self.options.mixed_precision == "fp16"
+
+        def loss_fn(micro):
+            outputs = self.model(micro, training=True)
+            sums = pretraining_sums(micro, outputs["mlm_logits"], outputs["sop_logits"])
+            # Normalised by the global batch: the sum over replicas and micro-batches is its loss.
+            parts = {
+                "mlm_loss": sums["mlm_ce"] / global_weight,
+                "sop_loss": sums["sop_ce"] / global_examples,
+                "mlm_accuracy": sums["mlm_hits"] / global_weight,
+                "sop_accuracy": sums["sop_hits"] / global_examples,
+            }
+            loss = parts["mlm_loss"] + parts["sop_loss"]
+            return (self.optimizer.scale_loss(loss) if fp16 else loss), parts
+
+        grads, _, parts = optimization.accumulate_gradients(
+            loss_fn, variables, features, self.options.grad_accum_steps
+        )
+        return grads, parts
+
+    def _replica_step(self, features):
+        ctx = tf.distribute.get_replica_context()
+        weights = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
+        global_weight = ctx.all_reduce(tf.distribute.ReduceOp.SUM, weights) + _WEIGHT_EPSILON
+        global_examples = tf.constant(float(self.options.train_batch_size))
+        grads, parts = self._grad_fn(features, global_weight, global_examples)
+        # The optimizer sums the gradients across replicas, then clips their global norm.
+        self.optimizer.apply(grads, self.model.trainable_variables)
+        parts["loss"] = parts["mlm_loss"] + parts["sop_loss"]
+        return parts
+
+    def _train_loop_fn(self, iterator, num_steps):
+        totals = {k: tf.constant(0.0) for k in TRAIN_METRICS}
+        for _ in tf.range(num_steps):
+            parts = self.strategy.run(self._replica_step, args=(next(iterator),))
+            totals = {
+                k: totals[k] + self.strategy.reduce(tf.distribute.ReduceOp.SUM, parts[k], axis=None)
+                for k in TRAIN_METRICS
+            }
+        return {k: v / tf.cast(num_steps, tf.float32) for k, v in totals.items()}
+
+    def train_steps(self, iterator, num_steps: int) -> dict[str, float]:
+        """Runs `num_steps` updates in one call; returns the metrics averaged over them."""
+        metrics = self._train_loop(iterator, tf.constant(num_steps, tf.int32))
+        return {k: float(v) for k, v in metrics.items()}
+
+    def _eval_replica(self, features):
+        outputs = self.model(features, training=False)
+        return pretraining_sums(features, outputs["mlm_logits"], outputs["sop_logits"])
+
+    def _eval_step_fn(self, features):
+        sums = self.strategy.run(self._eval_replica, args=(features,))
+        return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in sums.items()}
+
+    def evaluate(self, dataset) -> dict[str, float]:
+        """Masked-LM and SOP loss and accuracy over `dataset` (a distributed dataset)."""
+        totals = None
+        for i, features in enumerate(dataset):
+            if self.options.max_eval_steps and i >= self.options.max_eval_steps:
+                break
+            sums = {k: float(v) for k, v in self._eval_step(features).items()}
+            totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
+        if not totals:
+            raise ValueError("the eval input holds no complete batch")
+        metrics = {k: float(v) for k, v in losses_from_sums(totals).items()}
+        metrics["examples"] = totals["examples"]
+        return metrics
+
+    def learning_rate_at(self, step: int) -> float:
+        return float(self.schedule(step))
+
+
+def file_dataset_fn(files: list[str], options: PretrainingOptions, is_training: bool) -> DatasetFn:
+    """A `DatasetFn` reading pretraining TFRecords with albert_tf.datasets."""
+    from albert_tf.datasets import pretraining_dataset
+
+    def fn(input_context, batch_size):
+        return pretraining_dataset(
+            files,
+            batch_size=batch_size,
+            max_seq_length=options.max_seq_length,
+            max_predictions_per_seq=options.max_predictions_per_seq,
+            is_training=is_training,
+            input_context=input_context,
+            seed=options.seed,
+            deterministic=True,
+        )
+
+    return fn
+
+
+# TensorBoard's scalar plugin metadata, written by hand: tf.summary.scalar lives in the tensorboard
+# package, which is not a dependency, while tf.summary.write is TensorFlow's own.
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+).SerializeToString()
+
+
+def _write_scalars(writer, metrics: dict[str, float], step: int):
+    with writer.as_default(step=step):
+        for name, value in metrics.items():
+            tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
+
+
+def _summary_writer(options, is_chief, name):
+    if not is_chief:
+        return tf.summary.create_noop_writer()
+    return tf.summary.create_file_writer(os.path.join(options.output_dir, name))
+
+
+def format_metrics(metrics: dict[str, float]) -> str:
+    return " ".join(
+        f"{k} {v:.4f}" if k != "examples_per_second" else f"{v:.1f} ex/s" for k, v in metrics.items()
+    )
+
+
+def pretrain(
+    config: AlbertConfig,
+    options: PretrainingOptions,
+    strategy=None,
+    train_dataset_fn: Optional[DatasetFn] = None,
+    eval_dataset_fn: Optional[DatasetFn] = None,
+    export_fn: Optional[Callable[[AlbertPretrainer, str], None]] = None,
+) -> dict:
+    """Pretrains (or resumes pretraining) to `options.num_train_steps`; returns the last metrics.
+
+    `train_dataset_fn(input_context, per_replica_batch)` (and `eval_dataset_fn`) default to the
+    TFRecords of `options.input_file` (and `options.eval_input_file`). `export_fn(model, dir)`
+    runs on the chief at the end with `<output_dir>/export`.
+
+    Returns a dict with `step`, `train` (the last loop's metrics), `eval` (the last evaluation, or
+    None) and `resumed_from` (the step of the checkpoint resumed from, or None).
+    """
+    if train_dataset_fn is None:
+        files = expand_globs(options.input_file, "input_file")
+        check_record_shapes(files, options.max_seq_length, options.max_predictions_per_seq)
+        train_dataset_fn = file_dataset_fn(files, options, is_training=True)
+    if eval_dataset_fn is None and options.eval_input_file:
+        eval_files = expand_globs(options.eval_input_file, "eval_input_file")
+        check_record_shapes(eval_files, options.max_seq_length, options.max_predictions_per_seq)
+        eval_dataset_fn = file_dataset_fn(eval_files, options, is_training=False)
+
+    run = Pretraining(config, options, strategy)
+    start = run.restore_or_initialize()
+    resumed_from = start if start else None
+    iterator = iter(run.distribute(train_dataset_fn, run.per_replica_batch, skip_batches=start))
+    eval_data = None
+    if eval_dataset_fn is not None:
+        eval_batch = replica_batch_size(options.eval_batch_size, run.num_replicas)
+        eval_data = run.distribute(eval_dataset_fn, eval_batch)
+
+    train_writer = _summary_writer(options, run.is_chief, "train")
+    eval_writer = _summary_writer(options, run.is_chief, "eval")
+    eval_every = options.eval_every_steps or options.save_checkpoints_steps
+    progress = None
+    if options.progress_bar and run.is_chief:
+        from tqdm import tqdm
+
+        progress = tqdm(total=options.num_train_steps, initial=start, unit="step", dynamic_ncols=True)
+
+    step, train_metrics, eval_metrics = start, {}, None
+    while step < options.num_train_steps:
+        boundaries = (
+            options.num_train_steps,
+            (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps,
+            (step // eval_every + 1) * eval_every if eval_data is not None else options.num_train_steps,
+        )
+        num_steps = min(options.steps_per_loop, min(boundaries) - step)
+        began = time.perf_counter()
+        train_metrics = run.train_steps(iterator, num_steps)
+        elapsed = time.perf_counter() - began
+        step = run.current_step
+        if not np.isfinite(train_metrics["loss"]):
+            raise FloatingPointError(f"loss is {train_metrics['loss']} at step {step}")
+        train_metrics["learning_rate"] = run.learning_rate_at(step - 1)
+        train_metrics["examples_per_second"] = num_steps * options.train_batch_size / elapsed
+        _write_scalars(train_writer, train_metrics, step)
+        line = f"step {step}/{options.num_train_steps} {format_metrics(train_metrics)}"
+        if progress is not None:
+            progress.update(num_steps)
+            progress.set_postfix_str(format_metrics({k: train_metrics[k] for k in ("loss", "mlm_accuracy", "sop_accuracy")}))
+        logging.info(line)
+
+        if step % options.save_checkpoints_steps == 0 or step == options.num_train_steps:
+            path = run.save()
+            logging.info("saved %s", path)
+        if eval_data is not None and (step % eval_every == 0 or step == options.num_train_steps):
+            eval_metrics = run.evaluate(eval_data)
+            _write_scalars(eval_writer, eval_metrics, step)
+            logging.info("eval at step %d: %s", step, format_metrics(eval_metrics))
+    if progress is not None:
+        progress.close()
+    train_writer.flush()
+    eval_writer.flush()
+
+    export_dir = os.path.join(options.output_dir, "export")
+    if run.is_chief:
+        (export_fn or export_encoder)(run.model, export_dir)
+    else:
+        shutil.rmtree(os.path.join(options.output_dir, ".workers"), ignore_errors=True)
+    return {"step": step, "train": train_metrics, "eval": eval_metrics, "resumed_from": resumed_from}
+
+
+class _EncoderServing(tf.Module):
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, None], tf.int32, name="input_ids"),
+            tf.TensorSpec([None, None], tf.int32, name="input_mask"),
+            tf.TensorSpec([None, None], tf.int32, name="segment_ids"),
+        ]
+    )
+    def serve(self, input_ids, input_mask, segment_ids):
+        outputs = self.encoder(
+            {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+            training=False,
+        )
+        return {k: tf.cast(v, tf.float32) for k, v in outputs.items()}
+
+
+def export_encoder(model: AlbertPretrainer, export_dir: str):
+    """Saves the encoder as a SavedModel with a `serving_default` signature on token ids.
+
+    Kept to one function so that albert_tf.export (named signatures for serialized examples and raw
+    text) can replace it.
+    """
+    module = _EncoderServing(model.encoder)
+    tf.saved_model.save(module, export_dir, signatures={"serving_default": module.serve})
+    logging.info("exported the encoder to %s", export_dir)

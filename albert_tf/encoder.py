@@ -66,6 +66,10 @@ class AlbertEncoder(keras.Model):
             name="embeddings",
         )
         self.blocks, self._schedule = self._create_blocks()
+        for block in self.blocks:
+            # Keras 3 keeps layers held in a list out of tf.train.Checkpoint's object graph (its
+            # TrackedList is no TF trackable): an attribute per block puts every weight in.
+            setattr(self, block.name, block)
         self.pooler = keras.layers.Dense(
             c.hidden_size,
             activation="tanh",

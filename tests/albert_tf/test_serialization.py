@@ -83,3 +83,16 @@ def test_encoder_outputs_every_block_application():
     outputs = AlbertEncoder(config, output_all_layers=True)({"input_ids": IDS})
     assert len(outputs["encoder_outputs"]) == 4 * 3
     np.testing.assert_array_equal(outputs["encoder_outputs"][-1], outputs["sequence_output"])
+
+
+@pytest.mark.parametrize("sharing", ["all", "attention"])
+def test_tf_checkpoint_holds_every_weight(sharing, tmp_path):
+    config = TINY.replace(num_hidden_groups=2) if sharing == "all" else TINY.replace(sharing=sharing)
+    model = AlbertPretrainer(config)
+    model.build()
+    path = tf.train.Checkpoint(model=model).save(str(tmp_path / "ckpt"))
+    restored = AlbertPretrainer(config)
+    restored.build()
+    tf.train.Checkpoint(model=restored).restore(path).assert_existing_objects_matched()
+    for saved, loaded in zip(model.weights, restored.weights):
+        np.testing.assert_array_equal(saved.numpy(), loaded.numpy(), err_msg=saved.path)

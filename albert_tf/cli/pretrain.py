@@ -1,0 +1,144 @@
+"""albert-pretrain: masked-LM + sentence-order pretraining on TFRecords, under any tf.distribute strategy.
+
+    albert-pretrain --input_file 'data/train-*.tfrecord' --eval_input_file data/eval.tfrecord \\
+        --output_dir run --preset albert_base_v2 --train_batch_size 4096 --max_seq_length 512 \\
+        --num_train_steps 125000 --num_warmup_steps 3125 --learning_rate 0.00176 \\
+        --strategy tpu --tpu my-tpu --mixed_precision bf16
+
+Flags keep the names of the original `run_pretraining.py` where it had them. A rerun with the same
+`--output_dir` resumes from its latest checkpoint. At the end the encoder is exported as a
+SavedModel under `<output_dir>/export`.
+"""
+
+import os
+import sys
+
+from absl import app, flags, logging
+
+from albert_tf import optimization, strategies, training
+
+# Its own FlagValues: data_prep's scripts define --input_file too, and one process may import both.
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("input_file", None, "Comma-separated globs of pretraining TFRecords.", flag_values=FLAGS)
+flags.DEFINE_string("eval_input_file", None, "Comma-separated globs of held-out TFRecords, evaluated "
+                    "at every checkpoint and at the end.", flag_values=FLAGS)
+flags.DEFINE_string("output_dir", None, "Where checkpoints, TensorBoard summaries, albert_config.json "
+                    "and the exported SavedModel go. A rerun resumes from its latest checkpoint.", flag_values=FLAGS)
+flags.DEFINE_string("albert_config_file", None, "An albert_config.json (or give --preset).", flag_values=FLAGS)
+flags.DEFINE_string("preset", None, "A named config such as albert_base_v2 (or give --albert_config_file).", flag_values=FLAGS)
+flags.DEFINE_string("init_checkpoint", None, "Start from the weights of this checkpoint (a prefix or an "
+                    "output_dir of albert-pretrain); every weight must be there with its shape.", flag_values=FLAGS)
+flags.DEFINE_integer("train_batch_size", 4096, "Global batch of one update, over all replicas and "
+                     "accumulated micro-batches.", flag_values=FLAGS)
+flags.DEFINE_integer("eval_batch_size", 64, "Global batch for evaluation.", flag_values=FLAGS)
+flags.DEFINE_integer("max_seq_length", 512, "Sequence length the records were written with.", flag_values=FLAGS)
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record, as written.", flag_values=FLAGS)
+flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate (after warmup).", flag_values=FLAGS)
+flags.DEFINE_integer("num_train_steps", 125000, "Updates in all; the learning rate reaches 0 there.", flag_values=FLAGS)
+flags.DEFINE_integer("num_warmup_steps", 3125, "Updates of linear warmup.", flag_values=FLAGS)
+flags.DEFINE_float("weight_decay", 0.01, "Weight decay of the non-LayerNorm, non-bias weights.", flag_values=FLAGS)
+flags.DEFINE_enum("optimizer", "lamb", list(optimization.OPTIMIZERS), "lamb (pretraining, as released) "
+                  "or adamw.", flag_values=FLAGS)
+flags.DEFINE_integer("save_checkpoints_steps", 5000, "Updates between checkpoints.", flag_values=FLAGS)
+flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.", flag_values=FLAGS)
+flags.DEFINE_integer("steps_per_loop", 100, "Updates per call to the compiled loop (TPUs want many); "
+                     "also the interval of the progress line and summaries.", flag_values=FLAGS)
+flags.DEFINE_integer("grad_accum_steps", 1, "Micro-batches per update: the batch of each replica is "
+                     "split in this many, their gradients summed, and applied once.", flag_values=FLAGS)
+flags.DEFINE_enum("mixed_precision", "none", list(training.MIXED_PRECISION_POLICIES),
+                  "bf16 (TPU, recent CPUs), fp16 with dynamic loss scaling (GPU), or none.", flag_values=FLAGS)
+flags.DEFINE_bool("jit_compile", True, "Compile the forward and backward pass with XLA.", flag_values=FLAGS)
+flags.DEFINE_enum("strategy", "one_device", list(strategies.STRATEGIES), "The tf.distribute strategy.", flag_values=FLAGS)
+flags.DEFINE_string("tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.", flag_values=FLAGS)
+flags.DEFINE_integer("max_eval_steps", None, "Evaluate at most this many batches (default: all).", flag_values=FLAGS)
+flags.DEFINE_integer("seed", 12345, "Seed of the initialisation and of the input shuffling.", flag_values=FLAGS)
+flags.DEFINE_string("spm_model_file", None, "The SentencePiece model; when given, the export also "
+                    "carries signatures on serialized examples and raw text.", flag_values=FLAGS)
+flags.DEFINE_bool("progress_bar", True, "Show a progress bar (on the chief).", flag_values=FLAGS)
+
+
+def load_config():
+    from albert_tf.config import AlbertConfig
+
+    if bool(FLAGS.albert_config_file) == bool(FLAGS.preset):
+        raise app.UsageError("give exactly one of --albert_config_file and --preset")
+    if FLAGS.preset:
+        return AlbertConfig.from_preset(FLAGS.preset)
+    return AlbertConfig.from_json_file(FLAGS.albert_config_file)
+
+
+def export(model, export_dir):
+    """The encoder as a SavedModel; with --spm_model_file, with albert_tf.export's text signatures."""
+    if FLAGS.spm_model_file:
+        from albert_tf.export import export_encoder
+
+        export_encoder(model.encoder, export_dir, FLAGS.spm_model_file, FLAGS.max_seq_length)
+        logging.info("exported the encoder with text signatures to %s", export_dir)
+    else:
+        training.export_encoder(model, export_dir)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    logging.set_verbosity(logging.INFO)
+    for name in ("input_file", "output_dir"):
+        if not FLAGS[name].value:
+            raise app.UsageError(f"--{name} is required")
+    config = load_config()
+    options = training.PretrainingOptions(
+        output_dir=FLAGS.output_dir,
+        input_file=FLAGS.input_file,
+        eval_input_file=FLAGS.eval_input_file or "",
+        train_batch_size=FLAGS.train_batch_size,
+        eval_batch_size=FLAGS.eval_batch_size,
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        learning_rate=FLAGS.learning_rate,
+        num_train_steps=FLAGS.num_train_steps,
+        num_warmup_steps=FLAGS.num_warmup_steps,
+        weight_decay=FLAGS.weight_decay,
+        optimizer=FLAGS.optimizer,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        steps_per_loop=FLAGS.steps_per_loop,
+        grad_accum_steps=FLAGS.grad_accum_steps,
+        mixed_precision=FLAGS.mixed_precision,
+        jit_compile=FLAGS.jit_compile,
+        init_checkpoint=FLAGS.init_checkpoint,
+        max_eval_steps=FLAGS.max_eval_steps,
+        seed=FLAGS.seed,
+        progress_bar=FLAGS.progress_bar,
+    )
+    # First, before any other TensorFlow op: multi-worker collectives must be configured at startup.
+    strategy = strategies.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu)
+    result = training.pretrain(config, options, strategy=strategy, export_fn=export)
+    summary = f"finished at step {result['step']}: train " + training.format_metrics(result["train"])
+    if result["eval"]:
+        summary += "; eval " + training.format_metrics(result["eval"])
+    print(summary, flush=True)
+
+
+def _parse_flags(argv):
+    if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
+        print(__doc__)
+        print(FLAGS.get_help())
+        sys.exit(0)
+    try:
+        remaining = FLAGS(argv)
+    except flags.Error as error:
+        print(f"error: {error} (see --help)", file=sys.stderr)
+        sys.exit(2)
+    # absl's own flags (logging) stay at their defaults, parsed so that logging does not complain.
+    flags.FLAGS([argv[0]])
+    return remaining
+
+
+def run():
+    """Console-script entry point."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    app.run(main, flags_parser=_parse_flags)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,426 @@
+"""The pretraining loop under one device, two mirrored devices and two workers; resume after
+SIGKILL; the errors it owes on bad input.
+
+Strategies with several CPU devices or processes run in subprocesses (this file is also their
+entry point: `python -m tests.albert_tf.test_training <mode> <args>`), because logical devices can
+only be configured before TensorFlow initialises them, and workers are processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import training
+from albert_tf.config import AlbertConfig
+from albert_tf.pretrainer import pretraining_sums
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+CONFIG = AlbertConfig(
+    vocab_size=128, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    intermediate_size=64, max_position_embeddings=64,
+)
+SEQ, PREDICTIONS = 16, 4
+
+
+def random_dataset_fn(seed: int = 0, num_examples: int = 2**40):
+    """Synthetic pretraining batches; element `i` is a fixed function of (i, seed), so that any
+    split across replicas or any resume sees the same examples in the same order."""
+
+    def fn(input_context, batch_size):
+        def example(i):
+            key = tf.stack([tf.cast(i, tf.int32), seed])
+            uniform = tf.random.stateless_uniform
+            return {
+                "input_ids": uniform([SEQ], key, 5, CONFIG.vocab_size, tf.int32),
+                "input_mask": tf.ones([SEQ], tf.int32),
+                "segment_ids": tf.repeat(tf.constant([0, 1], tf.int32), SEQ // 2),
+                "masked_lm_positions": uniform([PREDICTIONS], key + 1, 1, SEQ, tf.int32),
+                # Ids from a small range, so a few steps visibly learn them.
+                "masked_lm_ids": uniform([PREDICTIONS], key + 2, 5, 9, tf.int32),
+                "masked_lm_weights": tf.cast(uniform([PREDICTIONS], key + 3, 0, 2, tf.int32), tf.float32),
+                "next_sentence_labels": uniform([1], key + 4, 0, 2, tf.int32),
+            }
+
+        dataset = tf.data.Dataset.range(num_examples)
+        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        return dataset.map(example).batch(batch_size, drop_remainder=True)
+
+    return fn
+
+
+def options(output_dir, **changes):
+    values = dict(
+        output_dir=str(output_dir), train_batch_size=8, eval_batch_size=8, max_seq_length=SEQ,
+        max_predictions_per_seq=PREDICTIONS, learning_rate=2e-2, num_train_steps=20,
+        num_warmup_steps=2, save_checkpoints_steps=1000, steps_per_loop=1, jit_compile=False,
+        seed=7,
+    )
+    values.update(changes)
+    return training.PretrainingOptions(**values)
+
+
+def trajectory(run, num_steps, dataset_fn=None):
+    iterator = iter(run.distribute(dataset_fn or random_dataset_fn(), run.per_replica_batch))
+    return [run.train_steps(iterator, 1)["loss"] for _ in range(num_steps)]
+
+
+def weights(run):
+    return [v.numpy() for v in run.model.weights]
+
+
+def run_python(*args, env=None, timeout=240):
+    return subprocess.run(
+        [sys.executable, "-m", "tests.albert_tf.test_training", *args],
+        cwd=REPO_ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+        timeout=timeout,
+    )
+
+
+def free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def write_records(path, num_records, seed=0, max_seq_length=SEQ, max_predictions=PREDICTIONS):
+    """Pretraining TFRecords with random contents, in the schema of albert_tf.features."""
+    from albert_tf import features
+
+    spec = features.pretraining_feature_spec(max_seq_length, max_predictions)
+    rng = np.random.default_rng(seed)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(num_records):
+            values = {
+                "input_ids": rng.integers(5, CONFIG.vocab_size, max_seq_length),
+                "input_mask": np.ones(max_seq_length, np.int64),
+                "segment_ids": np.repeat([0, 1], max_seq_length // 2),
+                "token_boundary": np.ones(max_seq_length, np.int64),
+                "masked_lm_positions": rng.integers(1, max_seq_length, max_predictions),
+                "masked_lm_ids": rng.integers(5, 9, max_predictions),
+                "masked_lm_weights": rng.integers(0, 2, max_predictions).astype(np.float32),
+                "next_sentence_labels": rng.integers(0, 2, 1),
+            }
+            writer.write(features.to_example(values, spec).SerializeToString())
+    return str(path)
+
+
+def cli_flags(tmp_path, output_dir, num_train_steps, **extra):
+    config_file = tmp_path / "albert_config.json"
+    if not config_file.exists():
+        CONFIG.to_json_file(config_file)
+    values = dict(
+        input_file=str(tmp_path / "train-*.tfrecord"), output_dir=str(output_dir),
+        albert_config_file=str(config_file), train_batch_size=8, max_seq_length=SEQ,
+        max_predictions_per_seq=PREDICTIONS, learning_rate=2e-2, num_train_steps=num_train_steps,
+        num_warmup_steps=2, save_checkpoints_steps=2, steps_per_loop=1, seed=7, strategy="one_device",
+    )
+    values.update(extra)
+    return [f"--{k}={v}" for k, v in values.items()] + ["--nojit_compile", "--noprogress_bar"]
+
+
+def cli_options(flags):
+    """The PretrainingOptions the CLI builds from `flags`, for an in-process run of the same job."""
+    values = dict(f[2:].split("=", 1) for f in flags if "=" in f)
+    return training.PretrainingOptions(
+        output_dir=values["output_dir"], input_file=values["input_file"], train_batch_size=8,
+        max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, learning_rate=2e-2,
+        num_train_steps=int(values["num_train_steps"]), num_warmup_steps=2, save_checkpoints_steps=2,
+        steps_per_loop=1, seed=7, jit_compile=False,
+    )
+
+
+# ---- in-process: one replica -------------------------------------------------------------------
+
+
+def test_loop_loss_is_the_pretrainer_loss(tmp_path):
+    run = training.Pretraining(CONFIG, options(tmp_path))
+    features = next(iter(random_dataset_fn()(tf.distribute.InputContext(), 8)))
+    expected = run.model(features, training=True)
+    sums = pretraining_sums(features, expected["mlm_logits"], expected["sop_logits"])
+    loss = sums["mlm_ce"] / (sums["mlm_weight"] + 1e-5) + sums["sop_ce"] / sums["examples"]
+    np.testing.assert_allclose(float(loss), float(expected["loss"]), rtol=1e-6)
+
+
+def test_training_learns_and_accumulation_gives_the_same_updates(tmp_path):
+    whole = training.Pretraining(CONFIG, options(tmp_path / "a"))
+    losses = trajectory(whole, 8)
+    # The synthetic masked ids come from 4 values: from ln(128) = 4.85 the MLM loss must fall.
+    assert losses[-1] < losses[0] - 0.5, losses
+    accumulated = training.Pretraining(CONFIG, options(tmp_path / "b", grad_accum_steps=4))
+    np.testing.assert_allclose(trajectory(accumulated, 8), losses, atol=2e-5)
+    for a, b in zip(weights(whole), weights(accumulated)):
+        np.testing.assert_allclose(a, b, atol=2e-5)
+    assert accumulated.current_step == 8  # one optimizer step per accumulated batch
+
+
+def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
+    first = training.Pretraining(CONFIG, options(tmp_path))
+    trajectory(first, 3)
+    path = first.save()
+    assert path.endswith("ckpt-3")
+    saved = [v.numpy() for v in first.model.weights + first.optimizer.variables]
+    second = training.Pretraining(CONFIG, options(tmp_path))
+    assert second.restore_or_initialize() == 3
+    restored = [v.numpy() for v in second.model.weights + second.optimizer.variables]
+    assert len(saved) == len(restored) > 20
+    for a, b in zip(saved, restored):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_trains(tmp_path, precision):
+    run = training.Pretraining(CONFIG, options(tmp_path, mixed_precision=precision))
+    losses = trajectory(run, 3)
+    assert all(np.isfinite(losses)) and abs(losses[0] - 5.5) < 0.5, losses
+    assert run.model.encoder.compute_dtype == {"bf16": "bfloat16", "fp16": "float16"}[precision]
+    assert all(v.dtype == "float32" for v in run.model.trainable_variables)
+
+
+def test_pretrain_checkpoints_evaluates_exports_and_resumes(tmp_path):
+    opts = options(tmp_path, num_train_steps=4, save_checkpoints_steps=2, steps_per_loop=2)
+    result = training.pretrain(CONFIG, opts, train_dataset_fn=random_dataset_fn(),
+                               eval_dataset_fn=random_dataset_fn(seed=1, num_examples=40))
+    assert result["step"] == 4 and result["resumed_from"] is None
+    assert result["eval"]["examples"] == 40 and 0 <= result["eval"]["sop_accuracy"] <= 1
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-2.index", "ckpt-4.index"]
+    assert (tmp_path / "train").is_dir() and (tmp_path / "eval").is_dir()
+    serving = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
+    inputs = {"input_ids": tf.constant([[2, 7, 3, 9]]), "input_mask": tf.constant([[1, 1, 1, 0]]),
+              "segment_ids": tf.constant([[0, 0, 1, 1]])}
+    exported = serving(**inputs)
+    # The trained weights, read back from the last checkpoint into a fresh model.
+    fresh = training.Pretraining(CONFIG, options(tmp_path / "fresh"))
+    training.load_init_checkpoint(fresh.model, str(tmp_path))
+    expected = fresh.model.encoder(inputs)
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(exported[name].numpy(), expected[name].numpy(), atol=1e-5)
+    # A longer run in the same output_dir continues from step 4.
+    longer = training.pretrain(CONFIG, options(tmp_path, num_train_steps=6, save_checkpoints_steps=2),
+                               train_dataset_fn=random_dataset_fn())
+    assert (longer["resumed_from"], longer["step"]) == (4, 6)
+
+
+# ---- bad input -----------------------------------------------------------------------------------
+
+
+def test_bad_inputs_are_errors(tmp_path):
+    with pytest.raises(ValueError, match="--input_file: .*'/nonexistent/\\*.tfrecord' matches no file"):
+        training.expand_globs("/nonexistent/*.tfrecord")
+    with pytest.raises(ValueError, match="global batch of 7 is not divisible by the 2 replicas"):
+        training.replica_batch_size(7, 2)
+    with pytest.raises(ValueError, match="per-replica batch of 6 .* grad_accum_steps=4"):
+        training.replica_batch_size(12, 2, grad_accum_steps=4)
+
+    training.check_output_dir(str(tmp_path), CONFIG, write=True)
+    other = CONFIG.replace(hidden_size=64)
+    with pytest.raises(ValueError, match="another config: hidden_size 32 there vs 64 here"):
+        training.Pretraining(other, options(tmp_path))
+
+
+def test_records_of_other_lengths_name_both_values(tmp_path):
+    from albert_tf import features
+
+    spec = features.pretraining_feature_spec(SEQ, PREDICTIONS + 1)
+    values = {name: [0] * int(np.prod(f.shape)) for name, f in spec.items()}
+    path = str(tmp_path / "records.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        writer.write(features.to_example(values, spec).SerializeToString())
+    training.check_record_shapes([path], SEQ, PREDICTIONS + 1)
+    with pytest.raises(ValueError, match="max_predictions_per_seq=5, but --max_predictions_per_seq=4"):
+        training.check_record_shapes([path], SEQ, PREDICTIONS)
+    with pytest.raises(ValueError, match="max_seq_length=16, but --max_seq_length=32"):
+        training.check_record_shapes([path], 32, PREDICTIONS + 1)
+
+
+def test_init_checkpoint_missing_or_mismatching_is_an_error(tmp_path):
+    source = training.Pretraining(CONFIG, options(tmp_path / "source"))
+    path = source.save()
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        training.Pretraining(CONFIG, options(tmp_path / "a", init_checkpoint=path + "x")).restore_or_initialize()
+    wider = CONFIG.replace(intermediate_size=128)
+    with pytest.raises(ValueError, match="does not match the model"):
+        training.Pretraining(wider, options(tmp_path / "b", init_checkpoint=path)).restore_or_initialize()
+    started = training.Pretraining(CONFIG, options(tmp_path / "c", init_checkpoint=str(tmp_path / "source")))
+    started.restore_or_initialize()
+    for a, b in zip(weights(source), weights(started)):
+        np.testing.assert_array_equal(a, b)
+
+
+# ---- subprocesses: several replicas, several workers, SIGKILL ------------------------------------
+
+
+def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path):
+    result = run_python("mirrored", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["replicas"] == 2
+    # Same global batch, losses normalised by the global batch, gradients summed then clipped: the
+    # two runs differ only by float summation order (and XLA on the mirrored side).
+    np.testing.assert_allclose(report["mirrored"], report["one_device"], atol=1e-4)
+    assert report["max_weight_difference"] < 1e-4
+    assert report["mirrored"][-1] < report["mirrored"][0] - 0.5
+    assert "not divisible by the 2 replicas" in report["uneven_batch_error"]
+
+
+def test_two_workers_train_and_checkpoint(tmp_path):
+    ports = free_ports(2)
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.albert_tf.test_training", "worker", str(tmp_path)],
+            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
+        )
+        for i in range(2)
+    ]
+    outputs = [w.communicate(timeout=240) for w in workers]
+    for w, (out, err) in zip(workers, outputs):
+        assert w.returncode == 0, err[-3000:]
+    reports = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    assert [r["replicas"] for r in reports] == [2, 2]
+    assert reports[0]["step"] == reports[1]["step"] == 4
+    # Every worker holds the same weights after the synchronous updates.
+    assert reports[0]["checksum"] == pytest.approx(reports[1]["checksum"], abs=1e-6)
+    assert np.isfinite(reports[0]["loss"])
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-2.index", "ckpt-4.index"]
+    assert not (tmp_path / ".workers").exists()
+    assert (tmp_path / "export" / "saved_model.pb").exists()
+
+
+def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupted(tmp_path):
+    write_records(tmp_path / "train-0.tfrecord", 96, seed=0)
+    write_records(tmp_path / "train-1.tfrecord", 96, seed=1)
+    steps = 40
+    killed_dir = tmp_path / "killed"
+    flags = cli_flags(tmp_path, killed_dir, steps)
+    process = subprocess.Popen([sys.executable, "-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while latest_step(killed_dir) < 4:
+        if process.poll() is not None:
+            pytest.fail("the run ended before it could be killed: " + process.stderr.read()[-3000:])
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    last = tf.train.latest_checkpoint(str(killed_dir))
+    last_step = int(last.rsplit("-", 1)[1])
+    assert 4 <= last_step < steps, "killed midway"
+
+    # The restart resumes at the step of the last checkpoint with exactly its weights...
+    opts = cli_options(flags)
+    run = training.Pretraining(CONFIG, opts)
+    assert run.restore_or_initialize() == last_step
+    reader = tf.train.load_checkpoint(last)
+    for key, variable in training.model_weights(run.model).items():
+        np.testing.assert_array_equal(variable.numpy(), reader.get_tensor(training._checkpoint_key(key)))
+
+    # ...and, finishing, ends where an uninterrupted run with the same seed ends.
+    resumed = training.pretrain(CONFIG, opts)
+    assert (resumed["resumed_from"], resumed["step"]) == (last_step, steps)
+    straight_dir = tmp_path / "straight"
+    straight = training.pretrain(CONFIG, cli_options(cli_flags(tmp_path, straight_dir, steps)))
+    assert straight["resumed_from"] is None
+    assert resumed["train"]["loss"] == pytest.approx(straight["train"]["loss"], abs=1e-6)
+    ends = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(d))) for d in (killed_dir, straight_dir)]
+    names = [n for n in ends[0].get_variable_to_shape_map() if n.startswith("model/")]
+    assert len(names) == len(run.model.weights) > 30
+    for name in names:
+        np.testing.assert_allclose(ends[0].get_tensor(name), ends[1].get_tensor(name), atol=1e-6, err_msg=name)
+
+
+def latest_step(directory):
+    """The step of the checkpoint that the manager's state file names (0 if none yet)."""
+    try:
+        state = (directory / "checkpoint").read_text()
+    except FileNotFoundError:
+        return 0
+    return int(state.split('"')[1].rsplit("-", 1)[1]) if '"' in state else 0
+
+
+def test_cli_pretrains_evaluates_and_exports(tmp_path):
+    write_records(tmp_path / "train-0.tfrecord", 64, seed=0)
+    write_records(tmp_path / "eval.tfrecord", 24, seed=5)
+    output_dir = tmp_path / "run"
+    flags = cli_flags(tmp_path, output_dir, 4, eval_input_file=str(tmp_path / "eval.tfrecord"),
+                      eval_batch_size=8, steps_per_loop=2)
+    result = subprocess.run([sys.executable, "-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert summary.startswith("finished at step 4: train loss ") and "; eval " in summary
+    assert "eval at step 4" in result.stderr and "examples 24.0000" in summary
+    assert (output_dir / "export" / "saved_model.pb").exists()
+    assert json.loads((output_dir / "albert_config.json").read_text())["hidden_size"] == 32
+
+    bad = subprocess.run(
+        [sys.executable, "-m", "albert_tf.cli.pretrain",
+         *cli_flags(tmp_path, tmp_path / "bad", 4, max_predictions_per_seq=5)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
+    )
+    assert bad.returncode != 0
+    assert "max_predictions_per_seq=4, but --max_predictions_per_seq=5" in bad.stderr
+
+
+# ---- subprocess entry points ---------------------------------------------------------------------
+
+
+def _mirrored(output_dir):
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from albert_tf import strategies
+
+    one = training.Pretraining(CONFIG, options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
+    mirrored_strategy = strategies.get_strategy("mirrored")
+    two = training.Pretraining(CONFIG, options(f"{output_dir}/two", jit_compile=True), mirrored_strategy)
+    report = {
+        "replicas": two.num_replicas,
+        "one_device": trajectory(one, 6),
+        "mirrored": trajectory(two, 6),
+    }
+    report["max_weight_difference"] = max(
+        float(np.max(np.abs(a - b))) for a, b in zip(weights(one), weights(two))
+    )
+    try:
+        training.Pretraining(CONFIG, options(f"{output_dir}/odd", train_batch_size=7), mirrored_strategy)
+    except ValueError as error:
+        report["uneven_batch_error"] = str(error)
+    return report
+
+
+def _worker(output_dir):
+    from albert_tf import strategies
+
+    strategy = strategies.get_strategy("multi_worker")
+    opts = options(output_dir, num_train_steps=4, save_checkpoints_steps=2, steps_per_loop=2)
+    result = training.pretrain(CONFIG, opts, strategy=strategy, train_dataset_fn=random_dataset_fn())
+    # The weights after training, read back from the last checkpoint every worker wrote.
+    run_weights = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
+    checksum = sum(
+        float(np.sum(run_weights.get_tensor(name)))
+        for name in run_weights.get_variable_to_shape_map()
+        if "VARIABLE_VALUE" in name and "model" in name
+    )
+    return {"replicas": strategy.num_replicas_in_sync, "step": result["step"],
+            "loss": result["train"]["loss"], "checksum": checksum}
+
+
+if __name__ == "__main__":
+    mode, *args = sys.argv[1:]
+    report = {"mirrored": _mirrored, "worker": _worker}[mode](*args)
+    print(json.dumps(report))

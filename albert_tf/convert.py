@@ -163,8 +163,16 @@ def _assign(model, naming: str, tensors: dict[str, np.ndarray], source: str,
     """Assigns every tensor the model needs; leftovers that `skippable` does not excuse are an error."""
     from albert_tf.pretrainer import AlbertPretrainer
 
-    names = (pretrainer_weight_names if isinstance(model, AlbertPretrainer) else encoder_weight_names)(model, naming)
-    leftovers = assign_from(names, tensors, source=source)
+    with_heads = isinstance(model, AlbertPretrainer)
+    names = (pretrainer_weight_names if with_heads else encoder_weight_names)(model, naming)
+    try:
+        leftovers = assign_from(names, tensors, source=source)
+    except ValueError as error:
+        if with_heads and "missing tensors" in str(error):
+            # E.g. a masked-LM checkpoint without the sentence-order head.
+            raise ValueError(f"{error}; to convert the encoder alone, dropping the heads, pass "
+                             "encoder_only=True (--encoder_only)") from None
+        raise
     unexpected = [name for name in leftovers if not skippable(name)]
     if unexpected:
         raise ValueError(f"{source}: unexpected tensors {unexpected} (not part of an ALBERT model of this config)")
@@ -203,9 +211,13 @@ def _tf1_skippable(name: str) -> bool:
 
 
 def convert_tf1(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
-                config_file: str | None = None, spm_model_file: str | None = None) -> str:
+                config_file: str | None = None, spm_model_file: str | None = None,
+                encoder_only: bool = False) -> str:
     """A google-research ALBERT checkpoint folder (albert_config.json, 30k-clean.model,
-    model.ckpt-best.*) -> a preset folder. Returns the output folder."""
+    model.ckpt-best.*) -> a preset folder. Returns the output folder.
+
+    The preset holds a pretrainer when the checkpoint has the `cls/` heads; with `encoder_only`
+    the heads are deliberately dropped and the preset holds the encoder alone."""
     input_dir = os.fspath(input_dir)
     _check_output_dir(output_dir)  # before the slow part
     folder = input_dir if os.path.isdir(input_dir) else os.path.dirname(input_dir)
@@ -214,9 +226,11 @@ def convert_tf1(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
     check_vocabulary(spm_model_file, config)
     prefix = find_tf1_checkpoint(input_dir)
     tensors = read_tf1_checkpoint(prefix)
-    with_heads = any(name.startswith("cls/") for name in tensors)
+    with_heads = not encoder_only and any(name.startswith("cls/") for name in tensors)
     model = _build(config, with_heads)
-    _assign(model, "tf1", tensors, f"TF1 checkpoint {prefix}", _tf1_skippable)
+    skippable = _tf1_skippable if not encoder_only else (
+        lambda name: _tf1_skippable(name) or name.startswith("cls/"))
+    _assign(model, "tf1", tensors, f"TF1 checkpoint {prefix}", skippable)
     return write_preset(model, config, spm_model_file, output_dir)
 
 
@@ -299,9 +313,12 @@ def _untie_hf(tensors: dict[str, np.ndarray], source: str) -> dict[str, np.ndarr
 
 
 def convert_hf(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
-               exact_gelu_as_tanh: bool = False) -> str:
+               exact_gelu_as_tanh: bool = False, encoder_only: bool = False) -> str:
     """A Hugging Face ALBERT folder (config.json, model.safetensors or pytorch_model.bin,
-    spiece.model) -> a preset folder. Returns the output folder."""
+    spiece.model) -> a preset folder. Returns the output folder.
+
+    A pretrainer preset needs both heads (`AlbertForPreTraining`); a masked-LM checkpoint converts
+    with `encoder_only`, which deliberately drops the heads."""
     input_dir = os.fspath(input_dir)
     _check_output_dir(output_dir)  # before the slow part
     config_path = os.path.join(input_dir, HF_CONFIG)
@@ -321,10 +338,12 @@ def convert_hf(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
         # AlbertModel saves its tensors without the "albert." prefix of the task models.
         tensors = {f"albert.{k}": v for k, v in tensors.items()}
     tensors = _untie_hf(tensors, source)
-    with_heads = any(k.startswith(("predictions.", "sop_classifier.")) for k in tensors)
+    heads = ("predictions.", "sop_classifier.")
+    with_heads = not encoder_only and any(k.startswith(heads) for k in tensors)
     model = _build(config, with_heads)
     # position_ids is a buffer of positions 0..T-1 that older transformers saved; nothing to load.
-    _assign(model, "hf", tensors, source, lambda name: name == "albert.embeddings.position_ids")
+    _assign(model, "hf", tensors, source,
+            lambda name: name == "albert.embeddings.position_ids" or (encoder_only and name.startswith(heads)))
     return write_preset(model, config, spm_model_file, output_dir)
 
 

@@ -22,6 +22,8 @@ flags.DEFINE_string("input", None, "Input folder (or, for tf1, a checkpoint pref
 flags.DEFINE_string("output", None, "Output folder (must not exist or be empty).")
 flags.DEFINE_bool("exact_gelu_as_tanh", False, "HF only: accept hidden_act 'gelu' (exact GELU) and "
                   "convert it to ALBERT's tanh approximation.")
+flags.DEFINE_bool("encoder_only", False, "Convert the encoder alone, dropping the pretraining heads "
+                  "(e.g. for a masked-LM checkpoint without the sentence-order head).")
 flags.mark_flags_as_required(["source", "input", "output"])
 
 
@@ -37,9 +39,10 @@ def main(argv):
         sys.exit(f"--source {FLAGS.source} converts to a preset; convert that preset with "
                  "--source preset --to hf")
     elif FLAGS.source == "tf1":
-        path = convert.convert_tf1(FLAGS.input, FLAGS.output)
+        path = convert.convert_tf1(FLAGS.input, FLAGS.output, encoder_only=FLAGS.encoder_only)
     else:
-        path = convert.convert_hf(FLAGS.input, FLAGS.output, exact_gelu_as_tanh=FLAGS.exact_gelu_as_tanh)
+        path = convert.convert_hf(FLAGS.input, FLAGS.output, exact_gelu_as_tanh=FLAGS.exact_gelu_as_tanh,
+                                  encoder_only=FLAGS.encoder_only)
     print(f"wrote {path}")
 
 

@@ -160,6 +160,16 @@ def test_bad_hugging_face_inputs_are_named(tmp_path):
         convert.convert_hf(not_spm, tmp_path / "o6")
     assert not any((tmp_path / f"o{i}").exists() for i in range(1, 7))  # nothing half-written
 
+    # A masked-LM checkpoint (no sentence-order head) is refused as a pretrainer, with the way out...
+    masked_lm = variant("masked_lm", tensors=lambda t: {k: v for k, v in t.items() if "sop_classifier" not in k})
+    with pytest.raises(ValueError, match=r"missing tensors \['sop_classifier.*encoder_only=True"):
+        convert.convert_hf(masked_lm, tmp_path / "o7")
+    # ... which converts the encoder alone.
+    preset = convert.convert_hf(masked_lm, tmp_path / "o8", encoder_only=True)
+    batch = hf_reference.padded_batch(SMALL, seed=9)
+    got = AlbertEncoder.from_preset(preset)(batch)["pooled_output"]
+    np.testing.assert_allclose(got, hf_reference.hf_outputs(reference, batch)["pooled_output"], atol=1e-5, rtol=0)
+
 
 # ---- original TF1 checkpoints --------------------------------------------------------------------
 

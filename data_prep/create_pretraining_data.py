@@ -97,7 +97,9 @@ def _parse_flags(argv: list[str]) -> list[str]:
         print(FLAGS.get_help())
         sys.exit(0)
     try:
-        return FLAGS(argv)
+        remaining = FLAGS(argv)
+        flags.FLAGS(argv[:1])  # absl's own flags (logging) keep their defaults; app.run needs them parsed
+        return remaining
     except flags.Error as error:
         print(f"error: {error} (see --help)", file=sys.stderr)
         sys.exit(2)

@@ -7,11 +7,12 @@ its reproducibility bugs fixed: every random choice, the n-gram length included,
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 from typing import NamedTuple, Sequence
 
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizer import AlbertTokenizer, truncate_pair_lengths
 
 Document = Sequence[Sequence[int]]  # sentences of piece ids
 
@@ -128,13 +129,18 @@ class InstanceStats:
 
 
 def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng) -> None:
-    """Cuts the longer list one token at a time, at its front or back at random (in place)."""
-    while len(tokens_a) + len(tokens_b) > max_num_tokens:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        if rng.random() < 0.5:
-            del longer[0]
-        else:
-            longer.pop()
+    """Cuts the longer list one token at a time, at its front or back at random (in place).
+
+    Which list loses how many tokens follows from the lengths alone (the longer one, B on ties),
+    so each list's cuts are counted first and its front/back choices drawn as one random bit each,
+    all at once: the same distribution as a token-by-token loop, without its cost on long text.
+    """
+    kept_a, kept_b = truncate_pair_lengths(len(tokens_a), len(tokens_b), max_num_tokens)
+    for tokens, kept in ((tokens_a, kept_a), (tokens_b, kept_b)):
+        cut = len(tokens) - kept
+        if cut:
+            front = rng.getrandbits(cut).bit_count()
+            tokens[:] = tokens[front : len(tokens) - (cut - front)]
 
 
 def create_instances_from_document(
@@ -249,27 +255,30 @@ def create_masked_lm_predictions(
     if options.masked_lm_prob == 0:
         return output, [], []
     cls_id, sep_id = vocab.cls_id, vocab.sep_id
-    # Words as [start, end) spans. A piece right after [CLS]/[SEP] always starts a new one, so a
-    # word cut by truncation never joins a word of the other segment (the original let it).
-    spans: list[list[int]] = []
-    after_special = True
-    for i, token in enumerate(tokens):
-        if token == cls_id or token == sep_id:
-            after_special = True
-            continue
-        if options.do_whole_word_mask and not after_special and not token_boundary[i]:
-            spans[-1][1] = i + 1
-        else:
-            spans.append([i, i + 1])
-        after_special = False
+    # Words as [starts[w], ends[w]) spans. A piece right after [CLS]/[SEP] always starts a new one,
+    # so a word cut by truncation never joins a word of the other segment (the original let it).
+    n_tokens = len(tokens)
+    special = [t == cls_id or t == sep_id for t in tokens]
+    if options.do_whole_word_mask:
+        starts = [
+            i for i in range(n_tokens) if not special[i] and (i == 0 or token_boundary[i] or special[i - 1])
+        ]
+    else:
+        starts = [i for i in range(n_tokens) if not special[i]]
+    ends = starts[1:] + [n_tokens]
+    for position in (i for i in range(1, n_tokens) if special[i]):
+        word = bisect.bisect_left(starts, position) - 1
+        if word >= 0 and ends[word] > position:
+            ends[word] = position
+    num_words = len(starts)
 
     budget = min(options.max_predictions_per_seq, max(1, int(round(len(tokens) * options.masked_lm_prob))))
     cumulative = options.ngram_cumulative()
     full_ngram = options.ngram
     # Candidates in random order, drawn lazily (a Fisher-Yates shuffle stopped early): the budget is
     # usually met after a dozen words, and shuffling all of them dominated the run time.
-    order = list(range(len(spans)))
-    remaining = len(order)
+    order = list(range(num_words))
+    remaining = num_words
     random_float = rng.random
     covered = bytearray(len(tokens))
     positions: list[int] = []
@@ -279,7 +288,7 @@ def create_masked_lm_predictions(
         j = k + int(random_float() * (remaining - k))
         order[k], order[j] = order[j], order[k]
         start = order[k]
-        max_n = min(full_ngram, len(spans) - start)
+        max_n = min(full_ngram, num_words - start)
         draw = random_float() * cumulative[max_n - 1]
         n = 1
         while draw >= cumulative[n - 1]:
@@ -287,9 +296,9 @@ def create_masked_lm_predictions(
         if stats is not None and max_n == full_ngram:
             stats.ngram_draws[n] += 1
         room = budget - len(positions)
-        while n > 1 and sum(end - begin for begin, end in spans[start : start + n]) > room:
+        while n > 1 and sum(ends[w] - starts[w] for w in range(start, start + n)) > room:
             n -= 1
-        chosen = [p for begin, end in spans[start : start + n] for p in range(begin, end)]
+        chosen = [p for w in range(start, start + n) for p in range(starts[w], ends[w])]
         if len(chosen) > room or any(covered[p] for p in chosen):
             continue
         for p in chosen:

@@ -482,7 +482,8 @@ def pretrain(
     runs on the chief at the end with `<output_dir>/export`.
 
     Returns a dict with `step`, `train` (the last loop's metrics), `eval` (the last evaluation, or
-    None) and `resumed_from` (the step of the checkpoint resumed from, or None).
+    None), `resumed_from` (the step of the checkpoint resumed from, or None) and `model` (the
+    trained `AlbertPretrainer`).
     """
     if train_dataset_fn is None:
         files = expand_globs(options.input_file, "input_file")
@@ -551,7 +552,8 @@ def pretrain(
         (export_fn or export_encoder)(run.model, export_dir)
     else:
         shutil.rmtree(os.path.join(options.output_dir, ".workers"), ignore_errors=True)
-    return {"step": step, "train": train_metrics, "eval": eval_metrics, "resumed_from": resumed_from}
+    return {"step": step, "train": train_metrics, "eval": eval_metrics, "resumed_from": resumed_from,
+            "model": run.model}
 
 
 class _EncoderServing(tf.Module):

@@ -30,12 +30,16 @@ def expand_file_patterns(file_patterns: str | Sequence[str]) -> list[str]:
     if not patterns:
         raise ValueError("no input file pattern given")
     files: list[str] = []
+    seen: set[str] = set()
     for pattern in patterns:
         matches = sorted(tf.io.gfile.glob(pattern)) if "://" in pattern else sorted(glob.glob(pattern))
         matches = [m for m in matches if not tf.io.gfile.isdir(m)]
         if not matches:
             raise ValueError(f"input pattern {pattern!r} matches no file")
-        files.extend(m for m in matches if m not in files)
+        for match in matches:  # a file named by two patterns is read once
+            if match not in seen:
+                seen.add(match)
+                files.append(match)
     return files
 
 

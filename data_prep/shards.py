@@ -25,8 +25,12 @@ import queue as queue_module
 import random
 import time
 import traceback
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
+import tensorflow as tf
+
+from albert_tf.features import example_serializer, pretraining_feature_spec
+from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.instances import (
     InstanceOptions,
@@ -71,7 +75,10 @@ class GenerationConfig:
             raise ValueError(f"dupe_factor must be positive, got {self.dupe_factor}")
 
     def settings(self) -> dict:
-        """The JSON-able description saved with the shards, compared on a rerun."""
+        """The JSON-able description saved with the shards, compared on a rerun.
+
+        `skip_bad_lines` is left out: a run either skips the same lines or fails and writes nothing.
+        """
         return {
             "input_files": [
                 {"path": os.path.abspath(f), "bytes": os.path.getsize(f)} for f in self.input_files
@@ -84,7 +91,6 @@ class GenerationConfig:
             "random_seed": self.random_seed,
             "num_output_shards": self.num_output_shards,
             "compression": self.compression,
-            "skip_bad_lines": self.skip_bad_lines,
         }
 
     def shard_name(self, index: int) -> str:
@@ -125,9 +131,6 @@ class _ShardWriter:
     """One shard being written: its RNG, its current window of documents, its file and counts."""
 
     def __init__(self, index: int, config: GenerationConfig, output_dir: str, vocab: MaskingVocab):
-        import tensorflow as tf  # the workers import TensorFlow only for its TFRecord writer
-        from albert_tf.features import example_serializer, pretraining_feature_spec
-
         self.index = index
         self.config = config
         self.path = os.path.join(output_dir, config.shard_name(index))
@@ -194,8 +197,6 @@ def generate_shards(
     `report(documents, instances)` gets progress deltas; `should_stop()`, asked between batches,
     abandons the work (partial files removed) when it returns True.
     """
-    from albert_tf.tokenizer import AlbertTokenizer
-
     tokenizer = AlbertTokenizer(config.spm_model_file, config.do_lower_case)
     vocab = MaskingVocab.from_tokenizer(tokenizer)
     input_stats = InputStats()

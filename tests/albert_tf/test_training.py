@@ -8,6 +8,7 @@ only be configured before TensorFlow initialises them, and workers are processes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -158,14 +159,14 @@ def test_loop_loss_is_the_pretrainer_loss(tmp_path):
 
 def test_training_learns_and_accumulation_gives_the_same_updates(tmp_path):
     whole = training.Pretraining(CONFIG, options(tmp_path / "a"))
-    losses = trajectory(whole, 8)
+    losses = trajectory(whole, 6)
     # The synthetic masked ids come from 4 values: from ln(128) = 4.85 the MLM loss must fall.
     assert losses[-1] < losses[0] - 0.5, losses
     accumulated = training.Pretraining(CONFIG, options(tmp_path / "b", grad_accum_steps=4))
-    np.testing.assert_allclose(trajectory(accumulated, 8), losses, atol=2e-5)
+    np.testing.assert_allclose(trajectory(accumulated, 6), losses, atol=2e-5)
     for a, b in zip(weights(whole), weights(accumulated)):
         np.testing.assert_allclose(a, b, atol=2e-5)
-    assert accumulated.current_step == 8  # one optimizer step per accumulated batch
+    assert accumulated.current_step == 6  # one optimizer step per accumulated batch
 
 
 def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
@@ -185,34 +186,10 @@ def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_trains(tmp_path, precision):
     run = training.Pretraining(CONFIG, options(tmp_path, mixed_precision=precision))
-    losses = trajectory(run, 3)
+    losses = trajectory(run, 2)
     assert all(np.isfinite(losses)) and abs(losses[0] - 5.5) < 0.5, losses
     assert run.model.encoder.compute_dtype == {"bf16": "bfloat16", "fp16": "float16"}[precision]
     assert all(v.dtype == "float32" for v in run.model.trainable_variables)
-
-
-def test_pretrain_checkpoints_evaluates_exports_and_resumes(tmp_path):
-    opts = options(tmp_path, num_train_steps=4, save_checkpoints_steps=2, steps_per_loop=2)
-    result = training.pretrain(CONFIG, opts, train_dataset_fn=random_dataset_fn(),
-                               eval_dataset_fn=random_dataset_fn(seed=1, num_examples=40))
-    assert result["step"] == 4 and result["resumed_from"] is None
-    assert result["eval"]["examples"] == 40 and 0 <= result["eval"]["sop_accuracy"] <= 1
-    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-2.index", "ckpt-4.index"]
-    assert (tmp_path / "train").is_dir() and (tmp_path / "eval").is_dir()
-    serving = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
-    inputs = {"input_ids": tf.constant([[2, 7, 3, 9]]), "input_mask": tf.constant([[1, 1, 1, 0]]),
-              "segment_ids": tf.constant([[0, 0, 1, 1]])}
-    exported = serving(**inputs)
-    # The trained weights, read back from the last checkpoint into a fresh model.
-    fresh = training.Pretraining(CONFIG, options(tmp_path / "fresh"))
-    training.load_init_checkpoint(fresh.model, str(tmp_path))
-    expected = fresh.model.encoder(inputs)
-    for name in ("sequence_output", "pooled_output"):
-        np.testing.assert_allclose(exported[name].numpy(), expected[name].numpy(), atol=1e-5)
-    # A longer run in the same output_dir continues from step 4.
-    longer = training.pretrain(CONFIG, options(tmp_path, num_train_steps=6, save_checkpoints_steps=2),
-                               train_dataset_fn=random_dataset_fn())
-    assert (longer["resumed_from"], longer["step"]) == (4, 6)
 
 
 # ---- bad input -----------------------------------------------------------------------------------
@@ -305,7 +282,7 @@ def test_two_workers_train_and_checkpoint(tmp_path):
 def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupted(tmp_path):
     write_records(tmp_path / "train-0.tfrecord", 96, seed=0)
     write_records(tmp_path / "train-1.tfrecord", 96, seed=1)
-    steps = 40
+    steps = 12
     killed_dir = tmp_path / "killed"
     flags = cli_flags(tmp_path, killed_dir, steps)
     process = subprocess.Popen([sys.executable, "-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT,
@@ -368,13 +345,22 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path):
     assert (output_dir / "export" / "saved_model.pb").exists()
     assert json.loads((output_dir / "albert_config.json").read_text())["hidden_size"] == 32
 
-    bad = subprocess.run(
-        [sys.executable, "-m", "albert_tf.cli.pretrain",
-         *cli_flags(tmp_path, tmp_path / "bad", 4, max_predictions_per_seq=5)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
-    )
-    assert bad.returncode != 0
-    assert "max_predictions_per_seq=4, but --max_predictions_per_seq=5" in bad.stderr
+    # The SavedModel computes what the checkpointed weights compute.
+    serving = tf.saved_model.load(str(output_dir / "export")).signatures["serving_default"]
+    inputs = {"input_ids": tf.constant([[2, 7, 3, 9]]), "input_mask": tf.constant([[1, 1, 1, 0]]),
+              "segment_ids": tf.constant([[0, 0, 1, 1]])}
+    exported = serving(**inputs)
+    fresh = training.Pretraining(CONFIG, options(tmp_path / "fresh"))
+    training.load_init_checkpoint(fresh.model, str(output_dir))
+    expected = fresh.model.encoder(inputs)
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(exported[name].numpy(), expected[name].numpy(), atol=1e-5)
+
+    # Records of another max_predictions_per_seq: refused before any model is built.
+    with pytest.raises(ValueError, match="max_predictions_per_seq=4, but --max_predictions_per_seq=5"):
+        training.pretrain(CONFIG, dataclasses.replace(cli_options(flags), max_predictions_per_seq=5,
+                                                      output_dir=str(tmp_path / "bad")))
+    assert not (tmp_path / "bad").exists()
 
 
 # ---- subprocess entry points ---------------------------------------------------------------------
@@ -390,8 +376,8 @@ def _mirrored(output_dir):
     two = training.Pretraining(CONFIG, options(f"{output_dir}/two", jit_compile=True), mirrored_strategy)
     report = {
         "replicas": two.num_replicas,
-        "one_device": trajectory(one, 6),
-        "mirrored": trajectory(two, 6),
+        "one_device": trajectory(one, 5),
+        "mirrored": trajectory(two, 5),
     }
     report["max_weight_difference"] = max(
         float(np.max(np.abs(a - b))) for a, b in zip(weights(one), weights(two))

@@ -248,9 +248,9 @@ def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path):
     assert report["replicas"] == 2
     # Same global batch, losses normalised by the global batch, gradients summed then clipped: the
     # two runs differ only by float summation order (and XLA on the mirrored side).
-    np.testing.assert_allclose(report["mirrored"], report["one_device"], atol=1e-4)
-    assert report["max_weight_difference"] < 1e-4
-    assert report["mirrored"][-1] < report["mirrored"][0] - 0.5
+    np.testing.assert_allclose(report["mirrored"], report["one_device"], atol=1e-5)
+    assert report["max_weight_difference"] < 1e-5
+    assert report["mirrored"][-1] < report["mirrored"][0] - 0.3
     assert "not divisible by the 2 replicas" in report["uneven_batch_error"]
 
 

@@ -228,6 +228,8 @@ def make_dataset(
     input_context: tf.distribute.InputContext | None = None,
     seed: int | None = None,
     shuffle_buffer_size: int = 10_000,
+    max_examples: int | None = None,
+    with_index: bool = False,
 ) -> tf.data.Dataset:
     """Batches of `(inputs, label_ids, weights)` from cached features, as Keras and the custom loop
     take them.
@@ -246,6 +248,10 @@ def make_dataset(
             size and this input pipeline's shard of the records. None for one device.
         seed: shuffle seed, for a reproducible order.
         shuffle_buffer_size: records held by the shuffle buffer.
+        max_examples: use only the first this many records (a subset for short runs).
+        with_index: add a fourth element, each record's int64 position in the file (padding
+            records continue the count): with several input pipelines the records reach the
+            replicas interleaved, and predictions must be put back in file order.
     """
     if global_batch_size < 1:
         raise ValueError(f"global_batch_size must be at least 1, got {global_batch_size}")
@@ -257,11 +263,17 @@ def make_dataset(
     spec = classification_feature_spec(cached.max_seq_length, regression=cached.regression)
 
     records = tf.data.TFRecordDataset(str(cached.path))
+    num_examples = cached.num_examples
+    if max_examples is not None:
+        records = records.take(max_examples)
+        num_examples = min(num_examples, max_examples)
     if not training:
-        num_padding = -cached.num_examples % global_batch_size
+        num_padding = -num_examples % global_batch_size
         padding = padding_features(cached.max_seq_length, cached.regression)
         padding_records = tf.data.Dataset.from_tensors(serialize_example(padding, spec))
         records = records.concatenate(padding_records.repeat(num_padding))
+    if with_index:
+        records = records.enumerate()
     if num_pipelines > 1:
         records = records.shard(num_pipelines, pipeline_id)
     if training:
@@ -269,13 +281,16 @@ def make_dataset(
         records = records.repeat()
     records = records.batch(batch_size, drop_remainder=True)
 
-    def parse(serialized):
+    def parse(*element):
+        index, serialized = element if with_index else (None, element[0])
         features = tf.io.parse_example(serialized, spec)
         inputs = {
             name: tf.cast(features[name], tf.int32)
             for name in ("input_ids", "input_mask", "segment_ids")
         }
         weights = tf.cast(features["is_real_example"], tf.float32)
+        if with_index:
+            return inputs, features["label_ids"], weights, index
         return inputs, features["label_ids"], weights
 
     return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

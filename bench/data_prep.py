@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import pathlib
-import resource
 import subprocess
 import sys
 import tempfile
@@ -33,14 +32,17 @@ ORIGINAL_PEAK_RSS_MB = 680
 TRAIN_STEP_EXAMPLES_PER_S = 8 / 3.0
 
 
-def _tree_rss_mb(root_pid: int) -> tuple[float, float]:
-    """(largest single RSS, summed PSS) over root_pid and its descendants, in MB.
+def _tree_sample(root_pid: int) -> tuple[float, float, dict[int, float]]:
+    """(largest single RSS, summed PSS) in MB, and CPU seconds so far per process, over root_pid
+    and its descendants.
 
     The sum uses PSS because forked workers share TensorFlow's pages with their fork server: RSS
     would count those pages once per process.
     """
     children: dict[int, list[int]] = {}
     rss: dict[int, float] = {}
+    cpu: dict[int, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -53,6 +55,7 @@ def _tree_rss_mb(root_pid: int) -> tuple[float, float]:
             continue
         pid, ppid = int(entry), int(fields[1])
         children.setdefault(ppid, []).append(pid)
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
         for line in status.splitlines():
             if line.startswith("VmRSS:"):
                 rss[pid] = int(line.split()[1]) / 1024
@@ -68,29 +71,32 @@ def _tree_rss_mb(root_pid: int) -> tuple[float, float]:
                 pss += next(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
         except (OSError, StopIteration):
             pss += rss.get(pid, 0.0)
-    return max((rss.get(pid, 0.0) for pid in seen), default=0.0), pss
+    return max((rss.get(pid, 0.0) for pid in seen), default=0.0), pss, {pid: cpu.get(pid, 0.0) for pid in seen}
 
 
 def _run_measured(command: list[str]) -> dict:
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = {"single": 0.0, "tree": 0.0}
+    cpu_by_pid: dict[int, float] = {}
 
     def sample():
+        # Sampled from /proc because the workers are children of a fork server that the command
+        # does not wait for, so their CPU time never reaches this process's RUSAGE_CHILDREN.
         while process.poll() is None:
-            single, tree = _tree_rss_mb(process.pid)
+            single, tree, cpu = _tree_sample(process.pid)
             peak["single"] = max(peak["single"], single)
             peak["tree"] = max(peak["tree"], tree)
+            for pid, seconds in cpu.items():
+                cpu_by_pid[pid] = max(cpu_by_pid.get(pid, 0.0), seconds)
             time.sleep(0.1)
 
     sampler = threading.Thread(target=sample, daemon=True)
-    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     sampler.start()
     stdout, stderr = process.communicate()
     wall = time.monotonic() - started
     sampler.join()
-    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    cpu = sum(cpu_by_pid.values())
     if process.returncode != 0:
         raise SystemExit(f"command failed ({process.returncode}): {' '.join(command)}\n{stderr[-3000:]}")
     return {"wall_s": wall, "cpu_s": cpu, "peak_single_mb": peak["single"], "peak_tree_mb": peak["tree"], "stdout": stdout}
@@ -147,8 +153,9 @@ def main() -> None:
                 (f"generate, {corpus_mb:.1f} MB, dupe 5, {workers} worker{'s' if workers > 1 else ''}",
                  f"{result['instances']:,} instances in {result['generation_s']:.1f} s, "
                  f"{result['cpu_s']:.1f} CPU-s in all (start-up included)",
-                 f"{rate:,.0f} instances/s ({rate / ORIGINAL_INSTANCES_PER_S:.0f}x the original); "
-                 f"{per_cpu:,.0f} per CPU-second",
+                 f"{rate:,.0f} instances/s on this (shared) machine ({rate / ORIGINAL_INSTANCES_PER_S:.0f}x the "
+                 f"original); {per_cpu:,.0f} per CPU-second, so {min(workers, 2) * per_cpu:,.0f}/s "
+                 f"({min(workers, 2) * per_cpu / ORIGINAL_INSTANCES_PER_S:.0f}x) on {min(workers, 2)} idle core(s)",
                  f"{result['peak_single_mb']:.0f} MB largest process, {result['peak_tree_mb']:.0f} MB all processes (PSS)")
             )
         if not args.skip_tenfold:

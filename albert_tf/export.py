@@ -56,10 +56,11 @@ def _serving_variables(model) -> tuple[list, list]:
 class _Exported(tf.Module):
     """The object that `tf.saved_model.save` writes; its attributes become the SavedModel's."""
 
-    def __init__(self, model, outputs_fn: OutputsFn, tokenizer: AlbertGraphTokenizer,
+    def __init__(self, outputs_fn: OutputsFn, tokenizer: AlbertGraphTokenizer,
                  max_seq_length: int, extra_inputs: Mapping[str, tf.io.FixedLenFeature]):
         super().__init__(name=None)
-        self._model = model
+        # The model is not an attribute: tracking it would save every weight a second time, beside
+        # the plain variable lists of the root object.
         self._outputs_fn = outputs_fn
         self._tokenizer = tokenizer
         self.vocab_file = tokenizer.model_asset
@@ -204,7 +205,7 @@ def export_saved_model(
             f"the SentencePiece model {spm_model_file} has {tokenizer.vocab_size} pieces, more than the "
             f"model's vocab_size ({vocab_size})"
         )
-    module = _Exported(model, outputs_fn, tokenizer, max_seq_length, extra_inputs)
+    module = _Exported(outputs_fn, tokenizer, max_seq_length, extra_inputs)
     trainable, others = _serving_variables(model)
     signatures = module.build_functions()
     output_dir = os.fspath(output_dir)

@@ -67,8 +67,8 @@ def test_hugging_face_round_trip_gives_the_pytorch_outputs(config, tmp_path):
     source = _hf_folder(reference, tmp_path / "hf")
     assert (source / "model.safetensors").is_file()
     preset = convert.convert_hf(source, tmp_path / "preset")
-    assert sorted(p.name for p in preset_path(preset).iterdir()) == ["config.json", "model.weights.h5", "spiece.model"]
-    assert AlbertConfig.from_json_file(preset_path(preset) / "config.json") == config
+    assert sorted(p.name for p in pathlib.Path(preset).iterdir()) == ["config.json", "model.weights.h5", "spiece.model"]
+    assert AlbertConfig.from_json_file(pathlib.Path(preset) / "config.json") == config
 
     batch = hf_reference.padded_batch(config, seed=2)
     expected = hf_reference.hf_outputs(reference, batch)
@@ -86,10 +86,6 @@ def test_hugging_face_round_trip_gives_the_pytorch_outputs(config, tmp_path):
     text = "Emma Woodhouse, handsome, clever."
     theirs = transformers.AutoTokenizer.from_pretrained(back)(text)["input_ids"]
     assert theirs == [ours.cls_id, *ours.encode(text), ours.sep_id]
-
-
-def preset_path(path):
-    return pathlib.Path(path)
 
 
 def test_pytorch_bin_and_encoder_only_checkpoints(tmp_path):

@@ -240,6 +240,29 @@ def export_pretrainer(pretrainer, output_dir, spm_model_file, max_seq_length: in
     )
 
 
+def load_model(kind: str, preset: str | None = None, checkpoint: str | None = None):
+    """The `kind` ("encoder" or "pretrainer") of a preset folder, or of a pretraining run: the
+    output_dir of albert-pretrain (its albert_config.json and latest checkpoint) or a checkpoint
+    prefix in it. What albert-export exports."""
+    from albert_tf.config import AlbertConfig
+    from albert_tf.encoder import AlbertEncoder
+    from albert_tf.pretrainer import AlbertPretrainer
+
+    if kind not in ("encoder", "pretrainer"):
+        raise ValueError(f"kind must be 'encoder' or 'pretrainer', got {kind!r}")
+    if (preset is None) == (checkpoint is None):
+        raise ValueError("give exactly one of preset and checkpoint")
+    if preset is not None:
+        return (AlbertPretrainer if kind == "pretrainer" else AlbertEncoder).from_preset(preset)
+    from albert_tf.training import CONFIG_FILE, load_init_checkpoint
+
+    run_dir = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+    pretrainer = AlbertPretrainer(AlbertConfig.from_json_file(os.path.join(run_dir, CONFIG_FILE)))
+    pretrainer.build()
+    load_init_checkpoint(pretrainer, checkpoint)
+    return pretrainer if kind == "pretrainer" else pretrainer.encoder
+
+
 class SavedModelLayer(keras.layers.Layer):
     """A reusable SavedModel of this module as a trainable Keras layer (for fine-tuning).
 

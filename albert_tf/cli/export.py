@@ -27,22 +27,6 @@ flags.DEFINE_integer("max_predictions_per_seq", 20, "Length of masked_lm_positio
 flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for the released English models).")
 
 
-def load_model(model: str, preset: str | None, checkpoint: str | None):
-    """The encoder or pretrainer of a preset folder or of a pretraining run's checkpoint."""
-    from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-
-    if preset:
-        return (AlbertPretrainer if model == "pretrainer" else AlbertEncoder).from_preset(preset)
-    from albert_tf.training import CONFIG_FILE, load_init_checkpoint
-
-    run_dir = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
-    config = AlbertConfig.from_json_file(os.path.join(run_dir, CONFIG_FILE))
-    pretrainer = AlbertPretrainer(config)
-    pretrainer.build()
-    load_init_checkpoint(pretrainer, checkpoint)
-    return pretrainer if model == "pretrainer" else pretrainer.encoder
-
-
 def main(argv):
     del argv
     if bool(FLAGS.preset) == bool(FLAGS.checkpoint):
@@ -59,9 +43,9 @@ def main(argv):
 
         spm_model_file = os.path.join(FLAGS.preset, PRESET_VOCAB)
 
-    from albert_tf.export import export_encoder, export_pretrainer
+    from albert_tf.export import export_encoder, export_pretrainer, load_model
 
-    model = load_model(FLAGS.model, FLAGS.preset, FLAGS.checkpoint)
+    model = load_model(FLAGS.model, preset=FLAGS.preset, checkpoint=FLAGS.checkpoint)
     if FLAGS.model == "pretrainer":
         export_pretrainer(model, FLAGS.output, spm_model_file, FLAGS.max_seq_length,
                           FLAGS.max_predictions_per_seq, do_lower_case=FLAGS.do_lower_case)

@@ -299,14 +299,14 @@ class Pretraining:
         self.checkpoint = tf.train.Checkpoint(
             model=model_weights(self.model), optimizer=self.optimizer, step=self.step
         )
-        directory = options.output_dir
+        directory, keep = options.output_dir, options.keep_checkpoint_max
         if not self.is_chief:
             # Every worker must take part in a save (it may run collectives); only the chief's
-            # copy is kept.
+            # copy is kept, so the others write one throw-away copy each.
             directory = os.path.join(options.output_dir, ".workers", f"worker_{_worker_id(self.strategy)}")
+            keep = 1
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, directory, max_to_keep=options.keep_checkpoint_max,
-            checkpoint_name="ckpt",
+            self.checkpoint, directory, max_to_keep=keep, checkpoint_name="ckpt"
         )
         self._train_loop = tf.function(self._train_loop_fn)
         self._eval_step = tf.function(self._eval_step_fn)
@@ -331,8 +331,8 @@ class Pretraining:
         return self.current_step
 
     def save(self) -> str:
-        path = self.manager.save(checkpoint_number=self.current_step)
-        return path
+        """Writes a checkpoint numbered by the step; returns its path."""
+        return self.manager.save(checkpoint_number=self.current_step)
 
     # ---- input -------------------------------------------------------------------------------
 

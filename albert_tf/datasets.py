@@ -118,8 +118,10 @@ def _checked_records(filename: tf.Tensor, compression: tf.Tensor, expected: tf.T
         with tf.control_dependencies([check]):
             return seen + tf.cast(tf.logical_not(is_end), tf.int64), element
 
-    return marked.scan(tf.constant(0, tf.int64), count).filter(lambda r, is_end: tf.logical_not(is_end)).map(
-        lambda r, is_end: r
+    return (
+        marked.scan(tf.constant(0, tf.int64), count)
+        .filter(lambda r, is_end: tf.logical_not(is_end))
+        .map(lambda r, is_end: r)
     )
 
 
@@ -137,10 +139,12 @@ def _parser(spec: dict, batch_size: int):
             # Checked here because FixedLenFeature's own error does not say which flag is wrong.
             check = tf.debugging.Assert(
                 tf.reduce_all(tf.equal(lengths, length)),
-                [f"pretraining record feature {name!r} has length",
-                 tf.gather(lengths, tf.argmax(tf.cast(tf.not_equal(lengths, length), tf.int32))),
-                 f"but the reader was built for length {length} "
-                 f"(max_seq_length / max_predictions_per_seq must match the data)"],
+                [
+                    f"pretraining record feature {name!r} has length",
+                    tf.gather(lengths, tf.argmax(tf.cast(tf.not_equal(lengths, length), tf.int32))),
+                    f"but the reader was built for length {length} "
+                    f"(max_seq_length / max_predictions_per_seq must match the data)",
+                ],
             )
             with tf.control_dependencies([check]):
                 values = tf.reshape(ragged[name].flat_values, [batch_size, length])

@@ -196,9 +196,7 @@ class AlbertTokenizer:
 
     def word_start_flags(self) -> bytearray:
         """Per id: 1 if the piece starts a word (begins with "▁"), as whole-word masking needs."""
-        return bytearray(
-            1 if self._sp.IdToPiece(i).startswith(SPIECE_UNDERLINE) else 0 for i in range(self.vocab_size)
-        )
+        return bytearray(1 if self._sp.IdToPiece(i).startswith(SPIECE_UNDERLINE) else 0 for i in range(self.vocab_size))
 
     def pack(
         self,

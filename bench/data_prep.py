@@ -99,18 +99,30 @@ def _run_measured(command: list[str]) -> dict:
     cpu = sum(cpu_by_pid.values())
     if process.returncode != 0:
         raise SystemExit(f"command failed ({process.returncode}): {' '.join(command)}\n{stderr[-3000:]}")
-    return {"wall_s": wall, "cpu_s": cpu, "peak_single_mb": peak["single"], "peak_tree_mb": peak["tree"], "stdout": stdout}
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "peak_single_mb": peak["single"],
+        "peak_tree_mb": peak["tree"],
+        "stdout": stdout,
+    }
 
 
 def _generate(corpus_glob: str, output_dir: str, workers: int, dupe_factor: int, repeat: int = 1) -> dict:
     command = [
-        sys.executable, "-m", "data_prep.create_pretraining_data",
+        sys.executable,
+        "-m",
+        "data_prep.create_pretraining_data",
         "--input_file=" + ",".join([corpus_glob] * repeat),
         f"--output_dir={output_dir}",
         f"--spm_model_file={REPO_ROOT.parent / 'shared' / 'data' / 'albert' / '30k-clean.model'}",
-        "--max_seq_length=128", "--max_predictions_per_seq=20", f"--dupe_factor={dupe_factor}",
-        f"--num_output_shards={max(4, 2 * workers)}", f"--num_workers={workers}",
-        "--skip_bad_lines", "--noprogress",
+        "--max_seq_length=128",
+        "--max_predictions_per_seq=20",
+        f"--dupe_factor={dupe_factor}",
+        f"--num_output_shards={max(4, 2 * workers)}",
+        f"--num_workers={workers}",
+        "--skip_bad_lines",
+        "--noprogress",
     ]
     measured = _run_measured(command)
     metadata = json.loads((pathlib.Path(output_dir) / "pretraining_data.json").read_text())
@@ -150,29 +162,37 @@ def main() -> None:
             rate = result["instances"] / result["generation_s"]
             per_cpu = result["instances"] / result["cpu_s"]
             rows.append(
-                (f"generate, {corpus_mb:.1f} MB, dupe 5, {workers} worker{'s' if workers > 1 else ''}",
-                 f"{result['instances']:,} instances in {result['generation_s']:.1f} s, "
-                 f"{result['cpu_s']:.1f} CPU-s in all (start-up included)",
-                 f"{rate:,.0f} instances/s on this (shared) machine ({rate / ORIGINAL_INSTANCES_PER_S:.0f}x the "
-                 f"original); {per_cpu:,.0f} per CPU-second, so {min(workers, 2) * per_cpu:,.0f}/s "
-                 f"({min(workers, 2) * per_cpu / ORIGINAL_INSTANCES_PER_S:.0f}x) on {min(workers, 2)} idle core(s)",
-                 f"{result['peak_single_mb']:.0f} MB largest process, {result['peak_tree_mb']:.0f} MB all processes (PSS)")
+                (
+                    f"generate, {corpus_mb:.1f} MB, dupe 5, {workers} worker{'s' if workers > 1 else ''}",
+                    f"{result['instances']:,} instances in {result['generation_s']:.1f} s, "
+                    f"{result['cpu_s']:.1f} CPU-s in all (start-up included)",
+                    f"{rate:,.0f} instances/s on this (shared) machine ({rate / ORIGINAL_INSTANCES_PER_S:.0f}x the "
+                    f"original); {per_cpu:,.0f} per CPU-second, so {min(workers, 2) * per_cpu:,.0f}/s "
+                    f"({min(workers, 2) * per_cpu / ORIGINAL_INSTANCES_PER_S:.0f}x) on {min(workers, 2)} idle core(s)",
+                    f"{result['peak_single_mb']:.0f} MB largest process, {result['peak_tree_mb']:.0f} MB all processes (PSS)",
+                )
             )
         if not args.skip_tenfold:
             for repeat in (1, 10):
                 result = _generate(corpus_glob, f"{scratch}/x{repeat}", 2, dupe_factor=1, repeat=repeat)
                 rate = result["instances"] / result["generation_s"]
                 rows.append(
-                    (f"generate, {corpus_mb * repeat:.0f} MB ({repeat}x corpus), dupe 1, 2 workers",
-                     f"{result['instances']:,} instances in {result['generation_s']:.1f} s",
-                     f"{rate:,.0f} instances/s",
-                     f"{result['peak_single_mb']:.0f} MB largest process, {result['peak_tree_mb']:.0f} MB all processes (PSS)")
+                    (
+                        f"generate, {corpus_mb * repeat:.0f} MB ({repeat}x corpus), dupe 1, 2 workers",
+                        f"{result['instances']:,} instances in {result['generation_s']:.1f} s",
+                        f"{rate:,.0f} instances/s",
+                        f"{result['peak_single_mb']:.0f} MB largest process, {result['peak_tree_mb']:.0f} MB all processes (PSS)",
+                    )
                 )
         for batch_size in (8, 64):
             rate = _reader_examples_per_s(f"{scratch}/w2/pretrain-*", batch_size)
             rows.append(
-                (f"read (parse + batch {batch_size}, shuffled)", "", f"{rate:,.0f} examples/s "
-                 f"({rate / TRAIN_STEP_EXAMPLES_PER_S:,.0f}x a base train step's need)", "")
+                (
+                    f"read (parse + batch {batch_size}, shuffled)",
+                    "",
+                    f"{rate:,.0f} examples/s " f"({rate / TRAIN_STEP_EXAMPLES_PER_S:,.0f}x a base train step's need)",
+                    "",
+                )
             )
     load = os.getloadavg()
     print(f"\nmachine: {os.cpu_count()} cores, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} during the run\n")

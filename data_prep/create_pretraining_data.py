@@ -16,30 +16,74 @@ from absl import app, flags, logging
 # Its own FlagValues, so that the two console scripts (and tests importing both) never collide.
 FLAGS = flags.FlagValues()
 
-flags.DEFINE_string("input_file", None, "Input text files: comma-separated globs (repeating one repeats its files).", flag_values=FLAGS)
-flags.DEFINE_string("output_dir", None, "Folder for pretrain-NNNNN-of-MMMMM.tfrecord[.gz] and pretraining_data.json.", flag_values=FLAGS)
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model with <pad>=0, <unk>=1, [CLS], [SEP], [MASK].", flag_values=FLAGS)
-flags.DEFINE_enum("input_format", "sentence_per_line", ["sentence_per_line", "document_per_line"],
-                  "sentence_per_line: one sentence a line, a blank line between documents. "
-                  "document_per_line: one document a line, split into sentences here.", flag_values=FLAGS)
-flags.DEFINE_integer("num_output_shards", 1, "Number of output files; the output does not depend on --num_workers.", flag_values=FLAGS)
-flags.DEFINE_integer("num_workers", 1, "Processes writing shards in parallel (at most one per shard is used).", flag_values=FLAGS)
+flags.DEFINE_string(
+    "input_file", None, "Input text files: comma-separated globs (repeating one repeats its files).", flag_values=FLAGS
+)
+flags.DEFINE_string(
+    "output_dir", None, "Folder for pretrain-NNNNN-of-MMMMM.tfrecord[.gz] and pretraining_data.json.", flag_values=FLAGS
+)
+flags.DEFINE_string(
+    "spm_model_file", None, "SentencePiece model with <pad>=0, <unk>=1, [CLS], [SEP], [MASK].", flag_values=FLAGS
+)
+flags.DEFINE_enum(
+    "input_format",
+    "sentence_per_line",
+    ["sentence_per_line", "document_per_line"],
+    "sentence_per_line: one sentence a line, a blank line between documents. "
+    "document_per_line: one document a line, split into sentences here.",
+    flag_values=FLAGS,
+)
+flags.DEFINE_integer(
+    "num_output_shards", 1, "Number of output files; the output does not depend on --num_workers.", flag_values=FLAGS
+)
+flags.DEFINE_integer(
+    "num_workers", 1, "Processes writing shards in parallel (at most one per shard is used).", flag_values=FLAGS
+)
 flags.DEFINE_enum("compression", "none", ["none", "gzip"], "Compression of the TFRecord files.", flag_values=FLAGS)
-flags.DEFINE_bool("do_lower_case", True, "Lowercase the text (True for the released English models).", flag_values=FLAGS)
+flags.DEFINE_bool(
+    "do_lower_case", True, "Lowercase the text (True for the released English models).", flag_values=FLAGS
+)
 flags.DEFINE_integer("max_seq_length", 512, "Tokens per example, [CLS] and [SEP]s included.", flag_values=FLAGS)
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per example.", flag_values=FLAGS)
-flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask (before the max_predictions_per_seq cap).", flag_values=FLAGS)
+flags.DEFINE_float(
+    "masked_lm_prob", 0.15, "Fraction of tokens to mask (before the max_predictions_per_seq cap).", flag_values=FLAGS
+)
 flags.DEFINE_integer("ngram", 3, "Longest masked n-gram, in words; p(n) is proportional to 1/n.", flag_values=FLAGS)
-flags.DEFINE_bool("favor_shorter_ngram", True, "p(n) proportional to 1/n; when False, n-grams are favoured in reverse order.", flag_values=FLAGS)
+flags.DEFINE_bool(
+    "favor_shorter_ngram",
+    True,
+    "p(n) proportional to 1/n; when False, n-grams are favoured in reverse order.",
+    flag_values=FLAGS,
+)
 flags.DEFINE_bool("do_whole_word_mask", True, "Mask all pieces of a word together; n counts words.", flag_values=FLAGS)
-flags.DEFINE_integer("dupe_factor", 40, "Passes over each document, with different segmentation and masks.", flag_values=FLAGS)
-flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length, drawn from [2, max_seq_length - 3].", flag_values=FLAGS)
-flags.DEFINE_integer("random_seed", 12345, "Seed of the per-shard random generators: same seed and input, same bytes.", flag_values=FLAGS)
-flags.DEFINE_bool("random_next_sentence", False, "BERT's next-sentence prediction (random-document B) instead of SOP.", flag_values=FLAGS)
-flags.DEFINE_bool("strict_sop", True,
-                  "Split a single-sentence chunk inside the sentence to keep it a sentence-order pair. "
-                  "--nostrict_sop keeps the original's behaviour: pair it with a random document, label 1.", flag_values=FLAGS)
-flags.DEFINE_bool("skip_bad_lines", False, "Skip (and count) input lines that are not UTF-8 instead of failing.", flag_values=FLAGS)
+flags.DEFINE_integer(
+    "dupe_factor", 40, "Passes over each document, with different segmentation and masks.", flag_values=FLAGS
+)
+flags.DEFINE_float(
+    "short_seq_prob",
+    0.1,
+    "Probability of a shorter target length, drawn from [2, max_seq_length - 3].",
+    flag_values=FLAGS,
+)
+flags.DEFINE_integer(
+    "random_seed", 12345, "Seed of the per-shard random generators: same seed and input, same bytes.", flag_values=FLAGS
+)
+flags.DEFINE_bool(
+    "random_next_sentence",
+    False,
+    "BERT's next-sentence prediction (random-document B) instead of SOP.",
+    flag_values=FLAGS,
+)
+flags.DEFINE_bool(
+    "strict_sop",
+    True,
+    "Split a single-sentence chunk inside the sentence to keep it a sentence-order pair. "
+    "--nostrict_sop keeps the original's behaviour: pair it with a random document, label 1.",
+    flag_values=FLAGS,
+)
+flags.DEFINE_bool(
+    "skip_bad_lines", False, "Skip (and count) input lines that are not UTF-8 instead of failing.", flag_values=FLAGS
+)
 flags.DEFINE_bool("progress", True, "Show a progress bar.", flag_values=FLAGS)
 
 

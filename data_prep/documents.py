@@ -80,7 +80,9 @@ def _decoded_lines(path: str, skip_bad_lines: bool, stats: InputStats) -> Iterat
             except UnicodeDecodeError as error:
                 where = f"{path}:{line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of the line)"
                 if not skip_bad_lines:
-                    raise BadInputError(f"{where}; convert the file or pass --skip_bad_lines to skip such lines") from None
+                    raise BadInputError(
+                        f"{where}; convert the file or pass --skip_bad_lines to skip such lines"
+                    ) from None
                 stats.bad_lines += 1
                 if stats.bad_lines <= _MAX_LOGGED_BAD_LINES:
                     logging.warning("skipping %s", where)

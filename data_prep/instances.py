@@ -70,9 +70,7 @@ class MaskingVocab:
     @classmethod
     def from_tokenizer(cls, tokenizer: AlbertTokenizer) -> "MaskingVocab":
         special = {tokenizer.pad_id, tokenizer.unk_id}
-        replacement = tuple(
-            i for i in range(tokenizer.vocab_size) if i not in special and not tokenizer.is_control(i)
-        )
+        replacement = tuple(i for i in range(tokenizer.vocab_size) if i not in special and not tokenizer.is_control(i))
         return cls(
             cls_id=tokenizer.cls_id,
             sep_id=tokenizer.sep_id,
@@ -260,9 +258,7 @@ def create_masked_lm_predictions(
     n_tokens = len(tokens)
     special = [t == cls_id or t == sep_id for t in tokens]
     if options.do_whole_word_mask:
-        starts = [
-            i for i in range(n_tokens) if not special[i] and (i == 0 or token_boundary[i] or special[i - 1])
-        ]
+        starts = [i for i in range(n_tokens) if not special[i] and (i == 0 or token_boundary[i] or special[i - 1])]
     else:
         starts = [i for i in range(n_tokens) if not special[i]]
     ends = starts[1:] + [n_tokens]

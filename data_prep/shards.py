@@ -80,9 +80,7 @@ class GenerationConfig:
         `skip_bad_lines` is left out: a run either skips the same lines or fails and writes nothing.
         """
         return {
-            "input_files": [
-                {"path": os.path.abspath(f), "bytes": os.path.getsize(f)} for f in self.input_files
-            ],
+            "input_files": [{"path": os.path.abspath(f), "bytes": os.path.getsize(f)} for f in self.input_files],
             "spm_model_sha256": file_sha256(self.spm_model_file),
             **dataclasses.asdict(self.options),
             "input_format": self.input_format,
@@ -143,7 +141,9 @@ class _ShardWriter:
         spec = pretraining_feature_spec(config.options.max_seq_length, config.options.max_predictions_per_seq)
         self._serialize = example_serializer(spec)
         compression = "GZIP" if config.compression == "gzip" else ""
-        self._writer = tf.io.TFRecordWriter(self.path + INCOMPLETE_SUFFIX, tf.io.TFRecordOptions(compression_type=compression))
+        self._writer = tf.io.TFRecordWriter(
+            self.path + INCOMPLETE_SUFFIX, tf.io.TFRecordOptions(compression_type=compression)
+        )
 
     def add(self, document: list[list[int]]) -> int:
         self.window.append(document)

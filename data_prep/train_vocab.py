@@ -24,19 +24,38 @@ FLAGS = flags.FlagValues()
 RELEASED_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
 
 flags.DEFINE_string("input_file", None, "Input text files: comma-separated globs.", flag_values=FLAGS)
-flags.DEFINE_string("model_prefix", None, "Output path prefix: writes <prefix>.model and <prefix>.vocab.", flag_values=FLAGS)
-flags.DEFINE_enum("input_format", "sentence_per_line", ["sentence_per_line", "document_per_line"],
-                  "Same meaning as in albert-create-pretraining-data.", flag_values=FLAGS)
+flags.DEFINE_string(
+    "model_prefix", None, "Output path prefix: writes <prefix>.model and <prefix>.vocab.", flag_values=FLAGS
+)
+flags.DEFINE_enum(
+    "input_format",
+    "sentence_per_line",
+    ["sentence_per_line", "document_per_line"],
+    "Same meaning as in albert-create-pretraining-data.",
+    flag_values=FLAGS,
+)
 flags.DEFINE_integer("vocab_size", 30000, "Number of pieces, the 5 special ones included.", flag_values=FLAGS)
 flags.DEFINE_bool("do_lower_case", True, "Lowercase the text before training.", flag_values=FLAGS)
 flags.DEFINE_float("character_coverage", 0.99995, "Fraction of characters the vocabulary covers.", flag_values=FLAGS)
-flags.DEFINE_integer("input_sentence_size", 10_000_000, "Most sentences sampled for training (0: all).", flag_values=FLAGS)
-flags.DEFINE_list("user_defined_symbols", list(RELEASED_USER_DEFINED_SYMBOLS),
-                  "Pieces always kept whole (the released model's punctuation by default).", flag_values=FLAGS)
-flags.DEFINE_bool("hard_vocab_limit", True, "Fail if the corpus cannot fill vocab_size (False: use fewer pieces).", flag_values=FLAGS)
-flags.DEFINE_string("normalization_rule_name", "nmt_nfkc",
-                    "SentencePiece's own normaliser, applied after ALBERT's (nmt_nfkc as released; identity "
-                    "makes a model some 240 KB smaller, which suits tiny test vocabularies).", flag_values=FLAGS)
+flags.DEFINE_integer(
+    "input_sentence_size", 10_000_000, "Most sentences sampled for training (0: all).", flag_values=FLAGS
+)
+flags.DEFINE_list(
+    "user_defined_symbols",
+    list(RELEASED_USER_DEFINED_SYMBOLS),
+    "Pieces always kept whole (the released model's punctuation by default).",
+    flag_values=FLAGS,
+)
+flags.DEFINE_bool(
+    "hard_vocab_limit", True, "Fail if the corpus cannot fill vocab_size (False: use fewer pieces).", flag_values=FLAGS
+)
+flags.DEFINE_string(
+    "normalization_rule_name",
+    "nmt_nfkc",
+    "SentencePiece's own normaliser, applied after ALBERT's (nmt_nfkc as released; identity "
+    "makes a model some 240 KB smaller, which suits tiny test vocabularies).",
+    flag_values=FLAGS,
+)
 flags.DEFINE_integer("num_threads", 0, "Training threads (0: all cores).", flag_values=FLAGS)
 flags.DEFINE_bool("skip_bad_lines", False, "Skip input lines that are not UTF-8 instead of failing.", flag_values=FLAGS)
 

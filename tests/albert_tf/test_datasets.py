@@ -79,8 +79,13 @@ def test_training_shuffles_repeats_and_is_reproducible_in_deterministic_mode(sha
 
     def make(seed):
         return pretraining_dataset(
-            [str(p) for p in shards], batch_size=10, max_seq_length=SEQ, max_predictions_per_seq=PREDS,
-            is_training=True, seed=seed, deterministic=True,
+            [str(p) for p in shards],
+            batch_size=10,
+            max_seq_length=SEQ,
+            max_predictions_per_seq=PREDS,
+            is_training=True,
+            seed=seed,
+            deterministic=True,
         )
 
     # 1,500 records from 100 repeated: each index is expected 15 times, so missing one has a
@@ -97,8 +102,12 @@ def test_input_context_gives_each_pipeline_its_own_files(shards):
     for pipeline in range(2):
         context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2)
         dataset = pretraining_dataset(
-            ",".join(str(p) for p in shards), batch_size=5, max_seq_length=SEQ, max_predictions_per_seq=PREDS,
-            is_training=False, input_context=context,
+            ",".join(str(p) for p in shards),
+            batch_size=5,
+            max_seq_length=SEQ,
+            max_predictions_per_seq=PREDS,
+            is_training=False,
+            input_context=context,
         )
         seen.append(set(_indices(dataset)))
     assert seen[0].isdisjoint(seen[1])
@@ -111,8 +120,12 @@ def test_input_context_splits_records_when_files_are_fewer_than_pipelines(shards
     for pipeline in range(3):
         context = tf.distribute.InputContext(num_input_pipelines=3, input_pipeline_id=pipeline)
         dataset = pretraining_dataset(
-            str(shards[0]), batch_size=1, max_seq_length=SEQ, max_predictions_per_seq=PREDS,
-            is_training=False, input_context=context,
+            str(shards[0]),
+            batch_size=1,
+            max_seq_length=SEQ,
+            max_predictions_per_seq=PREDS,
+            is_training=False,
+            input_context=context,
         )
         seen.append(_indices(dataset))
     assert seen[0] == list(range(0, 25, 3)) and seen[1] == list(range(1, 25, 3)) and seen[2] == list(range(2, 25, 3))
@@ -121,8 +134,11 @@ def test_input_context_splits_records_when_files_are_fewer_than_pipelines(shards
 def test_a_pattern_matching_nothing_is_named(tmp_path, shards):
     with pytest.raises(ValueError, match=r"input pattern '.*nothing-\*\.tfrecord' matches no file"):
         pretraining_dataset(
-            f"{shards[0]},{tmp_path}/nothing-*.tfrecord", batch_size=2, max_seq_length=SEQ,
-            max_predictions_per_seq=PREDS, is_training=False,
+            f"{shards[0]},{tmp_path}/nothing-*.tfrecord",
+            batch_size=2,
+            max_seq_length=SEQ,
+            max_predictions_per_seq=PREDS,
+            is_training=False,
         )
 
 
@@ -130,7 +146,9 @@ def test_lengths_that_differ_from_the_flags_name_both_values(shards):
     dataset = pretraining_dataset(
         str(shards[0]), batch_size=4, max_seq_length=SEQ * 2, max_predictions_per_seq=PREDS, is_training=False
     )
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"has length\] \[16\] \[but the reader was built for length 32"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"has length\] \[16\] \[but the reader was built for length 32"
+    ):
         next(iter(dataset))
 
 
@@ -140,12 +158,16 @@ def test_a_truncated_file_is_named_when_the_dataset_is_built(tmp_path, shards):
     truncated.write_bytes(data[: len(data) // 2])
     assert count_records(str(shards[1])) == 25
     with pytest.raises(ValueError, match=r"TFRecord file .*truncated\.tfrecord is truncated"):
-        pretraining_dataset(str(truncated), batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False)
+        pretraining_dataset(
+            str(truncated), batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False
+        )
     gz = shards[3].read_bytes()
     truncated_gz = tmp_path / "truncated.tfrecord.gz"
     truncated_gz.write_bytes(gz[: len(gz) // 2])
     with pytest.raises(ValueError, match=r"truncated\.tfrecord\.gz is truncated"):
-        pretraining_dataset(str(truncated_gz), batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False)
+        pretraining_dataset(
+            str(truncated_gz), batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False
+        )
 
 
 def test_a_corrupted_record_is_named_when_it_is_read(tmp_path, shards):
@@ -154,7 +176,11 @@ def test_a_corrupted_record_is_named_when_it_is_read(tmp_path, shards):
     corrupted = tmp_path / "corrupted.tfrecord"
     corrupted.write_bytes(bytes(data))
     dataset = pretraining_dataset(
-        [str(shards[0]), str(corrupted)], batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False
+        [str(shards[0]), str(corrupted)],
+        batch_size=2,
+        max_seq_length=SEQ,
+        max_predictions_per_seq=PREDS,
+        is_training=False,
     )
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"corrupted TFRecord file\] \[.*corrupted\.tfrecord\]"):
         _indices(dataset)
@@ -163,13 +189,24 @@ def test_a_corrupted_record_is_named_when_it_is_read(tmp_path, shards):
     bad_header = tmp_path / "bad_header.tfrecord"
     bad_header.write_bytes(bytes(header))
     with pytest.raises(ValueError, match=r"bad_header\.tfrecord is corrupted: bad record header at byte 0"):
-        pretraining_dataset(str(bad_header), batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False)
+        pretraining_dataset(
+            str(bad_header), batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False
+        )
 
 
 def test_gzip_is_detected_from_the_suffix_or_forced(tmp_path, shards):
-    auto = pretraining_dataset(str(shards[3]), batch_size=5, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False)
+    auto = pretraining_dataset(
+        str(shards[3]), batch_size=5, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False
+    )
     assert _indices(auto) == list(range(75, 100))
     copy = tmp_path / "no-suffix.rec"
     copy.write_bytes(shards[3].read_bytes())
-    forced = pretraining_dataset(str(copy), batch_size=5, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False, compression="gzip")
+    forced = pretraining_dataset(
+        str(copy),
+        batch_size=5,
+        max_seq_length=SEQ,
+        max_predictions_per_seq=PREDS,
+        is_training=False,
+        compression="gzip",
+    )
     assert np.array_equal(_indices(forced), list(range(75, 100)))

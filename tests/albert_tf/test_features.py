@@ -59,12 +59,21 @@ def test_serialized_example_parses_back_to_the_values():
     # Independent check against a tf.train.Example built by hand with the protobuf API.
     manual = tf.train.Example()
     manual.features.feature["next_sentence_labels"].int64_list.value.append(1)
-    assert to_example(values, spec).features.feature["next_sentence_labels"] == manual.features.feature["next_sentence_labels"]
+    assert (
+        to_example(values, spec).features.feature["next_sentence_labels"]
+        == manual.features.feature["next_sentence_labels"]
+    )
 
 
 def test_serialisation_is_byte_stable():
     spec = classification_feature_spec(4, regression=True)
-    values = {"input_ids": [2, 5, 3, 0], "input_mask": [1, 1, 1, 0], "segment_ids": [0] * 4, "label_ids": 3.5, "is_real_example": 1}
+    values = {
+        "input_ids": [2, 5, 3, 0],
+        "input_mask": [1, 1, 1, 0],
+        "segment_ids": [0] * 4,
+        "label_ids": 3.5,
+        "is_real_example": 1,
+    }
     reordered = dict(reversed(list(values.items())))
     assert example_serializer(spec)(values) == serialize_example(reordered, spec)
     parsed = tf.io.parse_single_example(serialize_example(values, spec), spec)

@@ -67,7 +67,9 @@ def test_pack_matches_python_with_truncation(tokenizers):
     a = [[rng.randint(5, 29999) for _ in range(rng.randint(0, 20))] for _ in range(64)]
     b = [[rng.randint(5, 29999) for _ in range(rng.randint(0, 20))] for _ in range(64)]
     for max_seq_length in (5, 12, 45):
-        packed = graph_tokenizer.pack(tf.ragged.constant(a, tf.int32), tf.ragged.constant(b, tf.int32), max_seq_length=max_seq_length)
+        packed = graph_tokenizer.pack(
+            tf.ragged.constant(a, tf.int32), tf.ragged.constant(b, tf.int32), max_seq_length=max_seq_length
+        )
         singles = graph_tokenizer.pack(tf.ragged.constant(a, tf.int32), max_seq_length=max_seq_length)
         for key in ("input_ids", "input_mask", "segment_ids"):
             assert packed[key].dtype == tf.int32 and packed[key].shape == (64, max_seq_length)
@@ -107,6 +109,6 @@ def test_round_trips_through_a_saved_model_with_the_model_as_an_asset(tmp_path, 
     assert restored.encode(tf.constant(texts)).numpy().tolist() == expected
 
 
-def test_refuses_a_model_without_albert_pieces(tmp_path):
+def test_refuses_bytes_that_are_not_a_model():
     with pytest.raises(ValueError, match="not a readable SentencePiece model"):
         AlbertGraphTokenizer(b"not a model")

@@ -24,7 +24,13 @@ def test_normalize_text_applies_each_albert_rule():
 
 def test_special_ids_of_the_released_model(tokenizer):
     assert tokenizer.vocab_size == 30000
-    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (0, 1, 2, 3, 4)
+    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (
+        0,
+        1,
+        2,
+        3,
+        4,
+    )
     assert tokenizer.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
 
 

@@ -90,9 +90,18 @@ def test_a_run_killed_with_sigkill_then_rerun_gives_the_same_bytes(tmp_path, cor
     reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
     reference_result = run_generation(config, str(reference_dir), progress=False)
     command = [
-        sys.executable, "-m", "data_prep.create_pretraining_data", f"--input_file={files[0]}",
-        f"--output_dir={killed_dir}", f"--spm_model_file={spm_model}", "--max_seq_length=64",
-        "--max_predictions_per_seq=10", "--dupe_factor=4", "--num_output_shards=2", "--num_workers=2", "--noprogress",
+        sys.executable,
+        "-m",
+        "data_prep.create_pretraining_data",
+        f"--input_file={files[0]}",
+        f"--output_dir={killed_dir}",
+        f"--spm_model_file={spm_model}",
+        "--max_seq_length=64",
+        "--max_predictions_per_seq=10",
+        "--dupe_factor=4",
+        "--num_output_shards=2",
+        "--num_workers=2",
+        "--noprogress",
     ]
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -191,7 +200,10 @@ def test_output_dir_with_shards_made_with_other_flags_is_refused_untouched(refer
 def test_input_glob_matching_nothing_is_named(tmp_path, corpus):
     with pytest.raises(BadInputError, match=r"input pattern '.*/missing-\*\.txt' matches no file"):
         expand_input_patterns(f"{corpus}/blake-poems.txt,{tmp_path}/missing-*.txt")
-    assert expand_input_patterns(f"{corpus}/blake-poems.txt,{corpus}/blake-poems.txt") == [str(corpus / "blake-poems.txt")] * 2
+    assert (
+        expand_input_patterns(f"{corpus}/blake-poems.txt,{corpus}/blake-poems.txt")
+        == [str(corpus / "blake-poems.txt")] * 2
+    )
 
 
 def test_empty_files_are_reported(tmp_path, corpus, spm_model):
@@ -201,7 +213,11 @@ def test_empty_files_are_reported(tmp_path, corpus, spm_model):
     with pytest.raises(BadInputError, match=r"the input files hold no text: .*empty\.txt, .*blank\.txt"):
         check_not_all_empty([str(empty), str(blank)])
     assert check_not_all_empty([str(empty), str(corpus / "blake-poems.txt")]) == [str(empty)]
-    result = run_generation(_config([empty, corpus / "blake-poems.txt"], spm_model, num_output_shards=1), str(tmp_path / "out"), progress=False)
+    result = run_generation(
+        _config([empty, corpus / "blake-poems.txt"], spm_model, num_output_shards=1),
+        str(tmp_path / "out"),
+        progress=False,
+    )
     assert result["counts"]["instances"] > 0
 
 
@@ -221,7 +237,9 @@ def test_a_file_that_is_not_utf8_is_named_with_its_line_and_nothing_is_written(t
     with pytest.raises(BadInputError, match=r"shakespeare-caesar\.txt:119: not valid UTF-8 .*--skip_bad_lines"):
         run_generation(_config([caesar], spm_model, num_output_shards=2), str(out), progress=False)
     assert _leftovers(out) == []
-    skipped = run_generation(_config([caesar], spm_model, num_output_shards=2, skip_bad_lines=True), str(out), progress=False)
+    skipped = run_generation(
+        _config([caesar], spm_model, num_output_shards=2, skip_bad_lines=True), str(out), progress=False
+    )
     assert skipped["counts"]["bad_lines"] == _non_utf8_lines(caesar) == 2
     assert skipped["counts"]["instances"] > 0
 
@@ -241,19 +259,33 @@ def _run_command_line(args):
 def test_the_command_line_reports_bad_input_and_exits_nonzero(tmp_path, corpus, spm_model, capsys):
     out = tmp_path / "out"
     code = _run_command_line(
-        [f"--input_file={corpus}/chesterton-ball.txt", f"--output_dir={out}", f"--spm_model_file={spm_model}", "--noprogress"]
+        [
+            f"--input_file={corpus}/chesterton-ball.txt",
+            f"--output_dir={out}",
+            f"--spm_model_file={spm_model}",
+            "--noprogress",
+        ]
     )
     assert code == 1
     assert "error: " in capsys.readouterr().err
     assert _leftovers(out) == []
-    code = _run_command_line([f"--input_file={tmp_path}/none-*.txt", f"--output_dir={out}", f"--spm_model_file={spm_model}"])
+    code = _run_command_line(
+        [f"--input_file={tmp_path}/none-*.txt", f"--output_dir={out}", f"--spm_model_file={spm_model}"]
+    )
     assert code == 1 and "none-*.txt' matches no file" in capsys.readouterr().err
 
 
 def test_the_command_line_prints_the_summary(tmp_path, corpus, spm_model, capsys):
     code = _run_command_line(
-        [f"--input_file={corpus}/blake-poems.txt", f"--output_dir={tmp_path}", f"--spm_model_file={spm_model}",
-         "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=1", "--noprogress"]
+        [
+            f"--input_file={corpus}/blake-poems.txt",
+            f"--output_dir={tmp_path}",
+            f"--spm_model_file={spm_model}",
+            "--max_seq_length=64",
+            "--max_predictions_per_seq=10",
+            "--dupe_factor=1",
+            "--noprogress",
+        ]
     )
     assert code == 0
     printed = capsys.readouterr().out

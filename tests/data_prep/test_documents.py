@@ -17,7 +17,9 @@ def test_sentence_per_line_documents_end_at_blank_lines_and_at_file_ends(tmp_pat
 
 def test_document_per_line_splits_sentences(tmp_path):
     path = tmp_path / "docs.txt"
-    path.write_text("Mr. Smith went to Washington. He saw J. R. Ewing there! Did he? Yes.\n\nSecond doc without an end\n")
+    path.write_text(
+        "Mr. Smith went to Washington. He saw J. R. Ewing there! Did he? Yes.\n\nSecond doc without an end\n"
+    )
     documents = list(iter_documents([str(path)], "document_per_line"))
     assert documents == [
         ["Mr. Smith went to Washington.", "He saw J. R. Ewing there!", "Did he?", "Yes."],

@@ -83,8 +83,14 @@ def test_instances_are_padded_to_the_schema_lengths():
     for instance in instances:
         features = instance_features(instance, options)
         assert {k: len(v) for k, v in features.items()} == {
-            "input_ids": 12, "input_mask": 12, "segment_ids": 12, "token_boundary": 12,
-            "masked_lm_positions": 4, "masked_lm_ids": 4, "masked_lm_weights": 4, "next_sentence_labels": 1,
+            "input_ids": 12,
+            "input_mask": 12,
+            "segment_ids": 12,
+            "token_boundary": 12,
+            "masked_lm_positions": 4,
+            "masked_lm_ids": 4,
+            "masked_lm_weights": 4,
+            "next_sentence_labels": 1,
         }
         n = len(instance.input_ids)
         assert features["input_mask"] == [1] * n + [0] * (12 - n)

@@ -44,7 +44,11 @@ def _generate(documents, tokenizer, options, dupe_factor=3, seed=7):
     generated = []  # (document index, instance)
     for _ in range(dupe_factor):
         for index, document in enumerate(documents):
-            others = documents[:index] + documents[index + 1 :] if not options.strict_sop or options.random_next_sentence else ()
+            others = (
+                documents[:index] + documents[index + 1 :]
+                if not options.strict_sop or options.random_next_sentence
+                else ()
+            )
             for instance in create_instances_from_document(document, rng, vocab, options, others, stats):
                 generated.append((index, instance))
     return generated, stats
@@ -93,7 +97,9 @@ def test_masked_fraction_is_masked_lm_prob_when_the_cap_does_not_bind(uncapped):
 
 def test_masked_count_is_the_cap_when_it_binds(documents, tokenizer):
     cap = 6  # binds from 37 tokens on
-    generated, _ = _generate(documents, tokenizer, InstanceOptions(max_seq_length=SEQ, max_predictions_per_seq=cap), dupe_factor=1)
+    generated, _ = _generate(
+        documents, tokenizer, InstanceOptions(max_seq_length=SEQ, max_predictions_per_seq=cap), dupe_factor=1
+    )
     bound = [i for _, i in generated if round(len(i.input_ids) * P) > cap]
     assert len(bound) > 500  # enough instances where the cap binds for the 1% below to mean something
     at_cap = sum(len(i.masked_lm_positions) == cap for i in bound)
@@ -204,3 +210,22 @@ def test_single_sentence_chunks_stay_in_their_document_unless_asked(data_dir, to
     legacy_foreign = [i for index, i in legacy if foreign([(index, i)])]
     assert len(legacy_foreign) > 0.5 * len(legacy)
     assert all(i.next_sentence_label == 1 for i in legacy_foreign)
+
+
+def test_next_sentence_prediction_mode_pairs_random_documents(documents, tokenizer):
+    options = InstanceOptions(max_seq_length=SEQ, random_next_sentence=True)
+    generated, _ = _generate(documents, tokenizer, options, dupe_factor=1)
+    in_order = [(index, i) for index, i in generated if i.next_sentence_label == 0]
+    random_next = [(index, i) for index, i in generated if i.next_sentence_label == 1]
+    assert len(in_order) > 200 and len(random_next) > 200
+    for index, instance in in_order:  # label 0: the actual next text, never swapped
+        first, second = _segments(instance, tokenizer)
+        text = _as_text([t for s in documents[index] for t in s])
+        start = text.find(_as_text(first))
+        assert start >= 0 and text.find(_as_text(second), start + len(_as_text(first)) - 1) >= 0
+    foreign = 0
+    for index, instance in random_next:
+        _, second = _segments(instance, tokenizer)
+        foreign += _as_text([t for s in documents[index] for t in s]).find(_as_text(second)) < 0
+    # A random B can only be found in its own document when the same words occur there too: rare.
+    assert foreign >= 0.95 * len(random_next)

@@ -13,8 +13,12 @@ FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep
 
 def test_training_the_tiny_vocabulary_reproduces_the_committed_one(tmp_path):
     model = train_vocab(
-        [str(FIXTURES / "tiny_corpus.txt")], str(tmp_path / "tiny"), vocab_size=300,
-        hard_vocab_limit=False, normalization_rule_name="identity", num_threads=1,
+        [str(FIXTURES / "tiny_corpus.txt")],
+        str(tmp_path / "tiny"),
+        vocab_size=300,
+        hard_vocab_limit=False,
+        normalization_rule_name="identity",
+        num_threads=1,
     )
     assert (tmp_path / "tiny.vocab").read_text() == (FIXTURES / "tiny_vocab.vocab").read_text()
     tokenizer = AlbertTokenizer(model)

@@ -65,7 +65,7 @@ def _check_tf_config():
         index = int(config["task"]["index"])
     except (ValueError, KeyError, TypeError) as error:
         raise RuntimeError(f"TF_CONFIG is not a usable multi-worker config ({error!r}): {raw}") from error
-    if not 0 <= index < len(workers) and config["task"].get("type", "worker") == "worker":
+    if config["task"].get("type", "worker") == "worker" and not 0 <= index < len(workers):
         raise RuntimeError(f"TF_CONFIG task index {index} is outside the {len(workers)} workers")
 
 

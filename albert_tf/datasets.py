@@ -9,6 +9,7 @@ dataset is built, and each file's record count is checked again as it is read.
 from __future__ import annotations
 
 import glob
+import gzip
 import os
 import struct
 from typing import Sequence
@@ -70,17 +71,11 @@ def count_records(path: str, compression: str = "") -> int:
     Raises ValueError naming the file when a header is damaged or the file ends inside a record.
     Uncompressed files are walked with seeks; GZIP files have to be decompressed.
     """
-    if compression == "GZIP":
-        import gzip
-
-        opener = lambda: gzip.open(path, "rb")  # noqa: E731
-        errors: tuple = (OSError, EOFError)
-    else:
-        opener = lambda: tf.io.gfile.GFile(path, "rb")  # noqa: E731
-        errors = (tf.errors.OpError,)
     count = offset = 0
     try:
-        with opener() as f:
+        # GFile reads local paths and every filesystem TensorFlow knows (gs://, ...).
+        with tf.io.gfile.GFile(path, "rb") as raw:
+            f = gzip.GzipFile(fileobj=raw) if compression == "GZIP" else raw
             while header := f.read(12):
                 if len(header) < 12:
                     raise ValueError(f"TFRecord file {path} is truncated: it ends inside the header at byte {offset}")
@@ -99,7 +94,7 @@ def count_records(path: str, compression: str = "") -> int:
                     )
                 offset += length + 16
                 count += 1
-    except errors as error:
+    except (OSError, EOFError, tf.errors.OpError) as error:
         raise ValueError(f"TFRecord file {path} is truncated or unreadable after byte {offset}: {error}") from error
     return count
 

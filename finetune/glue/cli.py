@@ -147,7 +147,7 @@ def export_classifier(classifier, task, spm_model_file, max_seq_length, export_d
 def finetune(argv) -> dict:
     """Runs the command line `argv` (argv[0] is the program name) in this process; returns a
     summary: `train` (the result of `trainer.train` or None), `eval` (what eval_results.json holds
-    or None), `predictions` (submission file paths), `export_dir`."""
+    or None), `predictions` (submission file paths), `export_dir` and `model` (the classifier)."""
     FLAGS.unparse_flags()
     FLAGS(argv)
     for name in ("task", "data_dir", "output_dir"):
@@ -207,7 +207,7 @@ def finetune(argv) -> dict:
 
     run = trainer.GlueFinetuning(config, task, options, strategy)
     run.restore_or_initialize(initialize)
-    summary = {"train": None, "eval": None, "predictions": [], "export_dir": None}
+    summary = {"train": None, "eval": None, "predictions": [], "export_dir": None, "model": run.model}
     if FLAGS.do_train:
         summary["train"] = trainer.train(run, features("train"))
         logging.info("trained to step %d: %s", summary["train"]["step"],

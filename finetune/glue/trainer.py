@@ -139,9 +139,12 @@ class GlueFinetuning:
             self.optimizer = optimizer
             self.optimizer.build(self.model.trainable_variables)
             self.step = self.optimizer.iterations
-        self.checkpoint = tf.train.Checkpoint(
-            model=training.model_weights(self.model), optimizer=self.optimizer, step=self.step
-        )
+        weights = training.model_weights(self.model)
+        # Dropout's seed-generator states too: a resumed run then draws the masks that the
+        # uninterrupted run would have drawn, and ends on the same weights.
+        in_weights = {id(v) for v in weights.values()}
+        rng = [v for v in self.model.variables if id(v) not in in_weights]
+        self.checkpoint = tf.train.Checkpoint(model=weights, rng=rng, optimizer=self.optimizer, step=self.step)
         directory = options.output_dir
         if not self.is_chief:
             # Every worker takes part in a save (it may run collectives); only the chief's is kept.

@@ -1,0 +1,119 @@
+"""GLUE fine-tuning and evaluation throughput of albert base on SST-2 at sequence 128, on the CPU.
+
+Rows (examples per second, medians over repeats, each after a warm-up call that compiles):
+  fine-tuning: the fine-tuning loop of finetune/glue/trainer.py (forward, backward, the release's
+      AdamW with clipping) on cached SST-2 train features, global batch 32 as in the paper;
+  evaluation: `GlueFinetuning.predict` on SST-2 dev features (input pipeline, compiled forward,
+      gathering and reordering the outputs, dropping the padding rows);
+  raw forward: the same compiled forward pass on one in-memory batch of the evaluation batch size,
+      called in a loop: the ceiling that evaluation is measured against (goal: within 10%).
+The model has random weights (throughput does not depend on them); the vocabulary is the released
+30k-clean.model from the shared data folder.
+
+Usage: python bench/glue_throughput.py [--threads 2] [--train_steps 4] [--eval_examples 256]
+"""
+
+import argparse
+import dataclasses
+import os
+import statistics
+import tempfile
+import time
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--preset", default="albert_base_v2")
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--train_batch", type=int, default=32)
+    parser.add_argument("--eval_batch", type=int, default=32)
+    parser.add_argument("--train_steps", type=int, default=4, help="timed updates per repeat")
+    parser.add_argument("--eval_examples", type=int, default=256, help="dev examples per evaluation")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    parser.add_argument("--jit_compile", type=int, default=1)
+    return parser.parse_args()
+
+
+ARGS = parse_args()
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
+tf.config.threading.set_inter_op_parallelism_threads(1)
+
+from albert_tf import AlbertConfig  # noqa: E402
+from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
+from finetune.glue import data, trainer  # noqa: E402
+from finetune.glue.tasks import get_task  # noqa: E402
+
+
+def subset(cached: data.CachedFeatures, n: int, folder: str) -> data.CachedFeatures:
+    """The first `n` records of a cached split as a cached split of their own."""
+    path = os.path.join(folder, f"{cached.split}-first{n}.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in tf.data.TFRecordDataset(str(cached.path)).take(n):
+            writer.write(record.numpy())
+    return dataclasses.replace(cached, path=__import__("pathlib").Path(path), num_examples=min(n, cached.num_examples))
+
+
+def main():
+    glue = os.path.join(ARGS.data_dir, "glue")
+    tokenizer = AlbertTokenizer(os.path.join(ARGS.data_dir, "albert", "30k-clean.model"))
+    task = get_task("SST-2")
+    config = AlbertConfig.from_preset(ARGS.preset)
+    work = tempfile.mkdtemp(prefix="glue_throughput_")
+    began = time.perf_counter()
+    train = data.cache_features(task, glue, "train", tokenizer, ARGS.seq_length, os.path.join(work, "features"))
+    dev = data.cache_features(task, glue, "dev", tokenizer, ARGS.seq_length, os.path.join(work, "features"))
+    print(f"tokenized SST-2 train ({train.num_examples}) and dev ({dev.num_examples}) in "
+          f"{time.perf_counter() - began:.1f} s")
+    dev = subset(dev, ARGS.eval_examples, work)
+
+    options = trainer.FinetuneOptions(
+        output_dir=os.path.join(work, "run"), train_batch_size=ARGS.train_batch, eval_batch_size=ARGS.eval_batch,
+        max_seq_length=ARGS.seq_length, learning_rate=1e-5, num_train_steps=100000, num_warmup_steps=0,
+        steps_per_loop=ARGS.train_steps, jit_compile=bool(ARGS.jit_compile), max_train_examples=4096,
+    )
+    run = trainer.GlueFinetuning(config, task, options, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    iterator = iter(run.distribute(train, training_=True))
+
+    rates = {"fine-tuning": [], "evaluation": [], "raw forward": []}
+    run.train_steps(iterator, 1)  # compiles
+    run.predict(dev)  # compiles
+    batch = next(iter(data.make_dataset(dev, global_batch_size=ARGS.eval_batch, training=False)))[0]
+    run._forward(batch).numpy()
+    forward_calls = max(1, ARGS.eval_examples // ARGS.eval_batch)
+    for repeat in range(ARGS.repeats):
+        began = time.perf_counter()
+        run.train_steps(iterator, ARGS.train_steps)
+        rates["fine-tuning"].append(ARGS.train_steps * ARGS.train_batch / (time.perf_counter() - began))
+        _, _, rate = run.predict(dev)
+        rates["evaluation"].append(rate)
+        began = time.perf_counter()
+        for _ in range(forward_calls):
+            outputs = run._forward(batch)
+        outputs.numpy()
+        rates["raw forward"].append(forward_calls * ARGS.eval_batch / (time.perf_counter() - began))
+        print(f"repeat {repeat + 1}/{ARGS.repeats}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()),
+              flush=True)
+
+    medians = {k: statistics.median(v) for k, v in rates.items()}
+    print(f"\n{ARGS.preset}, SST-2, sequence {ARGS.seq_length}, {ARGS.threads} threads, "
+          f"XLA {'on' if ARGS.jit_compile else 'off'}, medians of {ARGS.repeats}")
+    print(f"| {'row':<12} | {'batch':>5} | {'examples/s':>10} | {'vs raw forward':>14} |")
+    print(f"|{'-' * 14}|{'-' * 7}|{'-' * 12}|{'-' * 16}|")
+    for name, value in medians.items():
+        batch_size = ARGS.train_batch if name == "fine-tuning" else ARGS.eval_batch
+        ratio = f"{value / medians['raw forward']:.1%}" if name != "fine-tuning" else ""
+        print(f"| {name:<12} | {batch_size:>5} | {value:>10.2f} | {ratio:>14} |")
+    if medians["evaluation"] < 0.9 * medians["raw forward"]:
+        print("evaluation is more than 10% below raw forward throughput")
+    return np.array(list(medians.values()))
+
+
+if __name__ == "__main__":
+    main()

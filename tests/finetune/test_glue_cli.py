@@ -1,0 +1,199 @@
+"""albert-finetune-glue end to end on real GLUE data with a tiny model: MRPC, RTE, CoLA and STS-B
+train, evaluate (eval_results.json) and predict (submission files); a resumed run ends where an
+uninterrupted one does; the exported classifier labels raw sentences in a process that imports
+only tensorflow and tensorflow_text; bad input fails with a message that says what is wrong."""
+
+import json
+import math
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.training import CONFIG_FILE, model_weights
+from finetune.glue import cli
+from finetune.glue.readers import read_examples
+from finetune.glue.trainer import TASK_FILE
+
+TESTS = pathlib.Path(__file__).resolve().parents[1]
+TINY_VOCAB = TESTS / "fixtures" / "data_prep" / "tiny_vocab.model"
+RUNNER = TESTS / "fixtures" / "export" / "run_saved_model.py"
+CONFIG = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+SEQ = 32
+NUM_TEST_ROWS = 24
+DEV_SIZES = {"MRPC": 408, "RTE": 277, "CoLA": 1043, "STS-B": 1500}
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("config") / "albert_config.json"
+    CONFIG.to_json_file(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def mrpc_dir(tmp_path_factory, data_dir):
+    """MRPC's train and dev files, and a test file (the official layout) made of dev rows."""
+    folder = tmp_path_factory.mktemp("glue") / "MRPC"
+    folder.mkdir()
+    source = data_dir / "glue" / "MRPC"
+    for name in ("train.tsv", "dev.tsv"):
+        (folder / name).symlink_to(source / name)
+    rows = (source / "dev.tsv").read_text(encoding="utf-8-sig").splitlines()[1 : NUM_TEST_ROWS + 1]
+    lines = ["index\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+    lines += [f"{i}\t" + "\t".join(row.split("\t")[1:]) for i, row in enumerate(rows)]
+    (folder / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder.parent
+
+
+def _args(task, data_dir, output_dir, config_file, *extra, steps=16):
+    return ["albert-finetune-glue", f"--task={task}", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
+            f"--albert_config_file={config_file}", f"--spm_model_file={TINY_VOCAB}", f"--max_seq_length={SEQ}",
+            "--train_batch_size=16", f"--num_train_steps={steps}", "--num_warmup_steps=2",
+            "--learning_rate=1e-3", "--max_train_examples=256", "--steps_per_loop=8",
+            "--eval_batch_size=64", "--progress_bar=false", *extra]
+
+
+def _eval_results(output_dir):
+    return json.loads((output_dir / cli.EVAL_RESULTS).read_text())
+
+
+@pytest.fixture(scope="module")
+def mrpc_run(tmp_path_factory, mrpc_dir, config_file):
+    output_dir = tmp_path_factory.mktemp("mrpc_run")
+    summary = cli.finetune(_args("MRPC", mrpc_dir, output_dir, config_file, "--do_train", "--do_eval",
+                                 "--do_predict", "--save_checkpoints_steps=8"))
+    return output_dir, summary
+
+
+@pytest.mark.slow
+def test_mrpc_end_to_end(mrpc_run):
+    output_dir, summary = mrpc_run
+    assert summary["train"]["step"] == 16 and math.isfinite(summary["train"]["train"]["loss"])
+    results = _eval_results(output_dir)
+    assert results["task"] == "MRPC" and results["global_step"] == 16
+    dev = results["dev"]
+    assert dev["examples"] == DEV_SIZES["MRPC"] and dev["skipped_rows"] == 0
+    assert 0.0 <= dev["accuracy"] <= 1.0 and 0.0 <= dev["f1"] <= 1.0 and 0.0 < dev["loss"] < 5.0
+    # Accuracy is a count of the 408 examples: the padding rows of the last batch were left out.
+    assert dev["accuracy"] * 408 == pytest.approx(round(dev["accuracy"] * 408), abs=1e-9)
+    assert sorted(p.name for p in output_dir.glob("ckpt-*.index")) == ["ckpt-16.index", "ckpt-8.index"]
+    lines = (output_dir / "MRPC.tsv").read_text().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == NUM_TEST_ROWS + 1
+    assert [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(NUM_TEST_ROWS)]
+    assert {line.split("\t")[1] for line in lines[1:]} <= {"0", "1"}
+
+
+@pytest.mark.slow
+def test_exported_classifier_labels_raw_text_in_a_fresh_process(mrpc_run, mrpc_dir, tmp_path):
+    output_dir, summary = mrpc_run
+    examples = read_examples("MRPC", mrpc_dir, "test").examples
+    pairs = [[e.text_a, e.text_b] for e in examples]
+    jobs = [{"saved_model": summary["export_dir"], "output": str(tmp_path / "out.npz"),
+             "calls": {"pairs": {"signature": "serve_text", "inputs": {"text": {"text": pairs}}}}}]
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    process = subprocess.run([sys.executable, str(RUNNER), str(tmp_path / "jobs.json")],
+                             capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    served = np.load(tmp_path / "out.npz", allow_pickle=True)  # string outputs are object arrays
+    assert served["__modules__/albert_tf"].size == 0  # the process never imported this package
+
+    tokenizer = AlbertTokenizer(TINY_VOCAB)
+    rows = [tokenizer.pack(tokenizer.encode(a), tokenizer.encode(b), max_seq_length=SEQ) for a, b in pairs]
+    inputs = {k: np.array([r[k] for r in rows], np.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+    probabilities = tf.nn.softmax(summary["model"](inputs, training=False)).numpy()
+    np.testing.assert_allclose(served["pairs/probabilities"], probabilities, atol=1e-5, rtol=0)
+    labels = [label.decode() for label in served["pairs/label"]]
+    assert labels == [("0", "1")[i] for i in probabilities.argmax(axis=1)]
+    assert served["pairs/label_names"].shape == (NUM_TEST_ROWS, 2)
+    assert [n.decode() for n in served["pairs/label_names"][0]] == ["0", "1"]
+    # The submission file holds the same labels: prediction and serving agree on the test rows.
+    submitted = [line.split("\t")[1] for line in (output_dir / "MRPC.tsv").read_text().splitlines()[1:]]
+    assert submitted == labels
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "task, metric_ranges",
+    [
+        ("RTE", {"accuracy": (0.0, 1.0)}),
+        ("CoLA", {"matthews_corr": (-1.0, 1.0)}),
+        ("STS-B", {"pearson": (-1.0, 1.0), "spearman": (-1.0, 1.0)}),
+    ],
+)
+def test_tasks_end_to_end(task, metric_ranges, data_dir, config_file, tmp_path):
+    summary = cli.finetune(_args(task, data_dir / "glue", tmp_path, config_file, "--do_train", "--do_eval",
+                                 "--export=false", steps=8))
+    assert summary["train"]["step"] == 8 and math.isfinite(summary["train"]["train"]["loss"])
+    dev = _eval_results(tmp_path)["dev"]
+    assert dev["examples"] == DEV_SIZES[task]
+    for metric, (low, high) in metric_ranges.items():
+        assert isinstance(dev[metric], float) and low <= dev[metric] <= high, (metric, dev[metric])
+    assert "accuracy" not in summary["train"]["train"] if task == "STS-B" else True
+
+
+@pytest.mark.slow
+def test_resume_ends_where_an_uninterrupted_run_does(mrpc_run, mrpc_dir, config_file, tmp_path):
+    output_dir, whole = mrpc_run
+    # A run interrupted after its checkpoint of step 8: the one of step 16 never landed.
+    for name in ("albert_config.json", TASK_FILE, "ckpt-8.index", "ckpt-8.data-00000-of-00001"):
+        shutil.copy(output_dir / name, tmp_path / name)
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-8"\n')
+    resumed = cli.finetune(_args("MRPC", mrpc_dir, tmp_path, config_file, "--do_train", "--export=false",
+                                 "--save_checkpoints_steps=8", f"--cache_dir={output_dir / 'features'}"))
+    assert resumed["train"]["resumed_from"] == 8 and resumed["train"]["step"] == 16
+    # Same data order and dropout masks after the resume: the same weights as the whole run's.
+    for ours, theirs in zip(resumed["model"].weights, whole["model"].weights, strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), atol=1e-6, rtol=0, err_msg=ours.path)
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+
+
+def test_unknown_task_lists_the_tasks(data_dir, config_file, tmp_path):
+    with pytest.raises(ValueError, match=r"unknown GLUE task 'SST3'.*CoLA, SST-2, MRPC, STS-B"):
+        cli.finetune(_args("SST3", data_dir / "glue", tmp_path, config_file, "--do_train"))
+
+
+def test_data_dir_without_the_task_files(config_file, tmp_path):
+    (tmp_path / "glue" / "RTE").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"GLUE task RTE: no train file in .*RTE/train.tsv"):
+        cli.finetune(_args("RTE", tmp_path / "glue", tmp_path / "out", config_file, "--do_train"))
+
+
+def test_init_checkpoint_of_another_vocabulary(data_dir, tmp_path):
+    other = AlbertPretrainer(CONFIG.replace(vocab_size=500))
+    other.build()
+    run_dir = tmp_path / "pretrain"
+    run_dir.mkdir()
+    other.config.to_json_file(run_dir / CONFIG_FILE)
+    tf.train.Checkpoint(model=model_weights(other)).write(str(run_dir / "ckpt-1"))
+    (run_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+    args = ["albert-finetune-glue", "--task=RTE", f"--data_dir={data_dir / 'glue'}",
+            f"--output_dir={tmp_path / 'out'}", f"--init_checkpoint={run_dir}", f"--spm_model_file={TINY_VOCAB}",
+            "--do_train"]
+    with pytest.raises(ValueError, match=r"has a vocabulary of 500 tokens but --spm_model_file .* has 300"):
+        cli.finetune(args)
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_console_script_reports_bad_input_in_one_line(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["albert-finetune-glue", "--task=nope", f"--data_dir={tmp_path}",
+                                      f"--output_dir={tmp_path}", "--do_eval"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.run()
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.startswith("error: unknown GLUE task 'nope'; the tasks are: CoLA")
+
+
+def test_nothing_to_do_is_a_usage_error(tmp_path):
+    with pytest.raises(Exception, match="at least one of --do_train, --do_eval and --do_predict"):
+        cli.finetune(["albert-finetune-glue", "--task=RTE", f"--data_dir={tmp_path}", f"--output_dir={tmp_path}"])

@@ -83,3 +83,18 @@ def test_a_config_that_is_not_albert_is_rejected(tmp_path):
 def test_group_of_layer_follows_the_release():
     config = AlbertConfig(num_hidden_layers=12, num_hidden_groups=3)
     assert [config.group_of_layer(i) for i in range(12)] == [0] * 4 + [1] * 4 + [2] * 4
+
+
+def test_public_names_resolve_and_tensorflow_text_loads_lazily():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, albert_tf\n"
+        "assert 'tensorflow_text' not in sys.modules\n"
+        "missing = [n for n in albert_tf.__all__ if getattr(albert_tf, n, None) is None]\n"
+        "assert not missing, missing\n"
+        "assert 'tensorflow_text' in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -355,3 +355,25 @@ def test_command_lines_convert_and_export(tf1_reference, tmp_path):
     # Refuses to overwrite, before reading anything.
     with pytest.raises(FileExistsError, match="is not empty"):
         convert.convert_tf1(folder / "missing_checkpoint", tmp_path / "preset")
+
+
+def test_the_hub_config_of_albert_base_v2_is_the_preset():
+    """The keys of Hugging Face's published albert-base-v2 config.json, legacy ones included."""
+    hub = {
+        "architectures": ["AlbertForMaskedLM"], "attention_probs_dropout_prob": 0, "bos_token_id": 2,
+        "classifier_dropout_prob": 0.1, "down_scale_factor": 1, "embedding_size": 128, "eos_token_id": 3,
+        "gap_size": 0, "hidden_act": "gelu_new", "hidden_dropout_prob": 0, "hidden_size": 768,
+        "initializer_range": 0.02, "inner_group_num": 1, "intermediate_size": 3072, "layer_norm_eps": 1e-12,
+        "max_position_embeddings": 512, "model_type": "albert", "net_structure_type": 0,
+        "num_attention_heads": 12, "num_hidden_groups": 1, "num_hidden_layers": 12, "num_memory_blocks": 0,
+        "pad_token_id": 0, "type_vocab_size": 2, "vocab_size": 30000,
+    }
+    assert convert.config_from_hf(hub) == AlbertConfig.from_preset("albert_base_v2")
+    # v1's config names the exact GELU although the weights were trained with the tanh form.
+    v1 = {**hub, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+    with pytest.raises(ValueError, match="exact_gelu_as_tanh"):
+        convert.config_from_hf(v1)
+    assert convert.config_from_hf(v1, exact_gelu_as_tanh=True) == AlbertConfig.from_preset("albert_base_v1")
+    # Written back, transformers reads the same model shape.
+    back = transformers.AlbertConfig(**convert.config_to_hf(AlbertConfig.from_preset("albert_base_v2")))
+    assert (back.hidden_act, back.embedding_size, back.num_hidden_groups) == ("gelu_new", 128, 1)

@@ -59,6 +59,7 @@ def fill_mask(text: str, predict: PredictFn, tokenizer: AlbertTokenizer, top_k: 
 def saved_model_predictor(saved_model_dir: str) -> tuple[PredictFn, AlbertTokenizer]:
     """The masked-LM predictor of a pretrainer SavedModel and the tokenizer of its vocabulary asset."""
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of serve_text)
 
     loaded = tf.saved_model.load(saved_model_dir)
     if "masked_lm_positions" not in loaded.signatures["serving_default"].structured_input_signature[1]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
+
+from albert_tf.cli.entry_point import run_main
 
 # Its own FlagValues, so that the two console scripts (and tests importing both) never collide.
 FLAGS = flags.FlagValues()
@@ -135,24 +137,9 @@ def main(argv) -> int:
     return 0
 
 
-def _parse_flags(argv: list[str]) -> list[str]:
-    if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
-        print(__doc__)
-        print(FLAGS.get_help())
-        sys.exit(0)
-    try:
-        remaining = FLAGS(argv)
-        flags.FLAGS(argv[:1])  # absl's own flags (logging) keep their defaults; app.run needs them parsed
-        return remaining
-    except flags.Error as error:
-        print(f"error: {error} (see --help)", file=sys.stderr)
-        sys.exit(2)
-
-
 def run() -> None:
     """Console-script entry point."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    app.run(main, flags_parser=_parse_flags)
+    run_main(main, FLAGS, __doc__)
 
 
 if __name__ == "__main__":

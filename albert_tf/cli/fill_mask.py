@@ -7,7 +7,9 @@ Example:
 
 import sys
 
-from absl import app, flags
+from absl import flags
+
+from albert_tf.cli.entry_point import run_main
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("saved_model", None, "A pretrainer SavedModel (albert-export --model pretrainer).",
@@ -18,7 +20,7 @@ flags.DEFINE_integer("top_k", 5, "Candidates shown per [MASK].", flag_values=FLA
 
 
 def main(argv):
-    FLAGS(argv)
+    del argv
     if not FLAGS.saved_model or not FLAGS.text:
         sys.exit("--saved_model and --text are required")
     from albert_tf.fill_mask import fill_mask, saved_model_predictor
@@ -39,7 +41,7 @@ def main(argv):
 
 
 def run():
-    app.run(main, flags_parser=lambda argv: argv)
+    run_main(main, FLAGS, __doc__)
 
 
 if __name__ == "__main__":

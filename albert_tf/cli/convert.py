@@ -12,19 +12,21 @@ misshapen tensor stops the conversion with its name.
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
-FLAGS = flags.FLAGS
-flags.DEFINE_enum("source", None, ["tf1", "hf", "preset"], "What --input holds.")
+from albert_tf.cli.entry_point import run_main
+
+FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
+flags.DEFINE_enum("source", None, ["tf1", "hf", "preset"], "What --input holds.", flag_values=FLAGS)
 flags.DEFINE_enum("to", "preset", ["preset", "hf"], "What to write: a preset of ours, or (from "
-                  "--source preset) a Hugging Face folder.")
-flags.DEFINE_string("input", None, "Input folder (or, for tf1, a checkpoint prefix).")
-flags.DEFINE_string("output", None, "Output folder (must not exist or be empty).")
+                  "--source preset) a Hugging Face folder.", flag_values=FLAGS)
+flags.DEFINE_string("input", None, "Input folder (or, for tf1, a checkpoint prefix).", flag_values=FLAGS)
+flags.DEFINE_string("output", None, "Output folder (must not exist or be empty).", flag_values=FLAGS)
 flags.DEFINE_bool("exact_gelu_as_tanh", False, "HF only: accept hidden_act 'gelu' (exact GELU) and "
-                  "convert it to ALBERT's tanh approximation.")
+                  "convert it to ALBERT's tanh approximation.", flag_values=FLAGS)
 flags.DEFINE_bool("encoder_only", False, "Convert the encoder alone, dropping the pretraining heads "
-                  "(e.g. for a masked-LM checkpoint without the sentence-order head).")
-flags.mark_flags_as_required(["source", "input", "output"])
+                  "(e.g. for a masked-LM checkpoint without the sentence-order head).", flag_values=FLAGS)
+flags.mark_flags_as_required(["source", "input", "output"], flag_values=FLAGS)
 
 
 def main(argv):
@@ -47,7 +49,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    run_main(main, FLAGS, __doc__)
 
 
 if __name__ == "__main__":

@@ -10,21 +10,27 @@ tf.Examples), `serve_text` (raw strings) and `tokenize`; see `albert_tf.export`.
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
-FLAGS = flags.FLAGS
+from albert_tf.cli.entry_point import run_main
+
+FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_string("preset", None, "Preset folder (config.json, model.weights.h5, spiece.model), "
-                    "e.g. written by albert-convert.")
+                    "e.g. written by albert-convert.", flag_values=FLAGS)
 flags.DEFINE_string("checkpoint", None, "Instead of --preset: the output_dir of albert-pretrain (its "
-                    "albert_config.json and latest checkpoint), or a checkpoint prefix in such a folder.")
+                    "albert_config.json and latest checkpoint), or a checkpoint prefix in such a folder.",
+                    flag_values=FLAGS)
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (default: the preset's "
-                    "spiece.model; required with --checkpoint).")
-flags.DEFINE_enum("model", "encoder", ["encoder", "pretrainer"], "Which model to export.")
-flags.DEFINE_string("output", None, "Output folder of the SavedModel (must not exist or be empty).")
-flags.DEFINE_integer("max_seq_length", 128, "Length serve_text pads/truncates to and serve_examples parses.")
+                    "spiece.model; required with --checkpoint).", flag_values=FLAGS)
+flags.DEFINE_enum("model", "encoder", ["encoder", "pretrainer"], "Which model to export.", flag_values=FLAGS)
+flags.DEFINE_string("output", None, "Output folder of the SavedModel (must not exist or be empty).",
+                    flag_values=FLAGS)
+flags.DEFINE_integer("max_seq_length", 128, "Length serve_text pads/truncates to and serve_examples parses.",
+                     flag_values=FLAGS)
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Length of masked_lm_positions in serve_examples "
-                     "(pretrainer only).")
-flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for the released English models).")
+                     "(pretrainer only).", flag_values=FLAGS)
+flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for the released English models).",
+                  flag_values=FLAGS)
 
 
 def main(argv):
@@ -56,7 +62,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    run_main(main, FLAGS, __doc__)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "albert_base_v2", "Named config (albert_tf.PRESETS) to export with random weights.")
 flags.DEFINE_string("spm_model_file", str(REPO.parent / "shared" / "data" / "albert" / "30k-clean.model"),
                     "SentencePiece model to put inside the SavedModel.")
-flags.DEFINE_string("corpus_file", str(REPO.parent / "shared" / "data" / "corpus" / "wikitext-2-raw" / "wiki.valid.raw"),
+CORPUS = REPO.parent / "shared" / "data" / "corpus" / "wikitext-2-raw" / "wiki.valid.raw"
+flags.DEFINE_string("corpus_file", str(CORPUS),
                     "Text whose paragraphs are served (long enough to fill the sequence).")
 flags.DEFINE_integer("seq_length", 128, "max_seq_length of serve_text.")
 flags.DEFINE_list("batch_sizes", ["1", "32"], "Batch sizes to time.")
@@ -111,7 +112,8 @@ def main(argv):
     print("|---|---|---|---|---|---|---|---|---|---|")
     for batch_size, tokens, text_ms, ids_ms, paired, tok_ms in rows:
         print(f"| {batch_size} | {tokens} | {text_ms:.1f} | {ids_ms:.1f} | {100 * (text_ms - ids_ms) / ids_ms:+.1f}% | "
-              f"{100 * paired:+.1f}% | {tok_ms:.2f} | {100 * tok_ms / ids_ms:.2f}% | {1000 * batch_size / text_ms:.2f} | "
+              f"{100 * paired:+.1f}% | {tok_ms:.2f} | {100 * tok_ms / ids_ms:.2f}% | "
+              f"{1000 * batch_size / text_ms:.2f} | "
               f"{1000 * batch_size / ids_ms:.2f} |")
 
 

@@ -231,7 +231,8 @@ def test_serve_text_is_python_tokenization_then_the_model(fresh_results, models,
     inputs = dict(packed)
     if name == "pretrainer":
         inputs["masked_lm_positions"] = np.concatenate([batch["masked_lm_positions"], batch["masked_lm_positions"][:1]])
-    _assert_close(_select(results[name], "text_" + ("pair" if pair else "single")), _keras_outputs(name, models[name], inputs))
+    label = "text_" + ("pair" if pair else "single")
+    _assert_close(_select(results[name], label), _keras_outputs(name, models[name], inputs))
 
 
 def test_serve_text_pads_empty_and_truncates_long_text(fresh_results, tokenizer):

@@ -344,10 +344,17 @@ def test_bad_export_arguments_fail_with_a_message(models, tmp_path):
         export_encoder(small, tmp_path / "c", TINY_SPM, SEQ)
 
 
-def test_serve_text_rejects_three_segments(exported):
-    serve = tf.saved_model.load(exported["encoder"]).signatures["serve_text"]
+def test_serve_text_edge_batches(exported):
+    loaded = tf.saved_model.load(exported["encoder"])
+    # Both segments empty: [CLS] [SEP] [SEP]; whitespace only is empty after normalisation.
+    packed = loaded.signatures["tokenize"](text=tf.constant([["", ""], [" \t\u3000", "\n"]]))
+    assert packed["input_mask"].numpy().sum(axis=1).tolist() == [3, 3]
+    # An empty batch serves an empty batch.
+    out = loaded.signatures["serve_text"](text=tf.zeros([0, 1], tf.string))
+    assert out["pooled_output"].shape == (0, CONFIG.hidden_size)
+    # More than two segments is the client's error, said in its words.
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"shape \[batch, 1\]"):
-        serve(text=tf.constant([["a", "b", "c"]]))
+        loaded.signatures["serve_text"](text=tf.constant([["a", "b", "c"]]))
 
 
 def test_export_command_reads_a_pretraining_run(tmp_path):

@@ -60,8 +60,8 @@ _HF_CONFIG_IGNORED = frozenset({
     "eos_token_id", "pad_token_id", "classifier_dropout_prob", "layer_norm_eps", "position_embedding_type",
     "output_past", "tie_word_embeddings", "_name_or_path", "id2label", "label2id", "problem_type",
     "is_decoder", "add_cross_attention", "return_dict", "use_cache", "output_hidden_states",
-    "output_attentions", "chunk_size_feed_forward", "finetuning_task", "tokenizer_class",
-}) | {"num_labels"}
+    "output_attentions", "chunk_size_feed_forward", "finetuning_task", "tokenizer_class", "num_labels",
+})
 
 
 # ---- presets ---------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 import importlib
 
 from albert_tf.config import PRESETS, AlbertConfig
+from albert_tf.convert import convert_hf, convert_preset_to_hf, convert_tf1, load_preset_model
 from albert_tf.datasets import pretraining_dataset
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.features import (
@@ -17,7 +18,13 @@ from albert_tf.tokenizer import AlbertTokenizer, normalize_text
 
 # Names whose modules import tensorflow_text (a slow import that most uses never need): loaded on
 # first access.
-_LAZY = {"AlbertGraphTokenizer": "albert_tf.graph_tokenizer"}
+_LAZY = {
+    "AlbertGraphTokenizer": "albert_tf.graph_tokenizer",
+    "SavedModelLayer": "albert_tf.export",
+    "export_encoder": "albert_tf.export",
+    "export_pretrainer": "albert_tf.export",
+    "export_saved_model": "albert_tf.export",
+}
 
 
 def __getattr__(name):
@@ -33,8 +40,16 @@ __all__ = [
     "AlbertGraphTokenizer",
     "AlbertPretrainer",
     "AlbertTokenizer",
+    "SavedModelLayer",
     "classification_feature_spec",
+    "convert_hf",
+    "convert_preset_to_hf",
+    "convert_tf1",
     "example_serializer",
+    "export_encoder",
+    "export_pretrainer",
+    "export_saved_model",
+    "load_preset_model",
     "losses_from_sums",
     "normalize_text",
     "pretraining_dataset",

@@ -449,16 +449,23 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
 ).SerializeToString()
 
 
-def _write_scalars(writer, metrics: dict[str, float], step: int):
+def write_scalars(writer, metrics: dict[str, float], step: int):
+    """Writes `metrics` as TensorBoard scalars at `step`."""
     with writer.as_default(step=step):
         for name, value in metrics.items():
             tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
-def _summary_writer(options, is_chief, name):
+def summary_writer(options, is_chief, name):
+    """A summary writer for `<output_dir>/<name>` on the chief; a no-op writer on other workers."""
     if not is_chief:
         return tf.summary.create_noop_writer()
     return tf.summary.create_file_writer(os.path.join(options.output_dir, name))
+
+
+# The names finetune/glue/trainer.py first used.
+_summary_writer = summary_writer
+_write_scalars = write_scalars
 
 
 def format_metrics(metrics: dict[str, float]) -> str:
@@ -503,8 +510,8 @@ def pretrain(
         eval_batch = replica_batch_size(options.eval_batch_size, run.num_replicas)
         eval_data = run.distribute(eval_dataset_fn, eval_batch)
 
-    train_writer = _summary_writer(options, run.is_chief, "train")
-    eval_writer = _summary_writer(options, run.is_chief, "eval")
+    train_writer = summary_writer(options, run.is_chief, "train")
+    eval_writer = summary_writer(options, run.is_chief, "eval")
     eval_every = options.eval_every_steps or options.save_checkpoints_steps
     progress = None
     if options.progress_bar and run.is_chief:
@@ -528,7 +535,7 @@ def pretrain(
             raise FloatingPointError(f"loss is {train_metrics['loss']} at step {step}")
         train_metrics["learning_rate"] = run.learning_rate_at(step - 1)
         train_metrics["examples_per_second"] = num_steps * options.train_batch_size / elapsed
-        _write_scalars(train_writer, train_metrics, step)
+        write_scalars(train_writer, train_metrics, step)
         line = f"step {step}/{options.num_train_steps} {format_metrics(train_metrics)}"
         if progress is not None:
             progress.update(num_steps)
@@ -540,7 +547,7 @@ def pretrain(
             logging.info("saved %s", path)
         if eval_data is not None and (step % eval_every == 0 or step == options.num_train_steps):
             eval_metrics = run.evaluate(eval_data)
-            _write_scalars(eval_writer, eval_metrics, step)
+            write_scalars(eval_writer, eval_metrics, step)
             logging.info("eval at step %d: %s", step, format_metrics(eval_metrics))
     if progress is not None:
         progress.close()

@@ -197,8 +197,11 @@ def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
         )
     if write:
         tf.io.gfile.makedirs(output_dir)
-        with tf.io.gfile.GFile(path, "w") as f:
+        # Written aside and renamed: other workers check the same file and must never read half.
+        partial = f"{path}.tmp-{os.getpid()}"
+        with tf.io.gfile.GFile(partial, "w") as f:
             f.write(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+        tf.io.gfile.rename(partial, path, overwrite=True)
 
 
 def model_weights(model) -> dict:

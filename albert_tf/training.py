@@ -258,6 +258,21 @@ def _checkpoint_key(key: str) -> str:
     return f"model/{escaped}/.ATTRIBUTES/VARIABLE_VALUE"
 
 
+def _share_overflow(ctx, grads):
+    """Makes one replica's fp16 overflow every replica's.
+
+    Keras's LossScaleOptimizer judges the gradients before they are summed across replicas, and
+    under merge-call strategies by the first replica's alone: an overflow elsewhere would reach
+    the weights. Poisoning every replica's gradients then makes all of them skip the step and
+    lower the scale together.
+    """
+    grads = [tf.convert_to_tensor(g) for g in grads]
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+    overflows = ctx.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32))
+    all_finite = tf.equal(overflows, 0.0)
+    return [tf.where(all_finite, g, tf.constant(float("nan"), g.dtype)) for g in grads]
+
+
 def _mixed_precision_policy(name: str):
     policy = MIXED_PRECISION_POLICIES[name]
     return keras.DTypePolicy(policy) if policy else None
@@ -380,6 +395,8 @@ class Pretraining:
         global_weight = ctx.all_reduce(tf.distribute.ReduceOp.SUM, weights) + _WEIGHT_EPSILON
         global_examples = tf.constant(float(self.options.train_batch_size))
         grads, parts = self._grad_fn(features, global_weight, global_examples)
+        if self.options.mixed_precision == "fp16":
+            grads = _share_overflow(ctx, grads)
         # The optimizer sums the gradients across replicas, then clips their global norm.
         self.optimizer.apply(grads, self.model.trainable_variables)
         parts["loss"] = parts["mlm_loss"] + parts["sop_loss"]

@@ -192,6 +192,14 @@ def test_mixed_precision_trains(tmp_path, precision):
     assert all(v.dtype == "float32" for v in run.model.trainable_variables)
 
 
+def test_an_fp16_overflow_poisons_every_gradient():
+    ctx = tf.distribute.get_replica_context()
+    finite = [tf.constant([1.0, 2.0]), tf.constant([[3.0]])]
+    np.testing.assert_array_equal(training._share_overflow(ctx, finite)[0], [1.0, 2.0])
+    poisoned = training._share_overflow(ctx, [tf.constant([1.0, np.inf]), tf.constant([[3.0]])])
+    assert all(np.isnan(g.numpy()).all() for g in poisoned)
+
+
 # ---- bad input -----------------------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import time
 from typing import Callable, Optional
 
@@ -112,7 +113,7 @@ class GlueFinetuning:
         self.strategy = strategy or tf.distribute.get_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
         self.per_replica_batch = training.replica_batch_size(options.train_batch_size, self.num_replicas)
-        training.replica_batch_size(options.eval_batch_size, self.num_replicas)
+        training.replica_batch_size(options.eval_batch_size, self.num_replicas)  # fails on an uneven split
         if options.max_seq_length > config.max_position_embeddings:
             raise ValueError(f"max_seq_length {options.max_seq_length} exceeds the model's "
                              f"max_position_embeddings ({config.max_position_embeddings})")
@@ -180,16 +181,16 @@ class GlueFinetuning:
 
     # ---- input -------------------------------------------------------------------------------
 
-    def distribute(self, cached: data.CachedFeatures, training_: bool, skip_batches: int = 0):
+    def distribute(self, cached: data.CachedFeatures, for_training: bool, skip_batches: int = 0):
         """The cached features as a distributed dataset of per-replica batches."""
         options = self.options
-        batch = options.train_batch_size if training_ else options.eval_batch_size
+        batch = options.train_batch_size if for_training else options.eval_batch_size
 
         def fn(input_context):
             dataset = data.make_dataset(
-                cached, global_batch_size=batch, training=training_, input_context=input_context,
-                seed=options.seed, with_index=not training_,
-                max_examples=options.max_train_examples if training_ else None,
+                cached, global_batch_size=batch, training=for_training, input_context=input_context,
+                seed=options.seed, with_index=not for_training,
+                max_examples=options.max_train_examples if for_training else None,
             )
             # Each update consumes one per-replica batch per replica: skipping those that the
             # checkpointed steps consumed puts a resumed run on the data it would have read next.
@@ -249,7 +250,7 @@ class GlueFinetuning:
         """
         parts = [[], [], [], []]
         began = time.perf_counter()
-        for batch in self.distribute(cached, training_=False):
+        for batch in self.distribute(cached, for_training=False):
             for part, value in zip(parts, self._predict_step(batch)):
                 part.append(value.numpy())
         elapsed = time.perf_counter() - began
@@ -271,7 +272,7 @@ def train(run: GlueFinetuning, cached: data.CachedFeatures) -> dict:
     "resumed_from", "examples_per_second"}` (the last loop's metrics and the mean rate)."""
     options = run.options
     start = run.current_step
-    iterator = iter(run.distribute(cached, training_=True, skip_batches=start))
+    iterator = iter(run.distribute(cached, for_training=True, skip_batches=start))
     writer = training._summary_writer(options, run.is_chief, "train")
     progress = None
     if options.progress_bar and run.is_chief:
@@ -302,6 +303,8 @@ def train(run: GlueFinetuning, cached: data.CachedFeatures) -> dict:
     if progress is not None:
         progress.close()
     writer.flush()
+    if not run.is_chief:
+        shutil.rmtree(os.path.join(options.output_dir, ".workers"), ignore_errors=True)
     # The first loop includes tracing and compilation: the steady rate leaves it out if it can.
     steady = rates[1:] or rates
     rate = sum(n for n, _ in steady) * options.train_batch_size / sum(t for _, t in steady) if steady else None

@@ -19,6 +19,7 @@ from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.tokenizer import AlbertTokenizer
 from albert_tf.training import CONFIG_FILE, model_weights
 from finetune.glue import cli
+from finetune.glue.model import GlueClassifier, init_vocab_size, initialize_encoder
 from finetune.glue.readers import read_examples
 from finetune.glue.trainer import TASK_FILE
 
@@ -118,6 +119,21 @@ def test_exported_classifier_labels_raw_text_in_a_fresh_process(mrpc_run, mrpc_d
     # The submission file holds the same labels: prediction and serving agree on the test rows.
     submitted = [line.split("\t")[1] for line in (output_dir / "MRPC.tsv").read_text().splitlines()[1:]]
     assert submitted == labels
+
+
+@pytest.mark.slow
+def test_a_saved_model_initialises_the_encoder(mrpc_run):
+    # The exported classifier is a reusable SavedModel too: its encoder weights seed a new run.
+    _, summary = mrpc_run
+    assert init_vocab_size(summary["export_dir"]) == CONFIG.vocab_size
+    keras.utils.set_random_seed(3)
+    classifier = GlueClassifier(CONFIG, 2)
+    classifier.build()
+    head = classifier.classifier.kernel.numpy().copy()
+    initialize_encoder(classifier, summary["export_dir"])
+    for ours, trained in zip(classifier.encoder.weights, summary["model"].encoder.weights, strict=True):
+        np.testing.assert_array_equal(ours.numpy(), trained.numpy(), err_msg=ours.path)
+    np.testing.assert_array_equal(classifier.classifier.kernel.numpy(), head)
 
 
 @pytest.mark.slow

@@ -12,7 +12,6 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.convert import write_preset
-from albert_tf.export import export_encoder
 from albert_tf.tokenizer import AlbertTokenizer
 from albert_tf.training import CONFIG_FILE, model_weights
 from finetune.glue import metrics
@@ -172,21 +171,16 @@ def test_initialise_from_pretraining_checkpoint(tmp_path):
         np.testing.assert_array_equal(classifier.classifier.kernel.numpy(), head)  # the head stays new
 
 
-def test_initialise_from_saved_model_and_preset(tmp_path):
+def test_initialise_from_preset(tmp_path):
     encoder = AlbertEncoder(CONFIG)
     encoder.build()
     for v in encoder.weights:
         v.assign(np.random.default_rng(len(v.path)).normal(0, 0.1, v.shape).astype(np.float32))
-    export_encoder(encoder, tmp_path / "encoder_sm", TINY_VOCAB, 16)
     write_preset(encoder, CONFIG, TINY_VOCAB, tmp_path / "preset")
-    assert init_vocab_size(str(tmp_path / "encoder_sm")) == 300
-
-    classifier = _classifier(seed=1)
-    initialize_encoder(classifier, str(tmp_path / "encoder_sm"))
-    _assert_encoder_equal(classifier, encoder)
     classifier = _classifier(seed=1)
     initialize_encoder(classifier, preset=str(tmp_path / "preset"))
     _assert_encoder_equal(classifier, encoder)
+    # (Initialisation from a SavedModel: tests/finetune/test_glue_cli.py, on the exported classifier.)
 
 
 def test_saved_model_variables_map_to_encoder_paths():

@@ -5,8 +5,8 @@ pretraining run (default: runs/demo/model, written by ./run_demo.sh) and random 
 config. Both train on the same subset of SST-2 train (the first --train_examples rows) with the same
 seed, steps and learning rate, and are scored on the FULL SST-2 dev set (872 sentences).
 
-Usage: python bench/glue_pretraining_helps.py [--pretrained runs/demo/model] [--train_examples 3000]
-           [--seq_length 64] [--steps 300] [--learning_rate 1e-4] [--output_dir /tmp/glue_helps]
+Usage: python bench/glue_pretraining_helps.py [--pretrained runs/demo/model] [--train_examples 4000]
+           [--seq_length 32] [--steps 600] [--learning_rate 5e-5] [--output_dir /tmp/glue_helps]
 """
 
 import argparse
@@ -25,11 +25,11 @@ def parse_args():
     parser.add_argument("--spm_model_file", default=os.path.join(REPO, "runs", "demo", "vocab.model"))
     parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data", "glue"))
     parser.add_argument("--output_dir", default="/tmp/glue_pretraining_helps")
-    parser.add_argument("--train_examples", type=int, default=3000)
-    parser.add_argument("--seq_length", type=int, default=64)
+    parser.add_argument("--train_examples", type=int, default=4000)
+    parser.add_argument("--seq_length", type=int, default=32)
     parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--learning_rate", type=float, default=1e-4)
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--seed", type=int, default=12345)
     return parser.parse_args()
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import glob
 import gzip
-import os
 import struct
 from typing import Sequence
 

@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.model_base import AlbertConfigModel
 from albert_tf.layers import common
 from albert_tf.layers.attention import AlbertAttention
 from albert_tf.layers.embeddings import AlbertEmbeddings
@@ -16,12 +17,8 @@ from albert_tf.layers.transformer_block import AlbertTransformerBlock
 MASK_BIAS = -10000.0
 
 
-def _as_config(config) -> AlbertConfig:
-    return config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
-
-
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertEncoder(keras.Model):
+class AlbertEncoder(AlbertConfigModel):
     """The ALBERT (or BERT) encoder of a config, with the config's cross-layer sharing.
 
     Layer `i` of `num_hidden_layers` runs, with sharing "all", the `inner_group_num` blocks of
@@ -48,9 +45,10 @@ class AlbertEncoder(keras.Model):
         TensorShape([1, 32])
     """
 
+    config_arguments = ("output_all_layers",)
+
     def __init__(self, config: AlbertConfig | dict, output_all_layers: bool = False, **kwargs):
-        super().__init__(**kwargs)
-        self.config = _as_config(config)
+        super().__init__(config, **kwargs)
         self.output_all_layers = output_all_layers
         c = self.config
 
@@ -153,28 +151,3 @@ class AlbertEncoder(keras.Model):
         if self.output_all_layers:
             outputs["encoder_outputs"] = encoder_outputs
         return outputs
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
-            "config": self.config.to_dict(),
-            "output_all_layers": self.output_all_layers,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
-        return cls(**config)
-
-    @classmethod
-    def from_preset(cls, preset_dir, **kwargs):
-        """The model of a preset folder (config.json, model.weights.h5, spiece.model), as written by
-        `albert_tf.convert`. A pretrainer preset's weights load too (its heads are left out).
-        `kwargs` go to the constructor, e.g. `dtype`."""
-        from albert_tf.convert import load_preset_model  # lazy: albert_tf.convert imports the model classes
-
-        return load_preset_model(cls, preset_dir, **kwargs)

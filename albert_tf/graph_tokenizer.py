@@ -14,7 +14,6 @@ import tensorflow_text as tf_text
 from albert_tf.tokenizer import (
     AlbertTokenizer,
     combining_ranges,
-    truncate_pair_lengths,
     whitespace_ranges,
 )
 

@@ -6,7 +6,8 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.encoder import AlbertEncoder, _as_config
+from albert_tf.model_base import AlbertConfigModel
+from albert_tf.encoder import AlbertEncoder
 from albert_tf.layers.mlm_head import AlbertMaskedLMHead
 from albert_tf.layers.sop_head import AlbertSentenceOrderHead
 
@@ -64,7 +65,7 @@ def pretraining_losses(features, mlm_logits, sop_logits):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(keras.Model):
+class AlbertPretrainer(AlbertConfigModel):
     """ALBERT with its two pretraining heads, taking the pretraining TFRecord features.
 
     Args:
@@ -83,8 +84,7 @@ class AlbertPretrainer(keras.Model):
     """
 
     def __init__(self, config: AlbertConfig | dict, **kwargs):
-        super().__init__(**kwargs)
-        self.config = _as_config(config)
+        super().__init__(config, **kwargs)
         c = self.config
         self.encoder = AlbertEncoder(c, dtype=self.dtype_policy, name="encoder")
         self.mlm_head = AlbertMaskedLMHead(
@@ -120,27 +120,3 @@ class AlbertPretrainer(keras.Model):
         if all(k in features for k in LABEL_FEATURES):
             outputs.update(pretraining_losses(features, mlm_logits, sop_logits))
         return outputs
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
-            "config": self.config.to_dict(),
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
-        return cls(**config)
-
-    @classmethod
-    def from_preset(cls, preset_dir, **kwargs):
-        """The model of a preset folder (config.json, model.weights.h5, spiece.model), as written by
-        `albert_tf.convert`. An encoder-only preset is an error (its heads would be random).
-        `kwargs` go to the constructor, e.g. `dtype`."""
-        from albert_tf.convert import load_preset_model  # lazy: albert_tf.convert imports the model classes
-
-        return load_preset_model(cls, preset_dir, **kwargs)

@@ -18,7 +18,6 @@ import dataclasses
 import glob
 import hashlib
 import json
-import logging
 import multiprocessing
 import os
 import queue as queue_module

@@ -15,7 +15,7 @@ flags.DEFINE_list("presets", None, "Presets to build (default: all).")
 def parameter_table(names) -> list[dict]:
     import keras
 
-    from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+    from albert_tf import AlbertConfig, AlbertPretrainer
 
     rows = []
     for name in names:

@@ -10,12 +10,11 @@ Flags keep the names of the original `run_pretraining.py` where it had them. A r
 SavedModel under `<output_dir>/export`.
 """
 
-import os
-import sys
 
 from absl import app, flags, logging
 
 from albert_tf import optimization, strategies, training
+from albert_tf.cli.entry_point import run_main
 
 # Its own FlagValues: data_prep's scripts define --input_file too, and one process may import both.
 FLAGS = flags.FlagValues()
@@ -119,25 +118,9 @@ def main(argv):
     print(summary, flush=True)
 
 
-def _parse_flags(argv):
-    if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
-        print(__doc__)
-        print(FLAGS.get_help())
-        sys.exit(0)
-    try:
-        remaining = FLAGS(argv)
-    except flags.Error as error:
-        print(f"error: {error} (see --help)", file=sys.stderr)
-        sys.exit(2)
-    # absl's own flags (logging) stay at their defaults, parsed so that logging does not complain.
-    flags.FLAGS([argv[0]])
-    return remaining
-
-
 def run():
     """Console-script entry point."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    app.run(main, flags_parser=_parse_flags)
+    run_main(main, FLAGS, __doc__)
 
 
 if __name__ == "__main__":

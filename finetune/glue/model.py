@@ -22,8 +22,9 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.encoder import AlbertEncoder, _as_config
+from albert_tf.encoder import AlbertEncoder
 from albert_tf.layers import common
+from albert_tf.model_base import AlbertConfigModel
 from albert_tf.training import CONFIG_FILE, load_init_checkpoint
 
 # The word-embedding table's path below the encoder, in checkpoints and SavedModels alike.
@@ -31,7 +32,7 @@ WORD_EMBEDDINGS = "embeddings/word_embeddings/embeddings"
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class GlueClassifier(keras.Model):
+class GlueClassifier(AlbertConfigModel):
     """An ALBERT encoder with the GLUE head: pooled output -> dropout -> dense.
 
     Args:
@@ -48,13 +49,14 @@ class GlueClassifier(keras.Model):
         >>> logits = classifier({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
     """
 
+    config_arguments = ("num_labels", "dropout_rate")
+
     def __init__(self, config: AlbertConfig | dict, num_labels: int, dropout_rate: float = 0.1, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(config, **kwargs)
         if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
             raise ValueError(f"num_labels must be a positive integer, got {num_labels!r}")
         if not 0.0 <= dropout_rate < 1.0:
             raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate!r}")
-        self.config = _as_config(config)
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
         self.encoder = AlbertEncoder(self.config, dtype=self.dtype_policy, name="encoder")
@@ -79,23 +81,6 @@ class GlueClassifier(keras.Model):
         pooled = self.encoder(inputs, training=training)["pooled_output"]
         logits = self.classifier(self.dropout(pooled, training=training))
         return tf.cast(logits, tf.float32)
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
-            "config": self.config.to_dict(),
-            "num_labels": self.num_labels,
-            "dropout_rate": self.dropout_rate,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
-        return cls(**config)
 
 
 def classifier_sums(logits, label_ids, weights, regression: bool) -> dict[str, tf.Tensor]:

@@ -1,0 +1,39 @@
+"""The README's main command stays true: run_demo.sh runs end to end (with few training steps)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+
+def test_readme_names_the_demo_and_the_test_command():
+    readme = (REPO_ROOT / "README.md").read_text()
+    setup = readme.split("## Set-up")[1].split("<!--")[0]
+    assert "./run_demo.sh" in setup and "python -m pytest -q" in setup
+    assert "python -m pytest -q" in (REPO_ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.slow
+def test_run_demo_end_to_end(tmp_path):
+    env = dict(os.environ, DEMO_STEPS="8", PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    result = subprocess.run(
+        [str(REPO_ROOT / "run_demo.sh"), str(tmp_path / "demo")],
+        env=env, capture_output=True, text=True, timeout=900,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    demo = tmp_path / "demo"
+    assert (demo / "vocab.model").is_file()
+    train = json.loads((demo / "records" / "train" / "pretraining_data.json").read_text())
+    assert train["counts"]["instances"] > 10_000
+    assert (demo / "export_pretrainer" / "saved_model.pb").is_file()
+    # Held-out accuracies were printed, and each [MASK] was filled with ranked candidates.
+    assert re.search(r"mlm_accuracy \d\.\d+", output) and re.search(r"sop_accuracy \d\.\d+", output)
+    filled = [line for line in output.splitlines() if line.startswith("-> ")]
+    assert len(filled) == 2 and all("[MASK]" not in line for line in filled)
+    assert len(re.findall(r"\[MASK\] 1: \S+ \d\.\d\d", output)) == 2

@@ -150,6 +150,11 @@ class _ReleasedUpdateRule:
         """Whether `variable` (one this optimizer was built on) skips decay and the trust ratio."""
         return self._excluded[self._get_variable_index(variable)]
 
+    def get_config(self):
+        config = super().get_config()
+        config.update(self._release_config())
+        return config
+
     def _apply_weight_decay(self, variables):
         # Keras's decoupled decay would shrink the weights outside the update; the release adds the
         # decay to the update instead (in update_step).
@@ -243,11 +248,6 @@ class Lamb(_ReleasedUpdateRule, keras.optimizers.Lamb):
         )
         self._init_release_rule(weight_decay_rate, excluded_patterns, clip_norm)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(self._release_config())
-        return config
-
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AdamWeightDecay(_ReleasedUpdateRule, keras.optimizers.AdamW):
@@ -280,11 +280,6 @@ class AdamWeightDecay(_ReleasedUpdateRule, keras.optimizers.AdamW):
             **kwargs,
         )
         self._init_release_rule(weight_decay_rate, excluded_patterns, clip_norm)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(self._release_config())
-        return config
 
 
 def create_optimizer(

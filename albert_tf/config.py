@@ -7,6 +7,8 @@ import json
 import os
 from typing import Any
 
+from albert_tf.validation import require_positive_ints
+
 SHARING_MODES = ("all", "attention", "ffn", "none")
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh", "swish", "silu")
 
@@ -70,10 +72,7 @@ class AlbertConfig:
             "num_hidden_groups",
             "inner_group_num",
         )
-        for name in positive:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"AlbertConfig.{name} must be a positive integer, got {value!r}")
+        require_positive_ints({name: getattr(self, name) for name in positive}, owner="AlbertConfig.")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:

@@ -10,6 +10,8 @@ from typing import Callable, Mapping
 
 import tensorflow as tf
 
+from albert_tf.validation import require_positive_ints
+
 
 def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, tf.io.FixedLenFeature]:
     """Masked-LM + sentence-order records (ALBERT.md §3).
@@ -17,7 +19,7 @@ def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int) 
     `next_sentence_labels` holds the SOP label (0 = original order, 1 = swapped); the name is the
     original's. `token_boundary` is 1 at [CLS], [SEP] and word-start pieces.
     """
-    _check_positive(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq)
+    require_positive_ints({"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq})
     sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
     predictions = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
     return {
@@ -34,7 +36,7 @@ def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int) 
 
 def classification_feature_spec(max_seq_length: int, regression: bool = False) -> dict[str, tf.io.FixedLenFeature]:
     """Sentence (pair) classification records; `label_ids` is a float32 score when `regression`."""
-    _check_positive(max_seq_length=max_seq_length)
+    require_positive_ints({"max_seq_length": max_seq_length})
     sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
     return {
         "input_ids": sequence,
@@ -43,12 +45,6 @@ def classification_feature_spec(max_seq_length: int, regression: bool = False) -
         "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
         "is_real_example": tf.io.FixedLenFeature([], tf.int64),
     }
-
-
-def _check_positive(**sizes: int) -> None:
-    for name, value in sizes.items():
-        if not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _length(feature: tf.io.FixedLenFeature) -> int:

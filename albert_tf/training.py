@@ -36,6 +36,7 @@ from tensorflow.core.framework import summary_pb2
 from albert_tf import optimization
 from albert_tf.config import AlbertConfig
 from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
+from albert_tf.validation import require_positive_ints
 
 MIXED_PRECISION_POLICIES = {"none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 CONFIG_FILE = "albert_config.json"
@@ -84,10 +85,7 @@ class PretrainingOptions:
         positive = ("train_batch_size", "eval_batch_size", "max_seq_length", "max_predictions_per_seq",
                     "num_train_steps", "save_checkpoints_steps", "keep_checkpoint_max",
                     "steps_per_loop", "grad_accum_steps")
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints({name: getattr(self, name) for name in positive})
         if not 0 <= self.num_warmup_steps <= self.num_train_steps:
             raise ValueError(
                 f"num_warmup_steps must be in [0, num_train_steps={self.num_train_steps}], "

@@ -34,6 +34,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import optimization, training
+from albert_tf.validation import require_positive_ints
 from albert_tf.config import AlbertConfig
 from finetune.glue import data
 from finetune.glue.model import GlueClassifier, classifier_sums
@@ -71,10 +72,7 @@ class FinetuneOptions:
     def __post_init__(self):
         positive = ("train_batch_size", "eval_batch_size", "max_seq_length", "num_train_steps",
                     "save_checkpoints_steps", "keep_checkpoint_max", "steps_per_loop")
-        for name in positive:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints({name: getattr(self, name) for name in positive})
         if not 0 <= self.num_warmup_steps <= self.num_train_steps:
             raise ValueError(f"num_warmup_steps must be in [0, num_train_steps={self.num_train_steps}], "
                              f"got {self.num_warmup_steps}")

@@ -98,3 +98,15 @@ def test_public_names_resolve_and_tensorflow_text_loads_lazily():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_sizes_refuse_bools_everywhere():
+    from albert_tf.features import pretraining_feature_spec
+    from albert_tf.training import PretrainingOptions
+
+    with pytest.raises(ValueError, match=r"AlbertConfig.vocab_size must be a positive integer, got True"):
+        AlbertConfig(vocab_size=True)
+    with pytest.raises(ValueError, match=r"^train_batch_size must be a positive integer, got True"):
+        PretrainingOptions(output_dir="/tmp/x", train_batch_size=True)
+    with pytest.raises(ValueError, match=r"max_predictions_per_seq must be a positive integer, got 0"):
+        pretraining_feature_spec(128, 0)

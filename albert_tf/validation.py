@@ -1,0 +1,16 @@
+"""Checks of user-given values shared by configs, options and feature specs."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+
+def require_positive_ints(values: Mapping[str, object], owner: str = "") -> None:
+    """Raises ValueError naming the first value that is not a positive integer.
+
+    `bool` is refused although Python counts it as an int: `True` is never a meant size.
+    `owner` prefixes the name in the message (e.g. "AlbertConfig." gives "AlbertConfig.vocab_size").
+    """
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{owner}{name} must be a positive integer, got {value!r}")

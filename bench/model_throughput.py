@@ -11,7 +11,7 @@ table shows medians, the ratio to the fastest peer, and achieved GFLOP/s of the 
 as a fraction of the measured float32 matmul peak on the same threads.
 
 Needs the bench extras: `pip install keras-hub==0.32.0` (torch and transformers come with [test]).
-Usage: python bench/model_throughput.py [--threads 2] [--repeats 7]
+Usage: python bench/model_throughput.py [--threads 2] [--repeats 7] [--forward_only] [--skip "HF PyTorch"]
 """
 
 import argparse
@@ -29,22 +29,28 @@ def parse_args():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--predictions", type=int, default=20)
     parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
+    parser.add_argument("--forward_only", action="store_true",
+                        help="time the forward rows only (many repeats of the short rows are cheap)")
     return parser.parse_args()
 
 
-ARGS = parse_args()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
-tf.config.threading.set_inter_op_parallelism_threads(1)
-
 import keras  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertPretrainer  # noqa: E402
+
+
+def set_threads(threads: int):
+    """The thread count of every system; call before TensorFlow runs its first op."""
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def encoder_flops(c: AlbertConfig, batch: int, length: int) -> float:
@@ -150,7 +156,6 @@ def hugging_face_system(c):
     import torch
     import transformers
 
-    torch.set_num_threads(ARGS.threads)
     config = transformers.AlbertConfig(
         vocab_size=c.vocab_size, embedding_size=c.embedding_size, hidden_size=c.hidden_size,
         num_hidden_layers=c.num_hidden_layers, num_hidden_groups=c.num_hidden_groups,
@@ -195,9 +200,26 @@ def block(result):
     return result
 
 
+def median_times(systems: dict, runs: dict, repeats: int) -> dict:
+    """Medians of `repeats` timings of every (run, system), interleaved so that noise hits all alike.
+
+    `runs` maps a row name to `(call, batch)`, where `call(system)` returns the function to time.
+    """
+    times = {(row, name): [] for row in runs for name in systems}
+    for _ in range(repeats):
+        for row, (call, batch) in runs.items():
+            for name, system in systems.items():
+                start = time.perf_counter()
+                block(call(system)(batch))
+                times[row, name].append(time.perf_counter() - start)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
 def main():
-    c = AlbertConfig.from_preset(ARGS.preset)
-    skip = set(filter(None, ARGS.skip.split(",")))
+    args = parse_args()
+    set_threads(args.threads)
+    c = AlbertConfig.from_preset(args.preset)
+    skip = set(filter(None, args.skip.split(",")))
     builders = {
         "albert_tf XLA": lambda: albert_tf_system(c, True),
         "albert_tf no-XLA": lambda: albert_tf_system(c, False),
@@ -206,39 +228,35 @@ def main():
         "HF PyTorch": lambda: hugging_face_system(c),
     }
     systems = {name: build() for name, build in builders.items() if name not in skip}
-    b1 = random_batch(c, 1, ARGS.seq_length, ARGS.predictions)
-    b8 = random_batch(c, ARGS.batch, ARGS.seq_length, ARGS.predictions)
+    b1 = random_batch(c, 1, args.seq_length, args.predictions)
+    b8 = random_batch(c, args.batch, args.seq_length, args.predictions)
     rows = {
-        f"forward 1x{ARGS.seq_length} (s)": (lambda s: s[0], b1, encoder_flops(c, 1, ARGS.seq_length)),
-        f"forward {ARGS.batch}x{ARGS.seq_length} (s)": (lambda s: s[0], b8, encoder_flops(c, ARGS.batch, ARGS.seq_length)),
-        f"train step {ARGS.batch}x{ARGS.seq_length}, {ARGS.predictions} masked (s)": (
+        f"forward 1x{args.seq_length} (s)": (lambda s: s[0], b1, encoder_flops(c, 1, args.seq_length)),
+        f"forward {args.batch}x{args.seq_length} (s)": (lambda s: s[0], b8, encoder_flops(c, args.batch, args.seq_length)),
+        f"train step {args.batch}x{args.seq_length}, {args.predictions} masked (s)": (
             lambda s: s[1], b8,
-            3 * (encoder_flops(c, ARGS.batch, ARGS.seq_length) + heads_flops(c, ARGS.batch, ARGS.predictions)),
+            3 * (encoder_flops(c, args.batch, args.seq_length) + heads_flops(c, args.batch, args.predictions)),
         ),
     }
+    if args.forward_only:
+        rows = {name: row for name, row in rows.items() if name.startswith("forward")}
     for name, system in systems.items():  # compile and warm up everything before timing
         for pick, batch, _ in rows.values():
             for _ in range(2):
                 block(pick(system)(batch))
         print(f"warmed up {name}", flush=True)
 
-    times = {(row, name): [] for row in rows for name in systems}
-    for _ in range(ARGS.repeats):
-        for row, (pick, batch, _) in rows.items():
-            for name, system in systems.items():
-                start = time.perf_counter()
-                block(pick(system)(batch))
-                times[row, name].append(time.perf_counter() - start)
-    peak = matmul_peak_gflops(ARGS.threads)
+    med_all = median_times(systems, {row: (pick, batch) for row, (pick, batch, _) in rows.items()}, args.repeats)
+    peak = matmul_peak_gflops(args.threads)
 
-    print(f"\n{ARGS.preset}, {ARGS.threads} threads, median of {ARGS.repeats} interleaved repeats; "
+    print(f"\n{args.preset}, {args.threads} threads, median of {args.repeats} interleaved repeats; "
           f"float32 matmul peak {peak:.0f} GFLOP/s (2048^3, XLA)\n")
     names = list(systems)
     header = ["row", *names, "ours / fastest peer", "ours GFLOP/s (% of peak)"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row, (_, _, flops) in rows.items():
-        med = {n: statistics.median(times[row, n]) for n in names}
+        med = {n: med_all[row, n] for n in names}
         ours = med["albert_tf XLA"]
         peers = [med[n] for n in names if not n.startswith("albert_tf")]
         ratio = f"{ours / min(peers):.2f}" if peers else "-"

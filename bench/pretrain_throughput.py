@@ -1,23 +1,34 @@
-"""Pretraining throughput of the training loop (albert_tf.training), with and without XLA.
+"""Pretraining throughput of the training loop (albert_tf.training), side by side with the peers.
 
-    python bench/pretrain_throughput.py --preset albert_base_v2 --batch 8 --seq 128 --steps 20 \\
-        [--input_file 'out/train/*.tfrecord']
+    python bench/pretrain_throughput.py [--preset albert_base_v2] [--batch 8] [--seq 128] \\
+        [--repeats 5] [--input_file 'out/train/*.tfrecord']
 
-Times whole updates (forward, backward, LAMB, under the one-device strategy) after a warm-up
-loop, on synthetic batches so that only the step is measured; with --input_file it also times the
-tf.data reader alone, to check that the input pipeline outruns the step. Prints a table and the
-peak resident memory of the process.
+Rows, all albert base with random weights at batch 8 x 128 with 20 masked positions, 2 threads:
+  albert_tf loop, XLA on and off: one whole update of `Pretraining.train_steps` (forward, backward,
+      LAMB with its exclusions, clipping, under the one-device strategy) on a synthetic batch;
+  the peers' train steps from bench/model_throughput.py: keras-hub's AlbertBackbone with an MLM and
+      a 2-way head (XLA on and off) and Hugging Face's PyTorch AlbertForPreTraining, each with Adam.
+Timings are interleaved, one update of every system per repeat, and the medians reported.
+With --input_file it also times the tf.data reader alone (goal: at least 10x what a step consumes).
+Peak memory: the resident peak of a separate process that only runs our loop (XLA on) for a few
+updates, so the peers' memory is not counted.
 """
 
 import argparse
+import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 
-import tensorflow as tf
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from albert_tf import strategies, training
-from albert_tf.config import AlbertConfig
+import model_throughput  # noqa: E402  (sets the TF environment before TensorFlow is imported)
+import tensorflow as tf  # noqa: E402
+
+from albert_tf import strategies, training  # noqa: E402
+from albert_tf.config import AlbertConfig  # noqa: E402
 
 
 def synthetic_dataset_fn(seq, predictions, vocab_size):
@@ -36,7 +47,8 @@ def synthetic_dataset_fn(seq, predictions, vocab_size):
     return fn
 
 
-def time_steps(config, args, jit_compile):
+def loop_system(config, args, jit_compile):
+    """A function of one (ignored) batch that runs one update of our loop and returns its loss."""
     options = training.PretrainingOptions(
         output_dir=tempfile.mkdtemp(), train_batch_size=args.batch, max_seq_length=args.seq,
         max_predictions_per_seq=args.predictions, num_train_steps=10**6, num_warmup_steps=0,
@@ -46,9 +58,7 @@ def time_steps(config, args, jit_compile):
     iterator = iter(run.distribute(synthetic_dataset_fn(args.seq, args.predictions, config.vocab_size),
                                    run.per_replica_batch))
     run.train_steps(iterator, 2)  # trace and compile
-    began = time.perf_counter()
-    run.train_steps(iterator, args.steps)
-    return args.steps / (time.perf_counter() - began)
+    return lambda batch: tf.constant(run.train_steps(iterator, 1)["loss"])
 
 
 def time_input(args):
@@ -65,32 +75,70 @@ def time_input(args):
     return batches * args.batch / (time.perf_counter() - began)
 
 
+def peak_memory_of_our_run(args) -> float:
+    """MiB: the resident peak of a child process running only our loop with XLA."""
+    command = [sys.executable, os.path.abspath(__file__), "--memory_child", f"--preset={args.preset}",
+               f"--batch={args.batch}", f"--seq={args.seq}", f"--predictions={args.predictions}",
+               f"--threads={args.threads}", f"--mixed_precision={args.mixed_precision}"]
+    subprocess.run(command, check=True)
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="albert_base_v2")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--predictions", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--mixed_precision", default="none", choices=list(training.MIXED_PRECISION_POLICIES))
+    parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
     parser.add_argument("--input_file", default=None)
+    parser.add_argument("--memory_child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    model_throughput.set_threads(args.threads)
     config = AlbertConfig.from_preset(args.preset)
 
-    rows = []
-    for jit in (False, True):
-        steps_per_second = time_steps(config, args, jit)
-        rows.append((f"{args.preset} step, XLA {'on' if jit else 'off'}", steps_per_second,
-                     steps_per_second * args.batch))
+    if args.memory_child:
+        step = loop_system(config, args, jit_compile=True)
+        for _ in range(3):
+            step(None).numpy()
+        return
+
+    peak = peak_memory_of_our_run(args)
+    builders = {
+        "albert_tf loop XLA": lambda: loop_system(config, args, True),
+        "albert_tf loop no-XLA": lambda: loop_system(config, args, False),
+        "keras-hub XLA": lambda: model_throughput.keras_hub_system(config, True)[1],
+        "keras-hub no-XLA": lambda: model_throughput.keras_hub_system(config, False)[1],
+        "HF PyTorch": lambda: model_throughput.hugging_face_system(config)[1],
+    }
+    skip = set(filter(None, args.skip.split(",")))
+    systems = {name: build() for name, build in builders.items() if name not in skip}
+    batch = model_throughput.random_batch(config, args.batch, args.seq, args.predictions)
+    for name, step in systems.items():  # compile and warm up before timing
+        for _ in range(2):
+            model_throughput.block(step(batch))
+    row = f"update {args.batch}x{args.seq}, {args.predictions} masked"
+    medians = model_throughput.median_times(systems, {row: (lambda step: step, batch)}, args.repeats)
+
+    print(f"\n{args.preset}, {args.mixed_precision} precision, {args.threads} threads, "
+          f"median of {args.repeats} interleaved repeats")
+    print("| system | s/update | updates/s | examples/s |")
+    print("|---|---|---|---|")
+    for name in systems:
+        seconds = medians[row, name]
+        print(f"| {name} | {seconds:.3f} | {1 / seconds:.3f} | {args.batch / seconds:.2f} |")
+    peers = [medians[row, n] for n in systems if not n.startswith("albert_tf")]
+    if "albert_tf loop XLA" in systems and peers:
+        print(f"ours (loop, XLA) / fastest peer: {medians[row, 'albert_tf loop XLA'] / min(peers):.2f} (time)")
     if args.input_file:
         examples = time_input(args)
-        rows.append(("input pipeline alone", examples / args.batch, examples))
-    print(f"batch {args.batch} x {args.seq}, {args.mixed_precision} precision, {tf.config.threading.get_intra_op_parallelism_threads() or 'all'} threads")
-    print(f"{'what':<40} {'steps/s':>10} {'examples/s':>12}")
-    for name, steps, examples in rows:
-        print(f"{name:<40} {steps:>10.2f} {examples:>12.1f}")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak resident memory: {peak:.0f} MiB")
+        consumed = args.batch / medians[row, "albert_tf loop XLA"] if "albert_tf loop XLA" in systems else None
+        ratio = f", {examples / consumed:,.0f}x what the XLA loop consumes" if consumed else ""
+        print(f"input pipeline alone: {examples:,.0f} examples/s{ratio}")
+    print(f"peak resident memory of our loop alone (XLA, separate process): {peak:.0f} MiB")
 
 
 if __name__ == "__main__":

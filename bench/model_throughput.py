@@ -204,13 +204,18 @@ def median_times(systems: dict, runs: dict, repeats: int) -> dict:
     """Medians of `repeats` timings of every (run, system), interleaved so that noise hits all alike.
 
     `runs` maps a row name to `(call, batch)`, where `call(system)` returns the function to time.
+    The order of the systems rotates from one repeat to the next: whoever runs right after
+    PyTorch shares the CPU with its OpenMP threads, which keep spinning for a while after their
+    work, and a fixed order would hand that penalty to the same system every time.
     """
-    times = {(row, name): [] for row in runs for name in systems}
-    for _ in range(repeats):
+    names = list(systems)
+    times = {(row, name): [] for row in runs for name in names}
+    for repeat in range(repeats):
+        order = names[repeat % len(names):] + names[:repeat % len(names)]
         for row, (call, batch) in runs.items():
-            for name, system in systems.items():
+            for name in order:
                 start = time.perf_counter()
-                block(call(system)(batch))
+                block(call(systems[name])(batch))
                 times[row, name].append(time.perf_counter() - start)
     return {key: statistics.median(values) for key, values in times.items()}
 

@@ -1,4 +1,5 @@
-"""The one pretraining loop: the same code under TPU, mirrored, multi-worker and one-device strategies.
+"""The one training loop, for pretraining and fine-tuning alike, under TPU, mirrored, multi-worker
+and one-device strategies; and pretraining on it.
 
 `model.fit` fails under MultiWorkerMirroredStrategy with Keras 3 (see STYLE.md), so this is a
 custom loop: `strategy.run` inside a `tf.function` that runs `steps_per_loop` steps per call, the
@@ -6,9 +7,15 @@ dataset built once per input context with the per-replica batch, and the losses 
 whole global batch so that the gradients summed across replicas are those of the global batch:
 the trajectory does not depend on how many replicas (or accumulated micro-batches) share a batch.
 
-Checkpoints (model, optimizer, step) are written every `save_checkpoints_steps`; a rerun with the
-same `output_dir` resumes from the latest one, and skips the batches the checkpointed steps
-consumed so that it sees the data an uninterrupted run would have seen.
+`TrainingLoop` holds what every run needs (strategy, schedule, model and optimizer, checkpoints,
+the compiled loop) and `run_loop` drives it from Python; a task supplies only its model, its loss
+and its metric names. `Pretraining` and `pretrain()` are the pretraining task;
+finetune/glue/trainer.py is fine-tuning.
+
+Checkpoints (model, optimizer, step and dropout's seed states) are written every
+`save_checkpoints_steps`; a rerun with the same `output_dir` resumes from the latest one, and
+skips the batches the checkpointed steps consumed so that it sees the data, and draws the dropout
+masks, that an uninterrupted run would have.
 
 Example:
     >>> options = PretrainingOptions(output_dir="/tmp/albert", input_file="data/*.tfrecord",
@@ -21,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -48,8 +56,39 @@ _WEIGHT_EPSILON = 1e-5
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
 
 
+class TrainingOptions:
+    """The checks of the fields that `TrainingLoop` and `run_loop` read, shared by the options of
+    every task.
+
+    Subclasses are frozen dataclasses that declare these fields with their task's defaults and add
+    their own: `output_dir`, `train_batch_size` and `eval_batch_size` (global batches),
+    `max_seq_length`, `learning_rate`, `num_train_steps`, `num_warmup_steps`, `weight_decay`,
+    `save_checkpoints_steps`, `keep_checkpoint_max`, `steps_per_loop`, `mixed_precision`,
+    `jit_compile`, `seed`, `progress_bar`, and optionally `grad_accum_steps`.
+    """
+
+    grad_accum_steps = 1  # for tasks whose options do not declare gradient accumulation
+    _positive = ("train_batch_size", "eval_batch_size", "max_seq_length", "num_train_steps",
+                 "save_checkpoints_steps", "keep_checkpoint_max", "steps_per_loop", "grad_accum_steps")
+
+    def __post_init__(self):
+        require_positive_ints({name: getattr(self, name) for name in self._positive})
+        if not 0 <= self.num_warmup_steps <= self.num_train_steps:
+            raise ValueError(
+                f"num_warmup_steps must be in [0, num_train_steps={self.num_train_steps}], "
+                f"got {self.num_warmup_steps}"
+            )
+        if self.mixed_precision not in MIXED_PRECISION_POLICIES:
+            raise ValueError(
+                f"mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}, "
+                f"got {self.mixed_precision!r}"
+            )
+        if not self.output_dir:
+            raise ValueError("output_dir must be given")
+
+
 @dataclasses.dataclass(frozen=True)
-class PretrainingOptions:
+class PretrainingOptions(TrainingOptions):
     """How to pretrain; the defaults are the paper's run (ALBERT.md §4) except `steps_per_loop`.
 
     `train_batch_size` is the global batch of one update: it is split across replicas, and each
@@ -81,27 +120,14 @@ class PretrainingOptions:
     seed: int = 12345
     progress_bar: bool = False
 
+    _positive = TrainingOptions._positive + ("max_predictions_per_seq",)
+
     def __post_init__(self):
-        positive = ("train_batch_size", "eval_batch_size", "max_seq_length", "max_predictions_per_seq",
-                    "num_train_steps", "save_checkpoints_steps", "keep_checkpoint_max",
-                    "steps_per_loop", "grad_accum_steps")
-        require_positive_ints({name: getattr(self, name) for name in positive})
-        if not 0 <= self.num_warmup_steps <= self.num_train_steps:
-            raise ValueError(
-                f"num_warmup_steps must be in [0, num_train_steps={self.num_train_steps}], "
-                f"got {self.num_warmup_steps}"
-            )
-        if self.mixed_precision not in MIXED_PRECISION_POLICIES:
-            raise ValueError(
-                f"mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}, "
-                f"got {self.mixed_precision!r}"
-            )
+        super().__post_init__()
         if self.optimizer not in optimization.OPTIMIZERS:
             raise ValueError(
                 f"optimizer must be one of {', '.join(optimization.OPTIMIZERS)}, got {self.optimizer!r}"
             )
-        if not self.output_dir:
-            raise ValueError("output_dir must be given")
 
 
 def expand_globs(patterns: str, flag: str = "input_file") -> list[str]:
@@ -154,17 +180,6 @@ def replica_batch_size(global_batch_size: int, num_replicas: int, grad_accum_ste
             f"replicas) is not divisible by grad_accum_steps={grad_accum_steps}"
         )
     return per_replica
-
-
-def _is_chief(strategy) -> bool:
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.cluster_spec().as_dict():
-        return True
-    task_type, task_id = resolver.task_type, resolver.task_id
-    if task_type == "chief":
-        return True
-    has_chief = "chief" in resolver.cluster_spec().as_dict()
-    return task_type == "worker" and task_id == 0 and not has_chief
 
 
 def _worker_id(strategy) -> int:
@@ -276,13 +291,35 @@ def _mixed_precision_policy(name: str):
     return keras.DTypePolicy(policy) if policy else None
 
 
-class Pretraining:
-    """The state of one pretraining run: model, optimizer, checkpoints and the compiled steps.
+class TrainingLoop:
+    """The state of one training run: model, optimizer, checkpoints and the compiled loop.
 
-    `pretrain()` drives it; tests use it directly to run single loops and inspect the weights.
+    It owns everything that pretraining and fine-tuning do alike: the per-replica batch, the
+    learning-rate schedule, the seed, the model and optimizer built under the strategy's scope
+    (with fp16 loss scaling), the checkpoint and its manager, resumption, the distributed input and
+    the compiled loop of `steps_per_loop` updates. A task subclasses it and supplies:
+
+    - `_create_model(dtype)`: the Keras model (called under the strategy's scope);
+    - `_loss_parts(batch, denominators)`: this replica's (micro-)batch share of each metric of the
+      global batch, as a dict; `_total_loss(parts)` is the loss to minimise (`parts["loss"]`
+      unless overridden);
+    - `metric_names`: the parts (and "loss") that `train_steps` reports, averaged over its steps;
+    - where needed, `_denominators(ctx, batch)` for normalisers that need every replica's batch
+      (an all-reduce), `_initializer()` for a fresh run's default starting weights and
+      `_check_output_dir()` for more than the config to record in output_dir.
+
+    `run_loop` drives it; tests and benchmarks call `train_steps` directly.
+
+    Args:
+        config: the model's AlbertConfig, recorded in (and checked against) `output_dir`.
+        options: a `TrainingOptions` subclass.
+        strategy: a tf.distribute strategy; None for the default one.
+        optimizer_name: one of `albert_tf.optimization.OPTIMIZERS`.
     """
 
-    def __init__(self, config: AlbertConfig, options: PretrainingOptions, strategy=None):
+    metric_names: tuple[str, ...] = ("loss",)
+
+    def __init__(self, config: AlbertConfig, options: TrainingOptions, strategy=None, *, optimizer_name: str):
         self.config = config
         self.options = options
         self.strategy = strategy or tf.distribute.get_strategy()
@@ -290,30 +327,36 @@ class Pretraining:
         self.per_replica_batch = replica_batch_size(
             options.train_batch_size, self.num_replicas, options.grad_accum_steps
         )
-        self.is_chief = _is_chief(self.strategy)
+        # The strategy's own answer: True on the one worker whose checkpoints and summaries are
+        # kept (the chief, or worker 0 where there is none), and on every single-worker strategy.
+        self.is_chief = self.strategy.extended.should_checkpoint
         self.schedule = optimization.WarmupPolynomialDecay(
             options.learning_rate, options.num_train_steps, options.num_warmup_steps
         )
-        check_output_dir(options.output_dir, config, write=self.is_chief)
+        self._check_output_dir()
 
         keras.utils.set_random_seed(options.seed)
         with self.strategy.scope():
-            self.model = AlbertPretrainer(config, dtype=_mixed_precision_policy(options.mixed_precision))
+            self.model = self._create_model(_mixed_precision_policy(options.mixed_precision))
             self.model.build()
-            optimizer = optimization.create_optimizer(
-                options.optimizer,
+            self.optimizer = optimization.create_optimizer(
+                optimizer_name,
                 options.learning_rate,
                 num_train_steps=options.num_train_steps,
                 num_warmup_steps=options.num_warmup_steps,
                 weight_decay=options.weight_decay,
             )
             if options.mixed_precision == "fp16":
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            self.optimizer = optimizer
+                self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
             self.optimizer.build(self.model.trainable_variables)
             self.step = self.optimizer.iterations
+        weights = model_weights(self.model)
+        # Dropout's seed-generator states too: a resumed run then draws the masks that the
+        # uninterrupted run would have drawn, and ends on the same weights.
+        in_weights = {id(v) for v in weights.values()}
+        self._seed_states = [v for v in self.model.variables if id(v) not in in_weights]
         self.checkpoint = tf.train.Checkpoint(
-            model=model_weights(self.model), optimizer=self.optimizer, step=self.step
+            model=weights, rng=self._seed_states, optimizer=self.optimizer, step=self.step
         )
         directory, keep = options.output_dir, options.keep_checkpoint_max
         if not self.is_chief:
@@ -325,8 +368,34 @@ class Pretraining:
             self.checkpoint, directory, max_to_keep=keep, checkpoint_name="ckpt"
         )
         self._train_loop = tf.function(self._train_loop_fn)
-        self._eval_step = tf.function(self._eval_step_fn)
         self._grad_fn = tf.function(self._grad_fn_impl, jit_compile=options.jit_compile)
+
+    # ---- what a task supplies ----------------------------------------------------------------
+
+    def _create_model(self, dtype) -> keras.Model:
+        raise NotImplementedError
+
+    def _check_output_dir(self):
+        """Refuses an output_dir holding another run's checkpoints; records this run's config."""
+        check_output_dir(self.options.output_dir, self.config, write=self.is_chief)
+
+    def _initializer(self) -> Optional[Callable[[keras.Model], str]]:
+        """What loads a fresh run's starting weights by default; None: the seed's."""
+        return None
+
+    def _denominators(self, ctx, batch) -> dict:
+        return {}
+
+    def _loss_parts(self, batch, denominators: dict) -> dict:
+        raise NotImplementedError
+
+    def _total_loss(self, parts: dict):
+        return parts["loss"]
+
+    @property
+    def progress_metrics(self) -> tuple[str, ...]:
+        """The metrics the progress bar shows."""
+        return self.metric_names
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -334,16 +403,25 @@ class Pretraining:
     def current_step(self) -> int:
         return int(self.step.numpy())
 
-    def restore_or_initialize(self) -> int:
-        """Resumes from the latest checkpoint in output_dir, else loads init_checkpoint if given."""
+    def restore_or_initialize(self, initialize: Optional[Callable[[keras.Model], str]] = None) -> int:
+        """Resumes from the latest checkpoint in output_dir, else calls `initialize(model)` (by
+        default the task's own initializer), which loads starting weights and returns where from.
+        Returns the step reached."""
+        initialize = initialize or self._initializer()
         latest = tf.train.latest_checkpoint(self.options.output_dir)
-        if latest:
-            self.checkpoint.restore(latest).assert_consumed()
-            logging.info("resumed from %s at step %d", latest, self.current_step)
-            if self.options.init_checkpoint:
-                logging.info("init_checkpoint %s ignored: resuming instead", self.options.init_checkpoint)
-        elif self.options.init_checkpoint:
-            load_init_checkpoint(self.model, self.options.init_checkpoint)
+        if latest is None:
+            if initialize is not None:
+                logging.info("initialised from %s", initialize(self.model))
+            return self.current_step
+        checkpoint = self.checkpoint
+        if self._seed_states and not any(name.startswith("rng/") for name, _ in tf.train.list_variables(latest)):
+            logging.warning("%s holds no dropout seed states (written by an older version): the "
+                            "resumed run draws other dropout masks than an uninterrupted one", latest)
+            checkpoint = tf.train.Checkpoint(model=self.checkpoint.model, optimizer=self.optimizer, step=self.step)
+        checkpoint.restore(latest).assert_consumed()
+        logging.info("resumed from %s at step %d", latest, self.current_step)
+        if initialize is not None:
+            logging.info("starting weights not loaded: resuming instead")
         return self.current_step
 
     def save(self) -> str:
@@ -352,61 +430,50 @@ class Pretraining:
 
     # ---- input -------------------------------------------------------------------------------
 
-    def distribute(self, dataset_fn: DatasetFn, batch_size: int, skip_batches: int = 0):
-        """Builds `dataset_fn(input_context, per_replica_batch)` once per input pipeline."""
+    def distribute(self, dataset_fn: DatasetFn, batch_size: int, skip_steps: int = 0):
+        """Builds `dataset_fn(input_context, batch_size)` once per input pipeline, `batch_size`
+        being per replica; drops what the first `skip_steps` updates consumed."""
 
         def fn(input_context):
             dataset = dataset_fn(input_context, batch_size)
             # Each step consumes one per-replica batch: skipping the consumed ones puts a resumed
             # run on the data the interrupted one would have read next.
-            return dataset.skip(skip_batches) if skip_batches else dataset
+            return dataset.skip(skip_steps) if skip_steps else dataset
 
         return self.strategy.distribute_datasets_from_function(fn)
 
     # ---- steps -------------------------------------------------------------------------------
 
-    def _grad_fn_impl(self, features, global_weight, global_examples):
-        variables = self.model.trainable_variables
+    def _grad_fn_impl(self, batch, denominators):
         fp16 = self.options.mixed_precision == "fp16"
 
         def loss_fn(micro):
-            outputs = self.model(micro, training=True)
-            sums = pretraining_sums(micro, outputs["mlm_logits"], outputs["sop_logits"])
             # Normalised by the global batch: the sum over replicas and micro-batches is its loss.
-            parts = {
-                "mlm_loss": sums["mlm_ce"] / global_weight,
-                "sop_loss": sums["sop_ce"] / global_examples,
-                "mlm_accuracy": sums["mlm_hits"] / global_weight,
-                "sop_accuracy": sums["sop_hits"] / global_examples,
-            }
-            loss = parts["mlm_loss"] + parts["sop_loss"]
+            parts = self._loss_parts(micro, denominators)
+            loss = self._total_loss(parts)
             return (self.optimizer.scale_loss(loss) if fp16 else loss), parts
 
         grads, _, parts = optimization.accumulate_gradients(
-            loss_fn, variables, features, self.options.grad_accum_steps
+            loss_fn, self.model.trainable_variables, batch, self.options.grad_accum_steps
         )
         return grads, parts
 
-    def _replica_step(self, features):
+    def _replica_step(self, batch):
         ctx = tf.distribute.get_replica_context()
-        weights = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
-        global_weight = ctx.all_reduce(tf.distribute.ReduceOp.SUM, weights) + _WEIGHT_EPSILON
-        global_examples = tf.constant(float(self.options.train_batch_size))
-        grads, parts = self._grad_fn(features, global_weight, global_examples)
+        grads, parts = self._grad_fn(batch, self._denominators(ctx, batch))
         if self.options.mixed_precision == "fp16":
             grads = _share_overflow(ctx, grads)
         # The optimizer sums the gradients across replicas, then clips their global norm.
         self.optimizer.apply(grads, self.model.trainable_variables)
-        parts["loss"] = parts["mlm_loss"] + parts["sop_loss"]
-        return parts
+        return {**parts, "loss": self._total_loss(parts)}
 
     def _train_loop_fn(self, iterator, num_steps):
-        totals = {k: tf.constant(0.0) for k in TRAIN_METRICS}
+        totals = {k: tf.constant(0.0) for k in self.metric_names}
         for _ in tf.range(num_steps):
             parts = self.strategy.run(self._replica_step, args=(next(iterator),))
             totals = {
                 k: totals[k] + self.strategy.reduce(tf.distribute.ReduceOp.SUM, parts[k], axis=None)
-                for k in TRAIN_METRICS
+                for k in self.metric_names
             }
         return {k: v / tf.cast(num_steps, tf.float32) for k, v in totals.items()}
 
@@ -415,49 +482,8 @@ class Pretraining:
         metrics = self._train_loop(iterator, tf.constant(num_steps, tf.int32))
         return {k: float(v) for k, v in metrics.items()}
 
-    def _eval_replica(self, features):
-        outputs = self.model(features, training=False)
-        return pretraining_sums(features, outputs["mlm_logits"], outputs["sop_logits"])
-
-    def _eval_step_fn(self, features):
-        sums = self.strategy.run(self._eval_replica, args=(features,))
-        return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in sums.items()}
-
-    def evaluate(self, dataset) -> dict[str, float]:
-        """Masked-LM and SOP loss and accuracy over `dataset` (a distributed dataset)."""
-        totals = None
-        for i, features in enumerate(dataset):
-            if self.options.max_eval_steps and i >= self.options.max_eval_steps:
-                break
-            sums = {k: float(v) for k, v in self._eval_step(features).items()}
-            totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
-        if not totals:
-            raise ValueError("the eval input holds no complete batch")
-        metrics = {k: float(v) for k, v in losses_from_sums(totals).items()}
-        metrics["examples"] = totals["examples"]
-        return metrics
-
     def learning_rate_at(self, step: int) -> float:
         return float(self.schedule(step))
-
-
-def file_dataset_fn(files: list[str], options: PretrainingOptions, is_training: bool) -> DatasetFn:
-    """A `DatasetFn` reading pretraining TFRecords with albert_tf.datasets."""
-    from albert_tf.datasets import pretraining_dataset
-
-    def fn(input_context, batch_size):
-        return pretraining_dataset(
-            files,
-            batch_size=batch_size,
-            max_seq_length=options.max_seq_length,
-            max_predictions_per_seq=options.max_predictions_per_seq,
-            is_training=is_training,
-            input_context=input_context,
-            seed=options.seed,
-            deterministic=True,
-        )
-
-    return fn
 
 
 # TensorBoard's scalar plugin metadata, written by hand: tf.summary.scalar lives in the tensorboard
@@ -481,15 +507,170 @@ def summary_writer(options, is_chief, name):
     return tf.summary.create_file_writer(os.path.join(options.output_dir, name))
 
 
-# The names finetune/glue/trainer.py first used.
-_summary_writer = summary_writer
-_write_scalars = write_scalars
-
-
 def format_metrics(metrics: dict[str, float]) -> str:
     return " ".join(
         f"{k} {v:.4f}" if k != "examples_per_second" else f"{v:.1f} ex/s" for k, v in metrics.items()
     )
+
+
+def run_loop(
+    run: TrainingLoop,
+    dataset_fn: DatasetFn,
+    evaluate: Optional[Callable[[], dict]] = None,
+    eval_every_steps: Optional[int] = None,
+) -> dict:
+    """Trains `run` from its current step to `num_train_steps` on `dataset_fn`'s batches.
+
+    Each compiled call runs up to `steps_per_loop` updates and stops at the next checkpoint (every
+    `save_checkpoints_steps`, and the last step) and evaluation. After each call: a non-finite
+    loss is an error; the metrics, learning rate and examples/s go to TensorBoard
+    (`<output_dir>/train`), the log and the progress bar (with `progress_bar`, on the chief).
+    `evaluate()`, if given, returns metrics (written to `<output_dir>/eval`) every
+    `eval_every_steps` (None: at every checkpoint) and at the end.
+
+    Returns a dict with `step`, `train` (the last call's metrics), `eval` (the last evaluation, or
+    None), `resumed_from` (the step started from, or None from 0) and `examples_per_second` (the
+    steady rate: the first call, which traces and compiles, is left out when others ran; None if
+    nothing ran).
+    """
+    options = run.options
+    total, save_every = options.num_train_steps, options.save_checkpoints_steps
+    eval_every = eval_every_steps or save_every
+    start = run.current_step
+    iterator = iter(run.distribute(dataset_fn, run.per_replica_batch, skip_steps=start))
+    train_writer = summary_writer(options, run.is_chief, "train")
+    eval_writer = summary_writer(options, run.is_chief, "eval") if evaluate is not None else None
+    progress = None
+    if options.progress_bar and run.is_chief:
+        from tqdm import tqdm
+
+        progress = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True)
+
+    step, metrics, eval_metrics, rates = start, {}, None, []
+    while step < total:
+        boundaries = [total - step, save_every - step % save_every]
+        if evaluate is not None:
+            boundaries.append(eval_every - step % eval_every)
+        num_steps = min(options.steps_per_loop, *boundaries)
+        began = time.perf_counter()
+        metrics = run.train_steps(iterator, num_steps)
+        elapsed = time.perf_counter() - began
+        step = run.current_step
+        if not np.isfinite(metrics["loss"]):
+            raise FloatingPointError(f"loss is {metrics['loss']} at step {step}")
+        metrics["learning_rate"] = run.learning_rate_at(step - 1)
+        metrics["examples_per_second"] = num_steps * options.train_batch_size / elapsed
+        rates.append((num_steps, elapsed))
+        write_scalars(train_writer, metrics, step)
+        if progress is not None:
+            progress.update(num_steps)
+            progress.set_postfix_str(format_metrics({k: metrics[k] for k in run.progress_metrics}))
+        logging.info("step %d/%d %s", step, total, format_metrics(metrics))
+
+        if step % save_every == 0 or step == total:
+            logging.info("saved %s", run.save())
+        if evaluate is not None and (step % eval_every == 0 or step == total):
+            eval_metrics = evaluate()
+            write_scalars(eval_writer, eval_metrics, step)
+            logging.info("eval at step %d: %s", step, format_metrics(eval_metrics))
+    if progress is not None:
+        progress.close()
+    for writer in (train_writer, eval_writer):
+        if writer is not None:
+            writer.flush()
+    if not run.is_chief:
+        shutil.rmtree(os.path.join(options.output_dir, ".workers"), ignore_errors=True)
+
+    steady = rates[1:] or rates
+    rate = sum(n for n, _ in steady) * options.train_batch_size / sum(t for _, t in steady) if steady else None
+    return {"step": step, "train": metrics, "eval": eval_metrics, "resumed_from": start or None,
+            "examples_per_second": rate}
+
+
+class Pretraining(TrainingLoop):
+    """One pretraining run: an `AlbertPretrainer` trained on masked-LM plus sentence-order loss.
+
+    `pretrain()` drives it; tests use it directly to run single loops and inspect the weights.
+    """
+
+    metric_names = TRAIN_METRICS
+    progress_metrics = ("loss", "mlm_accuracy", "sop_accuracy")
+
+    def __init__(self, config: AlbertConfig, options: PretrainingOptions, strategy=None):
+        super().__init__(config, options, strategy, optimizer_name=options.optimizer)
+        self._eval_step = tf.function(self._eval_step_fn)
+
+    def _create_model(self, dtype):
+        return AlbertPretrainer(self.config, dtype=dtype)
+
+    def _initializer(self):
+        path = self.options.init_checkpoint
+        return (lambda model: load_init_checkpoint(model, path)) if path else None
+
+    # ---- steps -------------------------------------------------------------------------------
+
+    def _denominators(self, ctx, features):
+        weights = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
+        return {
+            "weight": ctx.all_reduce(tf.distribute.ReduceOp.SUM, weights) + _WEIGHT_EPSILON,
+            "examples": tf.constant(float(self.options.train_batch_size)),
+        }
+
+    def _loss_parts(self, features, denominators):
+        outputs = self.model(features, training=True)
+        sums = pretraining_sums(features, outputs["mlm_logits"], outputs["sop_logits"])
+        return {
+            "mlm_loss": sums["mlm_ce"] / denominators["weight"],
+            "sop_loss": sums["sop_ce"] / denominators["examples"],
+            "mlm_accuracy": sums["mlm_hits"] / denominators["weight"],
+            "sop_accuracy": sums["sop_hits"] / denominators["examples"],
+        }
+
+    def _total_loss(self, parts):
+        return parts["mlm_loss"] + parts["sop_loss"]
+
+    # ---- evaluation --------------------------------------------------------------------------
+
+    def _eval_replica(self, features):
+        outputs = self.model(features, training=False)
+        return pretraining_sums(features, outputs["mlm_logits"], outputs["sop_logits"])
+
+    def _eval_step_fn(self, features):
+        sums = self.strategy.run(self._eval_replica, args=(features,))
+        return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in sums.items()}
+
+    def evaluate(self, dataset) -> dict[str, float]:
+        """Masked-LM and SOP loss and accuracy over `dataset` (a distributed dataset)."""
+        totals = None
+        for i, features in enumerate(dataset):
+            if self.options.max_eval_steps and i >= self.options.max_eval_steps:
+                break
+            sums = {k: float(v) for k, v in self._eval_step(features).items()}
+            totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
+        if not totals:
+            raise ValueError("the eval input holds no complete batch")
+        metrics = {k: float(v) for k, v in losses_from_sums(totals).items()}
+        metrics["examples"] = totals["examples"]
+        return metrics
+
+
+def file_dataset_fn(files: list[str], options: PretrainingOptions, is_training: bool) -> DatasetFn:
+    """A `DatasetFn` reading pretraining TFRecords with albert_tf.datasets."""
+    from albert_tf.datasets import pretraining_dataset
+
+    def fn(input_context, batch_size):
+        return pretraining_dataset(
+            files,
+            batch_size=batch_size,
+            max_seq_length=options.max_seq_length,
+            max_predictions_per_seq=options.max_predictions_per_seq,
+            is_training=is_training,
+            input_context=input_context,
+            seed=options.seed,
+            deterministic=True,
+        )
+
+    return fn
 
 
 def pretrain(
@@ -506,9 +687,8 @@ def pretrain(
     TFRecords of `options.input_file` (and `options.eval_input_file`). `export_fn(model, dir)`
     runs on the chief at the end with `<output_dir>/export`.
 
-    Returns a dict with `step`, `train` (the last loop's metrics), `eval` (the last evaluation, or
-    None), `resumed_from` (the step of the checkpoint resumed from, or None) and `model` (the
-    trained `AlbertPretrainer`).
+    Returns what `run_loop` returns (`step`, `train`, `eval`, `resumed_from`,
+    `examples_per_second`) and `model`, the trained `AlbertPretrainer`.
     """
     if train_dataset_fn is None:
         files = expand_globs(options.input_file, "input_file")
@@ -520,65 +700,15 @@ def pretrain(
         eval_dataset_fn = file_dataset_fn(eval_files, options, is_training=False)
 
     run = Pretraining(config, options, strategy)
-    start = run.restore_or_initialize()
-    resumed_from = start if start else None
-    iterator = iter(run.distribute(train_dataset_fn, run.per_replica_batch, skip_batches=start))
-    eval_data = None
+    run.restore_or_initialize()
+    evaluate = None
     if eval_dataset_fn is not None:
         eval_batch = replica_batch_size(options.eval_batch_size, run.num_replicas)
-        eval_data = run.distribute(eval_dataset_fn, eval_batch)
-
-    train_writer = summary_writer(options, run.is_chief, "train")
-    eval_writer = summary_writer(options, run.is_chief, "eval")
-    eval_every = options.eval_every_steps or options.save_checkpoints_steps
-    progress = None
-    if options.progress_bar and run.is_chief:
-        from tqdm import tqdm
-
-        progress = tqdm(total=options.num_train_steps, initial=start, unit="step", dynamic_ncols=True)
-
-    step, train_metrics, eval_metrics = start, {}, None
-    while step < options.num_train_steps:
-        boundaries = (
-            options.num_train_steps,
-            (step // options.save_checkpoints_steps + 1) * options.save_checkpoints_steps,
-            (step // eval_every + 1) * eval_every if eval_data is not None else options.num_train_steps,
-        )
-        num_steps = min(options.steps_per_loop, min(boundaries) - step)
-        began = time.perf_counter()
-        train_metrics = run.train_steps(iterator, num_steps)
-        elapsed = time.perf_counter() - began
-        step = run.current_step
-        if not np.isfinite(train_metrics["loss"]):
-            raise FloatingPointError(f"loss is {train_metrics['loss']} at step {step}")
-        train_metrics["learning_rate"] = run.learning_rate_at(step - 1)
-        train_metrics["examples_per_second"] = num_steps * options.train_batch_size / elapsed
-        write_scalars(train_writer, train_metrics, step)
-        line = f"step {step}/{options.num_train_steps} {format_metrics(train_metrics)}"
-        if progress is not None:
-            progress.update(num_steps)
-            progress.set_postfix_str(format_metrics({k: train_metrics[k] for k in ("loss", "mlm_accuracy", "sop_accuracy")}))
-        logging.info(line)
-
-        if step % options.save_checkpoints_steps == 0 or step == options.num_train_steps:
-            path = run.save()
-            logging.info("saved %s", path)
-        if eval_data is not None and (step % eval_every == 0 or step == options.num_train_steps):
-            eval_metrics = run.evaluate(eval_data)
-            write_scalars(eval_writer, eval_metrics, step)
-            logging.info("eval at step %d: %s", step, format_metrics(eval_metrics))
-    if progress is not None:
-        progress.close()
-    train_writer.flush()
-    eval_writer.flush()
-
-    export_dir = os.path.join(options.output_dir, "export")
+        evaluate = functools.partial(run.evaluate, run.distribute(eval_dataset_fn, eval_batch))
+    result = run_loop(run, train_dataset_fn, evaluate, options.eval_every_steps)
     if run.is_chief:
-        (export_fn or export_encoder)(run.model, export_dir)
-    else:
-        shutil.rmtree(os.path.join(options.output_dir, ".workers"), ignore_errors=True)
-    return {"step": step, "train": train_metrics, "eval": eval_metrics, "resumed_from": resumed_from,
-            "model": run.model}
+        (export_fn or export_encoder)(run.model, os.path.join(options.output_dir, "export"))
+    return {**result, "model": run.model}
 
 
 class _EncoderServing(tf.Module):

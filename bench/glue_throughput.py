@@ -85,7 +85,7 @@ def main():
         steps_per_loop=ARGS.train_steps, jit_compile=bool(ARGS.jit_compile), max_train_examples=4096,
     )
     run = trainer.GlueFinetuning(config, task, options, tf.distribute.OneDeviceStrategy("/cpu:0"))
-    iterator = iter(run.distribute(train, for_training=True))
+    iterator = iter(run.distribute(run.dataset_fn(train, for_training=True), run.per_replica_batch))
 
     rates = {"fine-tuning": [], "evaluation": [], "raw forward": []}
     run.train_steps(iterator, 1)  # compiles

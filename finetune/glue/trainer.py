@@ -142,7 +142,9 @@ class GlueFinetuning(training.TrainingLoop):
 
     def _predict_step_fn(self, batch):
         inputs, label_ids, weights, index = batch
-        outputs = self.strategy.run(self._forward, args=(inputs,))
+        # Through a Python function: handed to strategy.run itself, the XLA-compiled forward pass
+        # reads every replica's variables from the first device, which XLA refuses.
+        outputs = self.strategy.run(lambda x: self._forward(x), args=(inputs,))
         gathered = [outputs, label_ids, weights, index]
         return [self.strategy.gather(x, axis=0) for x in gathered]
 

@@ -436,9 +436,11 @@ class TrainingLoop:
 
         def fn(input_context):
             dataset = dataset_fn(input_context, batch_size)
-            # Each step consumes one per-replica batch: skipping the consumed ones puts a resumed
-            # run on the data the interrupted one would have read next.
-            return dataset.skip(skip_steps) if skip_steps else dataset
+            # Each update takes one batch per replica, and a pipeline feeds its share of the
+            # replicas in turn: skipping what the checkpointed steps consumed puts a resumed run on
+            # the data the interrupted one would have read next.
+            per_step = input_context.num_replicas_in_sync // input_context.num_input_pipelines
+            return dataset.skip(skip_steps * per_step) if skip_steps else dataset
 
         return self.strategy.distribute_datasets_from_function(fn)
 

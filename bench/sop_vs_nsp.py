@@ -10,7 +10,7 @@ Held-out text: the last --heldout_fraction of every book of data/corpus/train.tx
 sentence end) is kept out of training, so the held-out records come from the same books but from
 passages the models never saw, and NSP has other documents to draw its random segments from.
 
-The paper (Table 5, base models, 1M steps): NSP-trained 90.5 NSP / 52.0 SOP; SOP-trained
+The paper (Table 5, base models): NSP-trained 90.5 NSP / 52.0 SOP; SOP-trained
 78.9 NSP / 86.5 SOP. The pattern to look for: NSP-trained near chance on SOP; SOP-trained above
 chance on both.
 

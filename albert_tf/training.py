@@ -327,6 +327,7 @@ class TrainingLoop:
         self.per_replica_batch = replica_batch_size(
             options.train_batch_size, self.num_replicas, options.grad_accum_steps
         )
+        self.per_replica_eval_batch = replica_batch_size(options.eval_batch_size, self.num_replicas)
         # The strategy's own answer: True on the one worker whose checkpoints and summaries are
         # kept (the chief, or worker 0 where there is none), and on every single-worker strategy.
         self.is_chief = self.strategy.extended.should_checkpoint
@@ -705,8 +706,8 @@ def pretrain(
     run.restore_or_initialize()
     evaluate = None
     if eval_dataset_fn is not None:
-        eval_batch = replica_batch_size(options.eval_batch_size, run.num_replicas)
-        evaluate = functools.partial(run.evaluate, run.distribute(eval_dataset_fn, eval_batch))
+        eval_data = run.distribute(eval_dataset_fn, run.per_replica_eval_batch)
+        evaluate = functools.partial(run.evaluate, eval_data)
     result = run_loop(run, train_dataset_fn, evaluate, options.eval_every_steps)
     if run.is_chief:
         (export_fn or export_encoder)(run.model, os.path.join(options.output_dir, "export"))

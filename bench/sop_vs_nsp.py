@@ -95,7 +95,8 @@ def evaluate(model_dir: str, config, heldout: dict, args) -> dict:
         raise RuntimeError(f"{model_dir} holds no checkpoint of step {args.steps}")
     results = {}
     for task, pattern in heldout.items():
-        data = run_state.distribute(file_dataset_fn(expand_globs(pattern), options, is_training=False), 64)
+        dataset_fn = file_dataset_fn(expand_globs(pattern), options, is_training=False)
+        data = run_state.distribute(dataset_fn, run_state.per_replica_eval_batch)
         results[task] = run_state.evaluate(data)
     return results
 

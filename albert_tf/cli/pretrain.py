@@ -10,7 +10,6 @@ Flags keep the names of the original `run_pretraining.py` where it had them. A r
 SavedModel under `<output_dir>/export`.
 """
 
-
 from absl import app, flags, logging
 
 from albert_tf import optimization, strategies, training

@@ -25,6 +25,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.layers import common
 from albert_tf.model_base import AlbertConfigModel
+from albert_tf.validation import require_positive_ints
 from albert_tf.training import CONFIG_FILE, load_init_checkpoint
 
 # The word-embedding table's path below the encoder, in checkpoints and SavedModels alike.
@@ -53,8 +54,7 @@ class GlueClassifier(AlbertConfigModel):
 
     def __init__(self, config: AlbertConfig | dict, num_labels: int, dropout_rate: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
-        if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
-            raise ValueError(f"num_labels must be a positive integer, got {num_labels!r}")
+        require_positive_ints({"num_labels": num_labels})
         if not 0.0 <= dropout_rate < 1.0:
             raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate!r}")
         self.num_labels = num_labels

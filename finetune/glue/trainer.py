@@ -93,9 +93,6 @@ class GlueFinetuning(training.TrainingLoop):
             raise ValueError(f"max_seq_length {options.max_seq_length} exceeds the model's "
                              f"max_position_embeddings ({config.max_position_embeddings})")
         self.task = task
-        replicas = (strategy or tf.distribute.get_strategy()).num_replicas_in_sync
-        # Checked before anything is written, as the training batch is.
-        self.per_replica_eval_batch = training.replica_batch_size(options.eval_batch_size, replicas)
         super().__init__(config, options, strategy, optimizer_name="adamw")
         self._forward = tf.function(self._forward_impl, jit_compile=options.jit_compile)
         self._predict_step = tf.function(self._predict_step_fn)

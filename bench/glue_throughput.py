@@ -43,7 +43,6 @@ def parse_args():
 ARGS = parse_args()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
@@ -119,7 +118,6 @@ def main():
         print(f"| {name:<12} | {batch_size:>5} | {value:>9.2f} | {medians[name]:>11.2f} | {ratio:>19} |")
     if best["evaluation"] < 0.9 * best["raw forward"]:
         print("evaluation is more than 10% below raw forward throughput")
-    return np.array(list(best.values()))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ Reference (from issue 3): the original google-research create_pretraining_data.p
 680 MB for 5 MB of text that grows with the input. A base-model train step at batch 8 takes ~3 s
 here, i.e. training consumes ~3 examples/s.
 
-    python bench/data_prep.py [--corpus_dir ../shared/data/corpus] [--skip_tenfold]
+    python bench/data_prep_throughput.py [--corpus_dir ../shared/data/corpus] [--skip_tenfold]
 """
 
 from __future__ import annotations

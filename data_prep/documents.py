@@ -2,12 +2,16 @@
 
 Two layouts: `sentence_per_line` (the original's: one sentence per line, a blank line between
 documents) and `document_per_line` (one document per line, split into sentences here). A file's
-end always ends a document. Nothing is held beyond the current document.
+end always ends a document. Nothing is held beyond the current document. Files ending in `.gz`,
+`.bz2` or `.xz` are decompressed as they are read.
 """
 
 from __future__ import annotations
 
+import bz2
 import glob
+import gzip
+import lzma
 import logging
 import os
 import re
@@ -51,14 +55,6 @@ def check_not_all_empty(files: Sequence[str]) -> list[str]:
     return empty
 
 
-def _has_text(path: str) -> bool:
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 16):
-            if chunk.strip():
-                return True
-    return False
-
-
 class InputStats:
     """What the reader saw: documents, lines, and lines skipped as not UTF-8."""
 
@@ -71,21 +67,41 @@ class InputStats:
         return {"documents": self.documents, "lines": self.lines, "bad_lines": self.bad_lines}
 
 
+_DECOMPRESSORS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
+def input_lines(path: str) -> Iterator[bytes]:
+    """The file's lines as bytes; a compressed file that cannot be decompressed is a BadInputError."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in _DECOMPRESSORS:
+        with open(path, "rb") as f:
+            yield from f
+        return
+    try:
+        with _DECOMPRESSORS[suffix](path, "rb") as f:
+            yield from f
+    except (EOFError, lzma.LZMAError, gzip.BadGzipFile, OSError) as error:
+        raise BadInputError(f"{path}: not valid {suffix} data ({error})") from None
+
+
+def _has_text(path: str) -> bool:
+    return any(line.strip() for line in input_lines(path))
+
+
 def _decoded_lines(path: str, skip_bad_lines: bool, stats: InputStats) -> Iterator[str]:
-    with open(path, "rb") as f:
-        for line_number, raw in enumerate(f, start=1):
-            stats.lines += 1
-            try:
-                yield raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                where = f"{path}:{line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of the line)"
-                if not skip_bad_lines:
-                    raise BadInputError(
-                        f"{where}; convert the file or pass --skip_bad_lines to skip such lines"
-                    ) from None
-                stats.bad_lines += 1
-                if stats.bad_lines <= _MAX_LOGGED_BAD_LINES:
-                    logging.warning("skipping %s", where)
+    for line_number, raw in enumerate(input_lines(path), start=1):
+        stats.lines += 1
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            where = f"{path}:{line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of the line)"
+            if not skip_bad_lines:
+                raise BadInputError(
+                    f"{where}; convert the file or pass --skip_bad_lines to skip such lines"
+                ) from None
+            stats.bad_lines += 1
+            if stats.bad_lines <= _MAX_LOGGED_BAD_LINES:
+                logging.warning("skipping %s", where)
 
 
 def iter_documents(

@@ -1,8 +1,12 @@
 """Reading the corpus as documents: both input formats, file boundaries, sentence splitting."""
 
+import bz2
+import gzip
+import lzma
+
 import pytest
 
-from data_prep.documents import InputStats, iter_documents, split_sentences
+from data_prep.documents import BadInputError, InputStats, iter_documents, split_sentences
 
 
 def test_sentence_per_line_documents_end_at_blank_lines_and_at_file_ends(tmp_path):
@@ -51,3 +55,21 @@ def test_on_the_real_wikitext_each_paragraph_line_is_a_document(data_dir):
 def test_unknown_input_format_is_refused():
     with pytest.raises(ValueError, match="input_format must be one of"):
         list(iter_documents([], "xml"))
+
+
+@pytest.mark.parametrize("suffix, compress", [(".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress)])
+def test_compressed_files_read_as_their_text(tmp_path, suffix, compress):
+    text = "Mr. Smith went to Washington. He saw J. R. Ewing there!\nSecond doc.\n"
+    plain, packed = tmp_path / "docs.txt", tmp_path / f"docs.txt{suffix}"
+    plain.write_text(text)
+    packed.write_bytes(compress(text.encode()))
+    expected = list(iter_documents([str(plain)], "document_per_line"))
+    assert list(iter_documents([str(packed)], "document_per_line")) == expected
+    assert len(expected) == 2
+
+
+def test_a_corrupt_compressed_file_is_named(tmp_path):
+    path = tmp_path / "docs.txt.xz"
+    path.write_bytes(lzma.compress(b"One.\nTwo.\n")[:-8])  # truncated
+    with pytest.raises(BadInputError, match=r"docs\.txt\.xz: not valid \.xz data"):
+        list(iter_documents([str(path)]))

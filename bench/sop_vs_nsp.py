@@ -52,10 +52,11 @@ def parse_args():
 
 def split_documents(corpus: str, train_path: str, heldout_path: str, fraction: float):
     """Writes the head of every document to train_path and its tail to heldout_path."""
-    with open(corpus, encoding="utf-8") as f, open(train_path, "w", encoding="utf-8") as train, \
-            open(heldout_path, "w", encoding="utf-8") as heldout:
-        for line in f:
-            text = line.strip()
+    from data_prep.documents import input_lines
+
+    with open(train_path, "w", encoding="utf-8") as train, open(heldout_path, "w", encoding="utf-8") as heldout:
+        for line in input_lines(corpus):
+            text = line.decode("utf-8").strip()
             if not text:
                 continue
             cut = int(len(text) * (1 - fraction))

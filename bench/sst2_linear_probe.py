@@ -1,0 +1,102 @@
+"""What a pretrained encoder knows about SST-2 before fine-tuning: linear probes on frozen features.
+
+The encoder of a pretraining run (default: runs/demo/model, written by ./run_demo.sh) and the same
+config with random weights each turn the first --train_examples SST-2 train sentences and the full
+dev set into fixed features; a logistic regression (inputs standardised, the best C of a small
+grid scored on dev) is fitted on the train features. Features: the mean of the embedding output
+over real tokens, the mean of the last layer over real tokens, the last layer at [CLS], and the
+pooled output. A pretrained encoder whose features probe worse than random ones has nothing for
+fine-tuning to build on (the complement of bench/glue_pretraining_helps.py, which fine-tunes).
+
+Usage: python bench/sst2_linear_probe.py [--pretrained runs/demo/model] [--spm_model_file runs/demo/vocab.model]
+           [--train_examples 4000] [--seq_length 32]
+"""
+
+import argparse
+import os
+
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pretrained", default=os.path.join(REPO, "runs", "demo", "model"),
+                        help="an albert-pretrain output_dir (albert_config.json + checkpoints)")
+    parser.add_argument("--spm_model_file", default=os.path.join(REPO, "runs", "demo", "vocab.model"))
+    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data", "glue"))
+    parser.add_argument("--train_examples", type=int, default=4000)
+    parser.add_argument("--seq_length", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=12345, help="of the random encoder's weights")
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from albert_tf import AlbertConfig, AlbertPretrainer
+    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.training import load_init_checkpoint
+    from finetune.glue.data import convert_examples
+    from finetune.glue.readers import read_examples
+
+    config = AlbertConfig.from_json_file(os.path.join(args.pretrained, "albert_config.json"))
+    tokenizer = AlbertTokenizer(args.spm_model_file)
+
+    def split(name, limit=None):
+        examples = read_examples("SST-2", args.data_dir, name).examples[:limit]
+        rows = list(convert_examples(examples, "SST-2", tokenizer, args.seq_length))
+        inputs = {key: np.array([row[key] for row in rows], np.int32)
+                  for key in ("input_ids", "input_mask", "segment_ids")}
+        return inputs, np.array([row["label_ids"] for row in rows])
+
+    def features(model, inputs, batch=256):
+        encoder, parts = model.encoder, {"embeddings (mean)": [], "last layer (mean)": [],
+                                         "last layer at [CLS]": [], "pooled output": []}
+        for start in range(0, len(inputs["input_ids"]), batch):
+            chunk = {key: value[start:start + batch] for key, value in inputs.items()}
+            mask = chunk["input_mask"][..., None].astype(np.float32)
+            outputs = encoder(chunk)
+            embedded = encoder.embeddings(chunk["input_ids"], chunk["segment_ids"]).numpy()
+            sequence = outputs["sequence_output"].numpy()
+            parts["embeddings (mean)"].append((embedded * mask).sum(1) / mask.sum(1))
+            parts["last layer (mean)"].append((sequence * mask).sum(1) / mask.sum(1))
+            parts["last layer at [CLS]"].append(sequence[:, 0])
+            parts["pooled output"].append(outputs["pooled_output"].numpy())
+        return {name: np.concatenate(chunks) for name, chunks in parts.items()}
+
+    def probe(train_x, train_y, dev_x, dev_y):
+        mean, std = train_x.mean(0), train_x.std(0) + 1e-6
+        scores = []
+        for c in C_GRID:
+            classifier = LogisticRegression(C=c, max_iter=2000).fit((train_x - mean) / std, train_y)
+            scores.append((classifier.predict((dev_x - mean) / std) == dev_y).mean())
+        return max(scores)
+
+    train_inputs, train_y = split("train", args.train_examples)
+    dev_inputs, dev_y = split("dev")
+    results = {}
+    for start in ("pretrained", "random"):
+        keras.utils.set_random_seed(args.seed)
+        model = AlbertPretrainer(config)
+        model.build()
+        if start == "pretrained":
+            load_init_checkpoint(model, args.pretrained)
+        train_features, dev_features = features(model, train_inputs), features(model, dev_inputs)
+        results[start] = {name: probe(train_features[name], train_y, dev_features[name], dev_y)
+                          for name in train_features}
+
+    print(f"\nSST-2 linear probes: {len(train_y)} train sentences, full dev ({len(dev_y)}), "
+          f"sequence {args.seq_length}, best C of {C_GRID} on dev; encoder {args.pretrained}")
+    print("| features | pretrained | random weights |")
+    print("|---|---|---|")
+    for name in results["pretrained"]:
+        print(f"| {name} | {results['pretrained'][name]:.4f} | {results['random'][name]:.4f} |")
+
+
+if __name__ == "__main__":
+    main()

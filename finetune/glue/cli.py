@@ -61,7 +61,7 @@ flags.DEFINE_enum("mixed_precision", "none", list(training.MIXED_PRECISION_POLIC
                   "bf16 (TPU, recent CPUs), fp16 with dynamic loss scaling (GPU), or none.", flag_values=FLAGS)
 flags.DEFINE_bool("jit_compile", True, "Compile the forward and backward pass with XLA.", flag_values=FLAGS)
 flags.DEFINE_bool("skip_bad_rows", False, "Count and skip malformed TSV rows instead of stopping at the first.", flag_values=FLAGS)
-flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation, dropout and shuffling.", flag_values=FLAGS)
+flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation (and the encoder's when it starts from random weights), dropout and shuffling.", flag_values=FLAGS)
 flags.DEFINE_bool("export", True, "Export the classifier as a SavedModel to <output_dir>/export at the end.", flag_values=FLAGS)
 flags.DEFINE_bool("progress_bar", True, "Show a progress bar (on the chief).", flag_values=FLAGS)
 

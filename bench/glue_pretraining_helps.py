@@ -23,15 +23,20 @@ import time
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_comparison_arguments(parser: argparse.ArgumentParser):
+    """The flags of a pretrained-vs-random comparison on SST-2 (shared with sst2_linear_probe.py)."""
     parser.add_argument("--pretrained", default=os.path.join(REPO, "runs", "demo", "model"),
                         help="an albert-pretrain output_dir (albert_config.json + checkpoints)")
     parser.add_argument("--spm_model_file", default=os.path.join(REPO, "runs", "demo", "vocab.model"))
     parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data", "glue"))
-    parser.add_argument("--output_dir", default="/tmp/glue_pretraining_helps")
-    parser.add_argument("--train_examples", type=int, default=4000)
+    parser.add_argument("--train_examples", type=int, default=4000, help="the first N rows of SST-2 train")
     parser.add_argument("--seq_length", type=int, default=32)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_comparison_arguments(parser)
+    parser.add_argument("--output_dir", default="/tmp/glue_pretraining_helps")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--learning_rate", type=float, default=2e-4)

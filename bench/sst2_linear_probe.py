@@ -15,18 +15,14 @@ Usage: python bench/sst2_linear_probe.py [--pretrained runs/demo/model] [--spm_m
 import argparse
 import os
 
-REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+from glue_pretraining_helps import add_comparison_arguments
+
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pretrained", default=os.path.join(REPO, "runs", "demo", "model"),
-                        help="an albert-pretrain output_dir (albert_config.json + checkpoints)")
-    parser.add_argument("--spm_model_file", default=os.path.join(REPO, "runs", "demo", "vocab.model"))
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data", "glue"))
-    parser.add_argument("--train_examples", type=int, default=4000)
-    parser.add_argument("--seq_length", type=int, default=32)
+    add_comparison_arguments(parser)
     parser.add_argument("--seed", type=int, default=12345, help="of the random encoder's weights")
     return parser.parse_args()
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import bz2
 import glob
 import gzip
-import lzma
 import logging
+import lzma
 import os
 import re
 from typing import Iterator, Sequence

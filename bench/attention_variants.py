@@ -1,0 +1,104 @@
+"""A/B of AlbertAttention against variants of itself, in one process (the model bench's rows).
+
+Each variant replaces `AlbertAttention.call` while its model is traced; all models then run
+interleaved, the order alternating between repeats, and the table gives each variant's median
+time over the shipped layer's. Variants:
+  fused_qkv: one [H, 3H] product over the query, key and value kernels instead of three [H, H].
+  no_mask:   the padding bias replaced by zeros (less work than shipped: a floor for mask handling).
+Albert base, random weights, XLA, rows: forward 1x128, forward 8x128, train step 8x128 (Adam).
+
+Usage: python bench/attention_variants.py [--repeats 9] [--threads 2]
+"""
+
+import argparse
+import statistics
+import time
+
+import model_throughput  # noqa: F401  (sets the TF environment before TensorFlow is imported)
+import tensorflow as tf  # noqa: E402
+
+from albert_tf import AlbertConfig, AlbertPretrainer  # noqa: E402
+from albert_tf.layers.attention import AlbertAttention  # noqa: E402
+
+SHIPPED = AlbertAttention.call
+
+
+def fused_qkv(self, x, attention_bias, training=None):
+    dense = (self.query, self.key, self.value)
+    kernel = tf.concat([tf.cast(layer.kernel, self.compute_dtype) for layer in dense], axis=1)
+    bias = tf.concat([tf.cast(layer.bias, self.compute_dtype) for layer in dense], axis=0)
+    batch, length = tf.shape(x)[0], tf.shape(x)[1]
+    qkv = tf.reshape(tf.matmul(x, kernel) + bias, [batch, length, 3, self.num_heads, self.head_size])
+    q = qkv[:, :, 0] * tf.cast(self.head_size**-0.5, x.dtype)
+    scores = tf.cast(tf.einsum("btnd,bsnd->bnts", q, qkv[:, :, 1]), tf.float32)
+    probs = tf.nn.softmax(scores + tf.cast(attention_bias, tf.float32), axis=-1)
+    probs = self.attention_dropout(tf.cast(probs, self.compute_dtype), training=training)
+    context = tf.reshape(tf.einsum("bnts,bsnd->btnd", probs, qkv[:, :, 2]), tf.shape(x))
+    output = self.output_dropout(self.output_dense(context), training=training)
+    return tf.cast(self.layer_norm(x + output), self.compute_dtype)
+
+
+def no_mask(self, x, attention_bias, training=None):
+    return SHIPPED(self, x, tf.zeros_like(attention_bias), training)
+
+
+VARIANTS = {"shipped": SHIPPED, "fused_qkv": fused_qkv, "no_mask": no_mask}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    model_throughput.set_threads(args.threads)
+
+    config = AlbertConfig.from_preset("albert_base_v2")
+    batches = {size: {k: tf.constant(v) for k, v in model_throughput.random_batch(config, size, 128, 20).items()}
+               for size in (1, 8)}
+    rows = {"forward 1x128": (False, 1, 5), "forward 8x128": (False, 8, 1), "train step 8x128": (True, 8, 1)}
+    systems, reference = {}, None
+    for name, call in VARIANTS.items():
+        AlbertAttention.call = call
+        model = AlbertPretrainer(config)
+        model.build()
+        forward = tf.function(lambda b, m=model: m.encoder(b)["sequence_output"], jit_compile=True)
+        # Same weights in every variant, and the same outputs (the batches have no padding, so
+        # no_mask computes the same function too).
+        if reference is None:
+            reference = (model.get_weights(), forward(batches[8]).numpy())
+        else:
+            model.set_weights(reference[0])
+            difference = abs(forward(batches[8]).numpy() - reference[1]).max()
+            if difference > 1e-4:
+                raise AssertionError(f"{name} differs from the shipped layer by {difference}")
+        train = model_throughput.tf_train_step(model, lambda b, m=model: m(b, training=True)["loss"], True)
+        for train_row, size, _ in rows.values():  # trace under this variant, and warm up
+            for _ in range(2):
+                (train if train_row else forward)(batches[size]).numpy()
+        systems[name] = (forward, train)
+    AlbertAttention.call = SHIPPED
+
+    times = {(name, row): [] for name in systems for row in rows}
+    names = list(systems)
+    for repeat in range(args.repeats):
+        order = names[repeat % len(names):] + names[:repeat % len(names)]
+        for row, (train_row, size, calls) in rows.items():
+            for name in order:
+                step = systems[name][1 if train_row else 0]
+                began = time.perf_counter()
+                for _ in range(calls):
+                    step(batches[size]).numpy()
+                times[(name, row)].append((time.perf_counter() - began) / calls)
+
+    print(f"\nalbert base, XLA, {args.threads} threads, {args.repeats} repeats; median seconds (ratio to shipped)")
+    print("| row | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for row in rows:
+        shipped = statistics.median(times[("shipped", row)])
+        cells = [f"{statistics.median(times[(n, row)]):.4f} ({statistics.median(times[(n, row)]) / shipped:.3f})"
+                 for n in names]
+        print(f"| {row} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

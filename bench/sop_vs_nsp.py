@@ -20,9 +20,10 @@ Usage: python bench/sop_vs_nsp.py [--steps 3000] [--output_dir /tmp/sop_vs_nsp]
 """
 
 import argparse
+import bisect
+import itertools
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -51,20 +52,19 @@ def parse_args():
 
 
 def split_documents(corpus: str, train_path: str, heldout_path: str, fraction: float):
-    """Writes the head of every document to train_path and its tail to heldout_path."""
-    from data_prep.documents import input_lines
+    """Writes the head of every document to train_path and its tail to heldout_path, cut at the
+    first sentence end (by the data tools' own splitter) past 1 - fraction of its characters."""
+    from data_prep.documents import input_lines, split_sentences
 
     with open(train_path, "w", encoding="utf-8") as train, open(heldout_path, "w", encoding="utf-8") as heldout:
         for line in input_lines(corpus):
-            text = line.decode("utf-8").strip()
-            if not text:
+            sentences = split_sentences(line.decode("utf-8"))
+            if not sentences:
                 continue
-            cut = int(len(text) * (1 - fraction))
-            # The next sentence end after the cut, so neither side starts mid-sentence.
-            match = re.compile(r"[.!?][\"']?\s").search(text, cut)
-            cut = match.end() if match else cut
-            train.write(text[:cut].strip() + "\n")
-            heldout.write(text[cut:].strip() + "\n")
+            lengths = list(itertools.accumulate(len(sentence) + 1 for sentence in sentences))
+            cut = bisect.bisect_left(lengths, lengths[-1] * (1 - fraction)) + 1
+            train.write(" ".join(sentences[:cut]) + "\n")
+            heldout.write(" ".join(sentences[cut:]) + "\n")
 
 
 def run(*command):

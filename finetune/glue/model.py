@@ -25,8 +25,8 @@ from albert_tf.config import AlbertConfig
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.layers import common
 from albert_tf.model_base import AlbertConfigModel
-from albert_tf.validation import require_positive_ints
 from albert_tf.training import CONFIG_FILE, load_init_checkpoint
+from albert_tf.validation import require_positive_ints
 
 # The word-embedding table's path below the encoder, in checkpoints and SavedModels alike.
 WORD_EMBEDDINGS = "embeddings/word_embeddings/embeddings"

@@ -72,14 +72,14 @@ class AlbertAttention(keras.layers.Layer):
             layer.build(shape)
         self.layer_norm.build(shape)
 
-    def _split_heads(self, x):
+    def _query_key_value(self, x):
+        """q, k and v of `x` [B, T, H], each [B, T, N, D]."""
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
-        return tf.reshape(x, [batch, length, self.num_heads, self.head_size])
+        return [tf.reshape(dense(x), [batch, length, self.num_heads, self.head_size])
+                for dense in (self.query, self.key, self.value)]
 
     def call(self, x, attention_bias, training=None):
-        q = self._split_heads(self.query(x))
-        k = self._split_heads(self.key(x))
-        v = self._split_heads(self.value(x))
+        q, k, v = self._query_key_value(x)
         # Scaling q before the product, not the scores after: one [B,T,H] multiply instead of [B,N,T,T].
         q = q * tf.cast(self.head_size**-0.5, q.dtype)
         scores = tf.einsum("btnd,bsnd->bnts", q, k)

@@ -37,6 +37,15 @@ class AlbertEncoder(AlbertConfigModel):
     Outputs: a dict with `sequence_output` [B, T, H] and `pooled_output` [B, H] (tanh dense on the
     first token).
 
+    Call argument `output_positions` (int [B, P], P may be 0): for a model that reads only a few
+    positions of the last layer (the pretraining heads: the masked positions and the first token;
+    a classifier: the first token alone). The last block then computes only those rows and the
+    first token's (keys and values still see the whole sequence), and `sequence_output` is
+    replaced by `gathered_output` [B, P, H], equal to `sequence_output` gathered at the
+    positions; `pooled_output` is unchanged. For albert base at T=128 and P=20 the last layer
+    then costs 30% of a full one (keys and values are still computed for every row): 6% less work
+    for the whole encoder, 7% with P=0.
+
     Example:
         >>> config = AlbertConfig(vocab_size=100, embedding_size=16, hidden_size=32,
         ...                       num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
@@ -131,7 +140,10 @@ class AlbertEncoder(AlbertConfigModel):
         self.pooler.build((None, self.config.hidden_size))
         self.built = True
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, output_positions=None):
+        if output_positions is not None and self.output_all_layers:
+            raise ValueError("output_positions cannot be combined with output_all_layers: the last "
+                             "layer's output would be partial")
         if not isinstance(inputs, dict):
             inputs = {"input_ids": inputs}
         input_ids = tf.cast(inputs["input_ids"], tf.int32)
@@ -141,13 +153,22 @@ class AlbertEncoder(AlbertConfigModel):
         segment_ids = tf.zeros_like(input_ids) if segment_ids is None else tf.cast(segment_ids, tf.int32)
 
         attention_bias = (1.0 - tf.cast(input_mask[:, None, None, :], tf.float32)) * MASK_BIAS
+        last_rows = None
+        if output_positions is not None:
+            first_token = tf.zeros_like(input_ids[:, :1])
+            last_rows = tf.concat([first_token, tf.cast(output_positions, tf.int32)], axis=1)
+        applications = [index for block_indices in self._schedule for index in block_indices]
         x = self.embeddings(input_ids, segment_ids, training=training)
         encoder_outputs = []
-        for block_indices in self._schedule:
-            for index in block_indices:
-                x = self.blocks[index](x, attention_bias, training=training)
-                encoder_outputs.append(x)
-        outputs = {"sequence_output": x, "pooled_output": self.pooler(x[:, 0])}
+        for step, index in enumerate(applications):
+            rows = last_rows if step == len(applications) - 1 else None
+            x = self.blocks[index](x, attention_bias, training=training, query_positions=rows)
+            encoder_outputs.append(x)
+        outputs = {"pooled_output": self.pooler(x[:, 0])}
+        if output_positions is None:
+            outputs["sequence_output"] = x
+        else:
+            outputs["gathered_output"] = x[:, 1:]
         if self.output_all_layers:
             outputs["encoder_outputs"] = encoder_outputs
         return outputs

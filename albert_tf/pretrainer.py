@@ -106,15 +106,14 @@ class AlbertPretrainer(AlbertConfigModel):
         self.built = True
 
     def call(self, features, training=None):
+        # The heads read the last layer at the masked positions and the first token only, so the
+        # encoder computes no other rows of it.
         encoded = self.encoder(
             {k: features[k] for k in ("input_ids", "input_mask", "segment_ids") if k in features},
             training=training,
+            output_positions=features["masked_lm_positions"],
         )
-        mlm_logits = self.mlm_head(
-            encoded["sequence_output"],
-            features["masked_lm_positions"],
-            self.encoder.embeddings.embedding_table,
-        )
+        mlm_logits = self.mlm_head(encoded["gathered_output"], self.encoder.embeddings.embedding_table)
         sop_logits = self.sop_head(encoded["pooled_output"], training=training)
         outputs = {"mlm_logits": mlm_logits, "sop_logits": sop_logits}
         if all(k in features for k in LABEL_FEATURES):

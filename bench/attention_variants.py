@@ -1,10 +1,13 @@
-"""A/B of AlbertAttention against variants of itself, in one process (the model bench's rows).
+"""A/B of the shipped transformer layers against variants of themselves, in one process (the model
+bench's rows).
 
-Each variant replaces a method of `AlbertAttention` while its model is traced; all models then run
-interleaved, the order alternating between repeats, and the table gives each variant's median
-time over the shipped layer's. Variants:
+Each variant replaces methods of `AlbertAttention` or `AlbertTransformerBlock` while its model is
+traced; all models then run interleaved, the order rotating between repeats, and the table gives
+each variant's median time over the shipped layers'. Variants:
   fused_qkv: one [H, 3H] product over the query, key and value kernels instead of three [H, H].
   no_mask:   the padding bias replaced by zeros (less work than shipped: a floor for mask handling).
+  all_rows:  the last block computes every row and the rows the heads read are gathered after it,
+             as before `output_positions` (the train step's work without that saving).
 Albert base, random weights, XLA, rows: forward 1x128, forward 8x128, train step 8x128 (Adam).
 
 Usage: python bench/attention_variants.py [--repeats 9] [--threads 2]
@@ -19,12 +22,19 @@ import tensorflow as tf  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertPretrainer  # noqa: E402
 from albert_tf.layers.attention import AlbertAttention  # noqa: E402
+from albert_tf.layers.transformer_block import AlbertTransformerBlock  # noqa: E402
 
-SHIPPED = {"call": AlbertAttention.call, "_query_key_value": AlbertAttention._query_key_value}
+SHIPPED = {
+    (AlbertAttention, "call"): AlbertAttention.call,
+    (AlbertAttention, "_query_key_value"): AlbertAttention._query_key_value,
+    (AlbertTransformerBlock, "call"): AlbertTransformerBlock.call,
+}
 
 
-def fused_qkv(self, x):
+def fused_qkv(self, x, rows):
     """In place of AlbertAttention._query_key_value: one [H, 3H] product, then split."""
+    if rows is not x:  # only the rows of the last block of the train step differ; split them off
+        return SHIPPED[(AlbertAttention, "_query_key_value")](self, x, rows)
     dense = (self.query, self.key, self.value)
     kernel = tf.concat([tf.cast(layer.kernel, self.compute_dtype) for layer in dense], axis=1)
     bias = tf.concat([tf.cast(layer.bias, self.compute_dtype) for layer in dense], axis=0)
@@ -33,12 +43,22 @@ def fused_qkv(self, x):
     return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
 
 
-def no_mask(self, x, attention_bias, training=None):
-    return SHIPPED["call"](self, x, tf.zeros_like(attention_bias), training)
+def no_mask(self, x, attention_bias, training=None, query_positions=None):
+    return SHIPPED[(AlbertAttention, "call")](self, x, tf.zeros_like(attention_bias), training, query_positions)
 
 
-# Each variant: the AlbertAttention methods it replaces.
-VARIANTS = {"shipped": {}, "fused_qkv": {"_query_key_value": fused_qkv}, "no_mask": {"call": no_mask}}
+def all_rows(self, x, attention_bias, training=None, query_positions=None):
+    x = SHIPPED[(AlbertTransformerBlock, "call")](self, x, attention_bias, training)
+    return x if query_positions is None else tf.gather(x, query_positions, batch_dims=1)
+
+
+# Each variant: the (class, method) pairs it replaces.
+VARIANTS = {
+    "shipped": {},
+    "fused_qkv": {(AlbertAttention, "_query_key_value"): fused_qkv},
+    "no_mask": {(AlbertAttention, "call"): no_mask},
+    "all_rows": {(AlbertTransformerBlock, "call"): all_rows},
+}
 
 
 def main():
@@ -54,8 +74,8 @@ def main():
     rows = {"forward 1x128": (False, 1, 5), "forward 8x128": (False, 8, 1), "train step 8x128": (True, 8, 1)}
     systems, reference = {}, None
     for name, replaced in VARIANTS.items():
-        for method, function in {**SHIPPED, **replaced}.items():
-            setattr(AlbertAttention, method, function)
+        for (cls, method), function in {**SHIPPED, **replaced}.items():
+            setattr(cls, method, function)
         model = AlbertPretrainer(config)
         model.build()
         forward = tf.function(lambda b, m=model: m.encoder(b)["sequence_output"], jit_compile=True)
@@ -73,8 +93,8 @@ def main():
             for _ in range(2):
                 (train if train_row else forward)(batches[size]).numpy()
         systems[name] = (forward, train)
-    for method, function in SHIPPED.items():
-        setattr(AlbertAttention, method, function)
+    for (cls, method), function in SHIPPED.items():
+        setattr(cls, method, function)
 
     times = {(name, row): [] for name in systems for row in rows}
     names = list(systems)

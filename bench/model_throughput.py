@@ -53,11 +53,17 @@ def set_threads(threads: int):
     torch.set_num_threads(threads)
 
 
-def encoder_flops(c: AlbertConfig, batch: int, length: int) -> float:
-    """Multiply-adds x 2 of the encoder forward: projection, blocks (dense + attention), pooler."""
-    per_layer = 2 * length * (4 * c.hidden_size**2 + 2 * c.hidden_size * c.intermediate_size)
-    per_layer += 2 * 2 * length * length * c.hidden_size
-    total = c.num_hidden_layers * c.inner_group_num * per_layer
+def encoder_flops(c: AlbertConfig, batch: int, length: int, last_rows: int | None = None) -> float:
+    """Multiply-adds x 2 of the encoder forward: projection, blocks (dense + attention), pooler.
+
+    `last_rows`: the rows the last block computes (`output_positions` and the first token); keys
+    and values are computed for every row all the same."""
+    def block(rows):
+        dense = rows * (2 * c.hidden_size**2 + 2 * c.hidden_size * c.intermediate_size)
+        return 2 * (dense + 2 * length * c.hidden_size**2 + 2 * rows * length * c.hidden_size)
+
+    applications = c.num_hidden_layers * c.inner_group_num
+    total = (applications - 1) * block(length) + block(length if last_rows is None else last_rows)
     total += 2 * length * c.embedding_size * c.hidden_size * c.has_projection + 2 * c.hidden_size**2
     return batch * total
 
@@ -240,7 +246,9 @@ def main():
         f"forward {args.batch}x{args.seq_length} (s)": (lambda s: s[0], b8, encoder_flops(c, args.batch, args.seq_length)),
         f"train step {args.batch}x{args.seq_length}, {args.predictions} masked (s)": (
             lambda s: s[1], b8,
-            3 * (encoder_flops(c, args.batch, args.seq_length) + heads_flops(c, args.batch, args.predictions)),
+            # Our train step: the last block computes the masked rows and the first token only.
+            3 * (encoder_flops(c, args.batch, args.seq_length, last_rows=args.predictions + 1)
+                 + heads_flops(c, args.batch, args.predictions)),
         ),
     }
     if args.forward_only:

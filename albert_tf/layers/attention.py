@@ -24,6 +24,10 @@ class AlbertAttention(keras.layers.Layer):
     Call arguments:
         x: [B, T, H].
         attention_bias: [B, 1, 1, T] additive float32 bias, 0 on real keys and -10000 on padding.
+        query_positions: optional int [B, Q]: compute only these rows of the output ([B, Q, H],
+            the rows of the full output at those positions); keys and values still come from
+            every row of `x`. A model that reads a few positions of its last layer (the masked-LM
+            and sentence-order heads, a classifier on the first token) skips the rest's work.
 
     Example:
         >>> layer = AlbertAttention(hidden_size=32, num_heads=4)
@@ -72,14 +76,16 @@ class AlbertAttention(keras.layers.Layer):
             layer.build(shape)
         self.layer_norm.build(shape)
 
-    def _query_key_value(self, x):
-        """q, k and v of `x` [B, T, H], each [B, T, N, D]."""
-        batch, length = tf.shape(x)[0], tf.shape(x)[1]
-        return [tf.reshape(dense(x), [batch, length, self.num_heads, self.head_size])
-                for dense in (self.query, self.key, self.value)]
+    def _query_key_value(self, x, rows):
+        """q of `rows` [B, Q, H], k and v of `x` [B, T, H], split into heads: [B, Q or T, N, D]."""
+        def heads(t):
+            return tf.reshape(t, [tf.shape(t)[0], tf.shape(t)[1], self.num_heads, self.head_size])
 
-    def call(self, x, attention_bias, training=None):
-        q, k, v = self._query_key_value(x)
+        return heads(self.query(rows)), heads(self.key(x)), heads(self.value(x))
+
+    def call(self, x, attention_bias, training=None, query_positions=None):
+        rows = x if query_positions is None else tf.gather(x, tf.cast(query_positions, tf.int32), batch_dims=1)
+        q, k, v = self._query_key_value(x, rows)
         # Scaling q before the product, not the scores after: one [B,T,H] multiply instead of [B,N,T,T].
         q = q * tf.cast(self.head_size**-0.5, q.dtype)
         scores = tf.einsum("btnd,bsnd->bnts", q, k)
@@ -87,9 +93,9 @@ class AlbertAttention(keras.layers.Layer):
         probs = tf.nn.softmax(scores, axis=-1)
         probs = self.attention_dropout(tf.cast(probs, self.compute_dtype), training=training)
         context = tf.einsum("bnts,bsnd->btnd", probs, v)
-        context = tf.reshape(context, tf.shape(x))
+        context = tf.reshape(context, tf.shape(rows))
         output = self.output_dropout(self.output_dense(context), training=training)
-        return tf.cast(self.layer_norm(x + output), self.compute_dtype)
+        return tf.cast(self.layer_norm(rows + output), self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

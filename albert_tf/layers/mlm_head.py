@@ -21,15 +21,15 @@ class AlbertMaskedLMHead(keras.layers.Layer):
         initializer_range: stddev of the truncated-normal kernel initializer.
 
     Call arguments:
-        sequence_output: [B, T, H] encoder output.
-        masked_positions: [B, P] int positions to predict.
+        masked_output: [B, P, H] the encoder's output at the P positions to predict (its
+            `gathered_output` for `output_positions=masked_lm_positions`).
         embedding_table: [V, E] the input word embeddings.
     Returns float32 logits [B, P, V].
 
     Example:
         >>> head = AlbertMaskedLMHead(vocab_size=100, embedding_size=16)
-        >>> head(tf.zeros([2, 8, 32]), tf.constant([[1, 2], [3, 0]]), tf.zeros([100, 16])).shape
-        TensorShape([2, 2, 100])
+        >>> head(tf.zeros([2, 3, 32]), tf.zeros([100, 16])).shape
+        TensorShape([2, 3, 100])
     """
 
     def __init__(self, vocab_size, embedding_size, hidden_act="gelu", initializer_range=0.02, **kwargs):
@@ -47,14 +47,13 @@ class AlbertMaskedLMHead(keras.layers.Layer):
         )
         self.layer_norm = common.layer_norm(self)
 
-    def build(self, sequence_output_shape=None, *args):
-        self.transform.build((None, None, sequence_output_shape[-1]))
+    def build(self, masked_output_shape=None, *args):
+        self.transform.build((None, None, masked_output_shape[-1]))
         self.layer_norm.build((None, None, self.embedding_size))
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,), initializer="zeros")
 
-    def call(self, sequence_output, masked_positions, embedding_table):
-        hidden = tf.gather(sequence_output, tf.cast(masked_positions, tf.int32), batch_dims=1)
-        hidden = self.layer_norm(self.transform(hidden))
+    def call(self, masked_output, embedding_table):
+        hidden = self.layer_norm(self.transform(masked_output))
         logits = tf.einsum(
             "bpe,ve->bpv",
             tf.cast(hidden, self.compute_dtype),

@@ -64,8 +64,9 @@ class AlbertTransformerBlock(keras.layers.Layer):
             if not sublayer.built:
                 sublayer.build(input_shape)
 
-    def call(self, x, attention_bias, training=None):
-        x = self.attention(x, attention_bias, training=training)
+    def call(self, x, attention_bias, training=None, query_positions=None):
+        """`query_positions` [B, Q]: only those rows are computed (see `AlbertAttention`)."""
+        x = self.attention(x, attention_bias, training=training, query_positions=query_positions)
         return self.feed_forward(x, training=training)
 
     def get_config(self):

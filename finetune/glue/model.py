@@ -78,7 +78,9 @@ class GlueClassifier(AlbertConfigModel):
         self.built = True
 
     def call(self, inputs, training=None):
-        pooled = self.encoder(inputs, training=training)["pooled_output"]
+        # Only the first token of the last layer is read: the encoder computes no other row of it.
+        no_positions = tf.zeros_like(inputs["input_ids"][:, :0])
+        pooled = self.encoder(inputs, training=training, output_positions=no_positions)["pooled_output"]
         logits = self.classifier(self.dropout(pooled, training=training))
         return tf.cast(logits, tf.float32)
 

@@ -7,8 +7,9 @@ Systems, all built from the same config with random weights:
   without XLA (its train step: its MaskedLMHead plus a 2-way dense on the pooled output), and
   Hugging Face's PyTorch AlbertForPreTraining (its own loss, which scores all 128 positions).
 Each repeat times every system once per row, interleaved, so machine noise hits all alike; the
-table shows medians, the ratio to the fastest peer, and achieved GFLOP/s of the model's own work
-as a fraction of the measured float32 matmul peak on the same threads.
+table shows medians, the ratio to the fastest peer, and achieved GFLOP/s of the work our model does
+(in the train step its last block computes only the masked rows and the first token) as a
+fraction of the measured float32 matmul peak on the same threads.
 
 Needs the bench extras: `pip install keras-hub==0.32.0` (torch and transformers come with [test]).
 Usage: python bench/model_throughput.py [--threads 2] [--repeats 7] [--forward_only] [--skip "HF PyTorch"]

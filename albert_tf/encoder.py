@@ -71,7 +71,7 @@ class AlbertEncoder(AlbertConfigModel):
             dtype=self.dtype_policy,
             name="embeddings",
         )
-        self.blocks, self._schedule = self._create_blocks()
+        self.blocks, self._applications = self._create_blocks()
         for block in self.blocks:
             # Keras 3 keeps layers held in a list out of tf.train.Checkpoint's object graph (its
             # TrackedList is no TF trackable): an attribute per block puts every weight in.
@@ -101,7 +101,8 @@ class AlbertEncoder(AlbertConfigModel):
         )
 
     def _create_blocks(self):
-        """The distinct blocks, and for each layer the indices of the blocks it runs, in order."""
+        """The distinct blocks, and the index of the block that each application runs, in order
+        (num_hidden_layers * inner_group_num applications under "all", one per layer otherwise)."""
         c = self.config
         if c.sharing == "all":
             blocks = [
@@ -109,11 +110,12 @@ class AlbertEncoder(AlbertConfigModel):
                 for g in range(c.num_hidden_groups)
                 for k in range(c.inner_group_num)
             ]
-            schedule = tuple(
-                tuple(c.group_of_layer(i) * c.inner_group_num + k for k in range(c.inner_group_num))
+            applications = tuple(
+                c.group_of_layer(i) * c.inner_group_num + k
                 for i in range(c.num_hidden_layers)
+                for k in range(c.inner_group_num)
             )
-            return blocks, schedule
+            return blocks, applications
         attention = feed_forward = None
         if c.sharing == "attention":
             attention = AlbertAttention(
@@ -129,7 +131,7 @@ class AlbertEncoder(AlbertConfigModel):
                 dtype=self.dtype_policy, name="shared_feed_forward",
             )
         blocks = [self._block(f"layer_{i}", attention, feed_forward) for i in range(c.num_hidden_layers)]
-        return blocks, tuple((i,) for i in range(c.num_hidden_layers))
+        return blocks, tuple(range(c.num_hidden_layers))
 
     def build(self, input_shape=None):
         hidden_shape = (None, None, self.config.hidden_size)
@@ -156,11 +158,11 @@ class AlbertEncoder(AlbertConfigModel):
         if output_positions is not None:
             first_token = tf.zeros_like(input_ids[:, :1])
             last_rows = tf.concat([first_token, tf.cast(output_positions, tf.int32)], axis=1)
-        applications = [index for block_indices in self._schedule for index in block_indices]
         x = self.embeddings(input_ids, segment_ids, training=training)
         encoder_outputs = []
-        for step, index in enumerate(applications):
-            rows = last_rows if step == len(applications) - 1 else None
+        last = len(self._applications) - 1
+        for step, index in enumerate(self._applications):
+            rows = last_rows if step == last else None
             x = self.blocks[index](x, attention_bias, training=training, query_positions=rows)
             encoder_outputs.append(x)
         outputs = {"pooled_output": self.pooler(x[:, 0])}

@@ -10,6 +10,14 @@ import pytest
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config):
+    # The tests compare float32 results to 1e-5 and below; on an NVIDIA GPU from Ampere on,
+    # TensorFlow and XLA would otherwise run float32 matmuls in TensorFloat-32 (10-bit mantissa).
+    import tensorflow as tf
+
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+
+
 def shared_data_dir() -> pathlib.Path:
     """../shared/data from the repository root, or the folder named by ALBERT_DATA_DIR."""
     path = pathlib.Path(os.environ.get("ALBERT_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))

@@ -1,5 +1,6 @@
 """`output_positions`: the last block computes only the rows the heads read, with the same results."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -24,7 +25,10 @@ def _inputs():
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_gathered_output_equals_the_full_output_at_the_positions(name):
-    encoder = AlbertEncoder(CONFIGS[name].replace(initializer_range=0.5))
+    keras.utils.set_random_seed(0)
+    # A wide but not saturating init: from 0.5 on, the 8 block applications of groups_inner_groups
+    # make every row of a sequence alike (attention collapses), which would hide a wrong gather.
+    encoder = AlbertEncoder(CONFIGS[name].replace(initializer_range=0.1))
     inputs = _inputs()
     full = encoder(inputs)
     for positions in (POSITIONS, POSITIONS[:, :0]):
@@ -34,8 +38,8 @@ def test_gathered_output_equals_the_full_output_at_the_positions(name):
         expected = tf.gather(full["sequence_output"], positions, batch_dims=1)
         np.testing.assert_allclose(part["gathered_output"], expected, atol=1e-6, rtol=0)
         np.testing.assert_allclose(part["pooled_output"], full["pooled_output"], atol=1e-6, rtol=0)
-    # Not vacuous: rows differ from each other, and the positions pick different rows.
-    assert np.std(full["sequence_output"].numpy()[:, :, 0]) > 0.1
+    # Not vacuous: the rows of each sequence differ from each other, so a wrong row would show.
+    assert np.std(full["sequence_output"].numpy(), axis=1).mean() > 0.3
 
 
 def test_only_the_last_block_runs_on_fewer_rows():

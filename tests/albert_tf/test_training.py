@@ -413,6 +413,7 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path):
 
 
 def _mirrored(output_dir):
+    tf.config.set_visible_devices([], "GPU")  # two logical CPUs, also on a machine with a GPU
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from albert_tf import strategies

@@ -17,6 +17,7 @@ chance on both.
 Defaults: the demo's model and training (configs/albert_demo.json, 3,000 LAMB steps of batch 16 at
 0.01, sequence 128), about 20 CPU minutes in all on 2 cores.
 Usage: python bench/sop_vs_nsp.py [--steps 3000] [--output_dir /tmp/sop_vs_nsp]
+           [--records_dir /tmp/sop_vs_nsp]  (reuse an earlier run's vocabulary and records)
 """
 
 import argparse
@@ -47,7 +48,10 @@ def parse_args():
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--learning_rate", type=float, default=0.01)
+    parser.add_argument("--steps_per_loop", type=int, default=50)
     parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--records_dir", default=None,
+                        help="an earlier run's --output_dir: its vocab.model and records/ are used as they are")
     return parser.parse_args()
 
 
@@ -115,10 +119,9 @@ def label_one_fraction(pattern: str, args) -> float:
     return ones / total
 
 
-def main():
-    args = parse_args()
-    os.makedirs(args.output_dir, exist_ok=True)
-    began = time.perf_counter()
+def make_records(args):
+    """Splits the corpus, trains a vocabulary (unless given) and writes the records of both tasks;
+    returns the records folder and the held-out glob of each task."""
     train_text = os.path.join(args.output_dir, "train_split.txt")
     heldout_text = os.path.join(args.output_dir, "heldout_split.txt")
     split_documents(args.corpus, train_text, heldout_text, args.heldout_fraction)
@@ -138,18 +141,30 @@ def main():
         create_records(heldout_text, os.path.join(args.output_dir, "records", f"heldout_{task}"), spm, task,
                        2, args)
         heldout[task] = os.path.join(args.output_dir, "records", f"heldout_{task}", "*.tfrecord")
+    return os.path.join(args.output_dir, "records"), heldout
+
+
+def main():
+    args = parse_args()
+    os.makedirs(args.output_dir, exist_ok=True)
+    began = time.perf_counter()
+    if args.records_dir:
+        records = os.path.join(args.records_dir, "records")
+        heldout = {task: os.path.join(records, f"heldout_{task}", "*.tfrecord") for task in TASKS}
+    else:
+        records, heldout = make_records(args)
 
     for task in TASKS:
         model_dir = os.path.join(args.output_dir, f"pretrained_{task}")
         shutil.rmtree(model_dir, ignore_errors=True)
         run(
-            "albert-pretrain", f"--input_file={os.path.join(args.output_dir, 'records', f'train_{task}', '*.tfrecord')}",
+            "albert-pretrain", f"--input_file={os.path.join(records, f'train_{task}', '*.tfrecord')}",
             f"--output_dir={model_dir}", f"--albert_config_file={args.albert_config_file}",
             f"--train_batch_size={args.batch_size}", f"--max_seq_length={args.max_seq_length}",
             "--max_predictions_per_seq=20", f"--learning_rate={args.learning_rate}",
             f"--num_train_steps={args.steps}", f"--num_warmup_steps={args.steps // 10}",
-            f"--save_checkpoints_steps={args.steps}", "--steps_per_loop=50", f"--seed={args.seed}",
-            "--progress_bar=false",
+            f"--save_checkpoints_steps={args.steps}", f"--steps_per_loop={args.steps_per_loop}",
+            f"--seed={args.seed}", "--progress_bar=false",
         )
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -160,7 +175,8 @@ def main():
                for task in TASKS}
 
     majority = {task: max(p, 1 - p) for task in TASKS for p in [label_one_fraction(heldout[task], args)]}
-    print(f"\nHeld-out passages of {args.corpus} (last {args.heldout_fraction:.0%} of every book); "
+    print(f"\nRecords in {records}: held-out passages of {args.corpus} "
+          f"(last {args.heldout_fraction:.0%} of every book); "
           f"{args.steps} steps of batch {args.batch_size}, LAMB {args.learning_rate}; "
           f"{time.perf_counter() - began:.0f} s in all")
     print("| pretrained with | MLM accuracy | NSP accuracy | SOP accuracy |")

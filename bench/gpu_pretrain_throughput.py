@@ -97,7 +97,9 @@ def our_update(config, args):
 
 def hf_update(config, args):
     """Runs the Hugging Face step in a child process; returns its seconds per update and peak MiB."""
-    command = [sys.executable, os.path.abspath(__file__), "--hf_child", json.dumps(config.to_dict()),
+    from albert_tf.convert import config_to_hf
+
+    command = [sys.executable, os.path.abspath(__file__), "--hf_child", json.dumps(config_to_hf(config)),
                f"--batch={args.batch}", f"--seq={args.seq}", f"--predictions={args.predictions}",
                f"--steps={args.steps}", f"--repeats={args.repeats}"]
     result = subprocess.run(command, capture_output=True, text=True)
@@ -111,16 +113,9 @@ def hf_child(args):
     import torch
     import transformers
 
-    c = json.loads(args.hf_child)
-    config = transformers.AlbertConfig(
-        vocab_size=c["vocab_size"], embedding_size=c["embedding_size"], hidden_size=c["hidden_size"],
-        num_hidden_layers=c["num_hidden_layers"], num_hidden_groups=c["num_hidden_groups"],
-        inner_group_num=c["inner_group_num"], num_attention_heads=c["num_attention_heads"],
-        intermediate_size=c["intermediate_size"], hidden_act="gelu_new",
-        hidden_dropout_prob=c["hidden_dropout_prob"], classifier_dropout_prob=c["hidden_dropout_prob"],
-        attention_probs_dropout_prob=c["attention_probs_dropout_prob"],
-        max_position_embeddings=c["max_position_embeddings"], type_vocab_size=c["type_vocab_size"],
-    )
+    values = json.loads(args.hf_child)  # albert_tf.convert.config_to_hf of the preset
+    # No dropout where ours has none: the SOP head's own rate follows the config's hidden rate.
+    config = transformers.AlbertConfig(**{**values, "classifier_dropout_prob": values["hidden_dropout_prob"]})
     device = torch.device("cuda")
     model = transformers.AlbertForPreTraining(config).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=True)
@@ -188,7 +183,7 @@ def main():
 
     print(f"\nbatch {args.batch} x {args.seq}, {args.predictions} masked, {args.steps} updates per call, "
           f"median of {args.repeats} calls")
-    print("| preset | system | s/update | examples/s | model TFLOP/s | MFU (spec peak) | MFU (measured matmul) "
+    print("| preset | system | time/update | examples/s | model TFLOP/s | MFU (spec peak) | MFU (measured matmul) "
           "| peak GPU memory |")
     print("|---|---|---|---|---|---|---|---|")
     for preset, system, seconds, peak, flops in rows:
@@ -199,9 +194,9 @@ def main():
               f"| {measured} | {peak:,.0f} MiB |")
     for preset in dict.fromkeys(r[0] for r in rows):
         ours = [r[2] for r in rows if r[0] == preset and r[1].startswith("albert_tf")]
-        peers = [r[2] for r in rows if r[0] == preset and not r[1].startswith("albert_tf")]
-        if ours and peers:
-            print(f"{preset}: HF time / ours = {peers[0] / ours[0]:.2f}")
+        theirs = [r[2] for r in rows if r[0] == preset and not r[1].startswith("albert_tf")]
+        if ours and theirs:
+            print(f"{preset}: HF time / ours = {theirs[0] / ours[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ chance on both.
 Defaults: the demo's model and training (configs/albert_demo.json, 3,000 LAMB steps of batch 16 at
 0.01, sequence 128), about 20 CPU minutes in all on 2 cores.
 Usage: python bench/sop_vs_nsp.py [--steps 3000] [--output_dir /tmp/sop_vs_nsp]
-           [--records_dir /tmp/sop_vs_nsp]  (reuse an earlier run's vocabulary and records)
+           [--records_dir /tmp/sop_vs_nsp]  (train and score on an earlier run's records)
 """
 
 import argparse
@@ -51,7 +51,7 @@ def parse_args():
     parser.add_argument("--steps_per_loop", type=int, default=50)
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--records_dir", default=None,
-                        help="an earlier run's --output_dir: its vocab.model and records/ are used as they are")
+                        help="an earlier run's --output_dir: its records/ are used as they are")
     return parser.parse_args()
 
 

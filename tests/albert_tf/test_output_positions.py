@@ -26,8 +26,8 @@ def _inputs():
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_gathered_output_equals_the_full_output_at_the_positions(name):
     keras.utils.set_random_seed(0)
-    # A wide but not saturating init: from 0.5 on, the 8 block applications of groups_inner_groups
-    # make every row of a sequence alike (attention collapses), which would hide a wrong gather.
+    # A wide but not saturating init: at 0.5, the 8 block applications of groups_inner_groups make
+    # every row of a sequence alike (attention collapses), which would hide a wrong gather.
     encoder = AlbertEncoder(CONFIGS[name].replace(initializer_range=0.1))
     inputs = _inputs()
     full = encoder(inputs)

@@ -47,6 +47,8 @@ from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining
 from albert_tf.validation import require_positive_ints
 
 MIXED_PRECISION_POLICIES = {"none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+MIXED_PRECISION_HELP = ("bf16 (TPU, GPUs from Ampere on, recent CPUs), fp16 with dynamic loss scaling "
+                        "(older GPUs), or none.")
 CONFIG_FILE = "albert_config.json"
 TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
 

@@ -44,7 +44,7 @@ flags.DEFINE_integer("steps_per_loop", 100, "Updates per call to the compiled lo
 flags.DEFINE_integer("grad_accum_steps", 1, "Micro-batches per update: the batch of each replica is "
                      "split in this many, their gradients summed, and applied once.", flag_values=FLAGS)
 flags.DEFINE_enum("mixed_precision", "none", list(training.MIXED_PRECISION_POLICIES),
-                  "bf16 (TPU, recent CPUs), fp16 with dynamic loss scaling (GPU), or none.", flag_values=FLAGS)
+                  training.MIXED_PRECISION_HELP, flag_values=FLAGS)
 flags.DEFINE_bool("jit_compile", True, "Compile the forward and backward pass with XLA.", flag_values=FLAGS)
 flags.DEFINE_enum("strategy", "one_device", list(strategies.STRATEGIES), "The tf.distribute strategy.", flag_values=FLAGS)
 flags.DEFINE_string("tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.", flag_values=FLAGS)

@@ -58,7 +58,7 @@ flags.DEFINE_integer("steps_per_loop", 50, "Updates per call to the compiled loo
 flags.DEFINE_enum("strategy", "one_device", list(strategies.STRATEGIES), "The tf.distribute strategy.", flag_values=FLAGS)
 flags.DEFINE_string("tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.", flag_values=FLAGS)
 flags.DEFINE_enum("mixed_precision", "none", list(training.MIXED_PRECISION_POLICIES),
-                  "bf16 (TPU, recent CPUs), fp16 with dynamic loss scaling (GPU), or none.", flag_values=FLAGS)
+                  training.MIXED_PRECISION_HELP, flag_values=FLAGS)
 flags.DEFINE_bool("jit_compile", True, "Compile the forward and backward pass with XLA.", flag_values=FLAGS)
 flags.DEFINE_bool("skip_bad_rows", False, "Count and skip malformed TSV rows instead of stopping at the first.", flag_values=FLAGS)
 flags.DEFINE_integer("seed", 12345, "Seed of the head's initialisation (and the encoder's when it starts from random weights), dropout and shuffling.", flag_values=FLAGS)

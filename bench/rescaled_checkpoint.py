@@ -16,6 +16,9 @@ Usage: python bench/rescaled_checkpoint.py --checkpoint runs/demo/model --output
 import argparse
 import os
 import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 EMBEDDINGS = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 
@@ -37,6 +40,7 @@ def main():
 
     from albert_tf import AlbertConfig, AlbertPretrainer
     from albert_tf.training import load_init_checkpoint, model_weights
+    from model_throughput import random_batch
 
     config = AlbertConfig.from_json_file(os.path.join(args.checkpoint, "albert_config.json"))
     model = AlbertPretrainer(config)
@@ -51,12 +55,7 @@ def main():
     target = args.target_stddev or config.initializer_range
     factor = target / float(np.std(word.numpy()))
 
-    rng = np.random.default_rng(0)
-    batch = {
-        "input_ids": rng.integers(5, config.vocab_size, (4, 64)).astype(np.int32),
-        "input_mask": np.ones((4, 64), np.int32),
-        "segment_ids": (np.arange(64)[None] >= 32).repeat(4, 0).astype(np.int32),
-    }
+    batch = random_batch(config, batch=4, length=64, predictions=1)
     before = model.encoder(batch)["sequence_output"].numpy()
     for key, variable in embeddings.items():
         variable.assign(variable * factor)

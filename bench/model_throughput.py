@@ -163,14 +163,11 @@ def hugging_face_system(c):
     import torch
     import transformers
 
-    config = transformers.AlbertConfig(
-        vocab_size=c.vocab_size, embedding_size=c.embedding_size, hidden_size=c.hidden_size,
-        num_hidden_layers=c.num_hidden_layers, num_hidden_groups=c.num_hidden_groups,
-        inner_group_num=c.inner_group_num, num_attention_heads=c.num_attention_heads,
-        intermediate_size=c.intermediate_size, hidden_act="gelu_new", hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0,
-        max_position_embeddings=c.max_position_embeddings,
-    )
+    from albert_tf.convert import config_to_hf
+
+    values = config_to_hf(c)
+    # No dropout where ours has none: the SOP head's own rate follows the config's hidden rate.
+    config = transformers.AlbertConfig(**{**values, "classifier_dropout_prob": values["hidden_dropout_prob"]})
     model = transformers.AlbertForPreTraining(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 

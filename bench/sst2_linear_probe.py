@@ -20,6 +20,18 @@ from glue_pretraining_helps import add_comparison_arguments
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 
 
+def best_dev_accuracy(train_x, train_y, dev_x, dev_y, standardise: bool = True) -> float:
+    """Dev accuracy of a logistic regression fitted on the train features, best over C_GRID (inputs
+    standardised by the train features' mean and deviation unless standardise is False)."""
+    from sklearn.linear_model import LogisticRegression
+
+    if standardise:
+        mean, std = train_x.mean(0), train_x.std(0) + 1e-6
+        train_x, dev_x = (train_x - mean) / std, (dev_x - mean) / std
+    return max(float((LogisticRegression(C=c, max_iter=2000).fit(train_x, train_y).predict(dev_x) == dev_y).mean())
+               for c in C_GRID)
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_comparison_arguments(parser)
@@ -32,7 +44,6 @@ def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
     import numpy as np
-    from sklearn.linear_model import LogisticRegression
 
     from albert_tf import AlbertConfig, AlbertPretrainer
     from albert_tf.tokenizer import AlbertTokenizer
@@ -65,14 +76,6 @@ def main():
             parts["pooled output"].append(outputs["pooled_output"].numpy())
         return {name: np.concatenate(chunks) for name, chunks in parts.items()}
 
-    def probe(train_x, train_y, dev_x, dev_y):
-        mean, std = train_x.mean(0), train_x.std(0) + 1e-6
-        scores = []
-        for c in C_GRID:
-            classifier = LogisticRegression(C=c, max_iter=2000).fit((train_x - mean) / std, train_y)
-            scores.append((classifier.predict((dev_x - mean) / std) == dev_y).mean())
-        return max(scores)
-
     train_inputs, train_y = split("train", args.train_examples)
     dev_inputs, dev_y = split("dev")
     results = {}
@@ -83,7 +86,7 @@ def main():
         if start == "pretrained":
             load_init_checkpoint(model, args.pretrained)
         train_features, dev_features = features(model, train_inputs), features(model, dev_inputs)
-        results[start] = {name: probe(train_features[name], train_y, dev_features[name], dev_y)
+        results[start] = {name: best_dev_accuracy(train_features[name], train_y, dev_features[name], dev_y)
                           for name in train_features}
 
     print(f"\nSST-2 linear probes: {len(train_y)} train sentences, full dev ({len(dev_y)}), "

@@ -11,10 +11,13 @@ logistic regression on the train rows (the best C of a small grid, scored on dev
   (--corpus): positive pointwise mutual information of pieces within --window of each other,
   reduced by a truncated SVD (word2vec's statistics, without training). Against the mean of random
   vectors of the same size, it shows how much the corpus's co-occurrences alone say about the
-  sentiment of SST-2's words: roughly the most a model pretrained on that text can bring to these
-  rows from its word embeddings.
+  sentiment of SST-2's words.
+- both: the counts and the corpus vectors' mean (standardised by the train rows) side by side. Its
+  gain over the counts alone is what the corpus's word statistics add to what the labelled rows
+  already say: roughly the most a model pretrained on that text can bring to these rows from its
+  knowledge of single words.
 
-Usage: python bench/sst2_word_statistics.py [--corpus data/corpus/train.txt]
+Usage: python bench/sst2_word_statistics.py [--corpus data/corpus/train.txt[,more.txt]]
            [--spm_model_file runs/demo/vocab.model] [--train_examples 4000] [--seq_length 32]
 """
 
@@ -22,15 +25,14 @@ import argparse
 import os
 
 from glue_pretraining_helps import REPO, add_comparison_arguments
-
-C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
+from sst2_linear_probe import C_GRID, best_dev_accuracy
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_comparison_arguments(parser)
     parser.add_argument("--corpus", default=os.path.join(REPO, "data", "corpus", "train.txt"),
-                        help="the pretraining text, one document per line")
+                        help="the pretraining text, one or more files (comma-separated)")
     parser.add_argument("--dim", type=int, default=64, help="the demo's embedding_size")
     parser.add_argument("--window", type=int, default=4)
     parser.add_argument("--seed", type=int, default=12345, help="of the random vectors")
@@ -60,7 +62,6 @@ def ppmi_vectors(ids, vocab_size: int, window: int, dim: int):
 def main():
     args = parse_args()
     import numpy as np
-    from sklearn.linear_model import LogisticRegression
 
     from albert_tf.tokenizer import AlbertTokenizer
     from finetune.glue.data import convert_examples
@@ -76,13 +77,6 @@ def main():
         pieces = [[i for i in row["input_ids"] if not tokenizer.is_control(i)] for row in rows]
         return pieces, np.array([row["label_ids"] for row in rows])
 
-    def probe(train_x, train_y, dev_x, dev_y, standardise=True):
-        if standardise:
-            mean, std = train_x.mean(0), train_x.std(0) + 1e-6
-            train_x, dev_x = (train_x - mean) / std, (dev_x - mean) / std
-        return max((LogisticRegression(C=c, max_iter=3000).fit(train_x, train_y).predict(dev_x) == dev_y).mean()
-                   for c in C_GRID)
-
     def bag_counts(pieces):
         counts = np.zeros((len(pieces), vocab_size), np.float32)
         for row, ids in enumerate(pieces):
@@ -92,18 +86,26 @@ def main():
     def bag_mean(pieces, vectors):
         return np.stack([vectors[ids].mean(0) if ids else np.zeros(vectors.shape[1]) for ids in pieces])
 
-    with open(args.corpus, encoding="utf-8") as f:
-        corpus_ids = np.array([i for line in f for i in tokenizer.encode(line)], np.int64)
+    corpus_ids = []
+    for path in args.corpus.split(","):
+        with open(path, encoding="utf-8", errors="replace") as f:  # statistics: a stray byte is no matter
+            corpus_ids.extend(i for line in f for i in tokenizer.encode(line))
+    corpus_ids = np.array(corpus_ids, np.int64)
     corpus_vectors = ppmi_vectors(corpus_ids, vocab_size, args.window, args.dim)
     random_vectors = np.random.default_rng(args.seed).normal(size=(vocab_size, args.dim))
 
     (train, train_y), (dev, dev_y) = split("train", args.train_examples), split("dev")
+    train_corpus, dev_corpus = bag_mean(train, corpus_vectors), bag_mean(dev, corpus_vectors)
+    mean, std = train_corpus.mean(0), train_corpus.std(0) + 1e-6
     results = {
-        "bag of pieces (counts)": probe(bag_counts(train), train_y, bag_counts(dev), dev_y, standardise=False),
-        f"bag of corpus vectors (PPMI + SVD, {args.dim})": probe(
-            bag_mean(train, corpus_vectors), train_y, bag_mean(dev, corpus_vectors), dev_y),
-        f"bag of random vectors ({args.dim})": probe(
+        "bag of pieces (counts)": best_dev_accuracy(bag_counts(train), train_y, bag_counts(dev), dev_y, standardise=False),
+        f"bag of corpus vectors (PPMI + SVD, {args.dim})": best_dev_accuracy(
+            train_corpus, train_y, dev_corpus, dev_y),
+        f"bag of random vectors ({args.dim})": best_dev_accuracy(
             bag_mean(train, random_vectors), train_y, bag_mean(dev, random_vectors), dev_y),
+        "both: counts and corpus vectors": best_dev_accuracy(
+            np.hstack([bag_counts(train), (train_corpus - mean) / std]), train_y,
+            np.hstack([bag_counts(dev), (dev_corpus - mean) / std]), dev_y, standardise=False),
     }
     print(f"\nSST-2 from words alone: {len(train_y)} train sentences, full dev ({len(dev_y)}), sequence "
           f"{args.seq_length}, best C of {C_GRID} on dev; corpus {args.corpus} ({len(corpus_ids):,} pieces)")

@@ -1,15 +1,15 @@
-"""What SST-2 can be told by words alone: two references for bench/glue_pretraining_helps.py.
+"""What SST-2 can be told by words alone: references for bench/glue_pretraining_helps.py.
 
-Both read the SST-2 sentences exactly as the fine-tuned models do (the first --train_examples train
+All read the SST-2 sentences exactly as the fine-tuned models do (the first --train_examples train
 rows and the full dev set, tokenized with --spm_model_file and cut to --seq_length), and each fits a
 logistic regression on the train rows (the best C of a small grid, scored on dev):
 
 - bag of pieces: the count of every vocabulary piece in the sentence. What the labelled rows teach
-  a linear model with no pretraining at all; a fine-tuned encoder below it is held back by its
-  fine-tuning, not by what it lacks from pretraining.
+  a linear model with no pretraining at all; a fine-tuned encoder that scores below it has not used
+  everything those rows say, whatever its start.
 - bag of corpus vectors: the mean of --dim-dimensional piece vectors from the pretraining text
   (--corpus): positive pointwise mutual information of pieces within --window of each other,
-  reduced by a truncated SVD (word2vec's statistics, without training). Against the mean of random
+  reduced by a truncated SVD (the statistics word2vec factorises implicitly). Against the mean of random
   vectors of the same size, it shows how much the corpus's co-occurrences alone say about the
   sentiment of SST-2's words.
 - both: the counts and the corpus vectors' mean (standardised by the train rows) side by side. Its
@@ -98,7 +98,8 @@ def main():
     train_corpus, dev_corpus = bag_mean(train, corpus_vectors), bag_mean(dev, corpus_vectors)
     mean, std = train_corpus.mean(0), train_corpus.std(0) + 1e-6
     results = {
-        "bag of pieces (counts)": best_dev_accuracy(bag_counts(train), train_y, bag_counts(dev), dev_y, standardise=False),
+        "bag of pieces (counts)": best_dev_accuracy(
+            bag_counts(train), train_y, bag_counts(dev), dev_y, standardise=False),
         f"bag of corpus vectors (PPMI + SVD, {args.dim})": best_dev_accuracy(
             train_corpus, train_y, dev_corpus, dev_y),
         f"bag of random vectors ({args.dim})": best_dev_accuracy(

@@ -176,7 +176,7 @@ def main():
 
     majority = {task: max(p, 1 - p) for task in TASKS for p in [label_one_fraction(heldout[task], args)]}
     print(f"\nRecords in {records}: held-out passages of {args.corpus} "
-          f"(last {args.heldout_fraction:.0%} of every book); "
+          f"(last {args.heldout_fraction:.0%} of every document); "
           f"{args.steps} steps of batch {args.batch_size}, LAMB {args.learning_rate}; "
           f"{time.perf_counter() - began:.0f} s in all")
     print("| pretrained with | MLM accuracy | NSP accuracy | SOP accuracy |")

@@ -32,6 +32,16 @@ def best_dev_accuracy(train_x, train_y, dev_x, dev_y, standardise: bool = True) 
                for c in C_GRID)
 
 
+def sst2_rows(tokenizer, args, split: str, limit=None) -> list[dict]:
+    """The first `limit` rows of an SST-2 split as the fine-tuned models read them (cut to
+    args.seq_length), with their labels."""
+    from finetune.glue.data import convert_examples
+    from finetune.glue.readers import read_examples
+
+    examples = read_examples("SST-2", args.data_dir, split).examples[:limit]
+    return list(convert_examples(examples, "SST-2", tokenizer, args.seq_length))
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_comparison_arguments(parser)
@@ -48,15 +58,12 @@ def main():
     from albert_tf import AlbertConfig, AlbertPretrainer
     from albert_tf.tokenizer import AlbertTokenizer
     from albert_tf.training import load_init_checkpoint
-    from finetune.glue.data import convert_examples
-    from finetune.glue.readers import read_examples
 
     config = AlbertConfig.from_json_file(os.path.join(args.pretrained, "albert_config.json"))
     tokenizer = AlbertTokenizer(args.spm_model_file)
 
     def split(name, limit=None):
-        examples = read_examples("SST-2", args.data_dir, name).examples[:limit]
-        rows = list(convert_examples(examples, "SST-2", tokenizer, args.seq_length))
+        rows = sst2_rows(tokenizer, args, name, limit)
         inputs = {key: np.array([row[key] for row in rows], np.int32)
                   for key in ("input_ids", "input_mask", "segment_ids")}
         return inputs, np.array([row["label_ids"] for row in rows])

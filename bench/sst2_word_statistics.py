@@ -25,7 +25,7 @@ import argparse
 import os
 
 from glue_pretraining_helps import REPO, add_comparison_arguments
-from sst2_linear_probe import C_GRID, best_dev_accuracy
+from sst2_linear_probe import C_GRID, best_dev_accuracy, sst2_rows
 
 
 def parse_args():
@@ -64,16 +64,13 @@ def main():
     import numpy as np
 
     from albert_tf.tokenizer import AlbertTokenizer
-    from finetune.glue.data import convert_examples
-    from finetune.glue.readers import read_examples
 
     tokenizer = AlbertTokenizer(args.spm_model_file)
     vocab_size = tokenizer.vocab_size
 
     def split(name, limit=None):
         """The pieces each model reads (no [CLS], [SEP] or padding) and the labels."""
-        examples = read_examples("SST-2", args.data_dir, name).examples[:limit]
-        rows = list(convert_examples(examples, "SST-2", tokenizer, args.seq_length))
+        rows = sst2_rows(tokenizer, args, name, limit)
         pieces = [[i for i in row["input_ids"] if not tokenizer.is_control(i)] for row in rows]
         return pieces, np.array([row["label_ids"] for row in rows])
 

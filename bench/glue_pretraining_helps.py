@@ -55,7 +55,9 @@ def main():
     from finetune.glue.tasks import get_task
 
     task = get_task(args.task)
-    metric = task.metrics[0]
+    if not (task.has_train and task.eval_splits):
+        raise SystemExit(f"--task {task.name}: needs a train and a labelled dev split")
+    metric, dev = task.metrics[0], task.eval_splits[0]
 
     config_file = os.path.join(args.pretrained, "albert_config.json")
     common = [
@@ -78,8 +80,8 @@ def main():
                                     *init, *common])
             rows[name].append({
                 "seed": seed,
-                metric: summary["eval"]["dev"][metric],
-                "dev_examples": summary["eval"]["dev"]["examples"],
+                metric: summary["eval"][dev][metric],
+                "dev_examples": summary["eval"][dev]["examples"],
                 "final_train_loss": summary["train"]["train"]["loss"],
                 "wall_seconds": time.perf_counter() - began,
             })
@@ -87,8 +89,8 @@ def main():
 
     print(f"\n{task.name}: {args.train_examples} train examples, sequence {args.seq_length}, batch "
           f"{args.batch_size}, {args.steps} steps (~{args.steps * args.batch_size / args.train_examples:.1f} "
-          f"epochs), lr {args.learning_rate}; full dev set ({rows['random'][0]['dev_examples']} examples)")
-    print("| seed | " + " | ".join(f"{name}: dev {metric}" for name in starts) + " | difference |")
+          f"epochs), lr {args.learning_rate}; full {dev} set ({rows['random'][0]['dev_examples']} examples)")
+    print("| seed | " + " | ".join(f"{name}: {dev} {metric}" for name in starts) + " | difference |")
     print("|---|" + "---|" * (len(starts) + 1))
     for pretrained, random in zip(rows["pretrained"], rows["random"]):
         print(f"| {pretrained['seed']} | {pretrained[metric]:.4f} | {random[metric]:.4f} | "

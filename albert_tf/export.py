@@ -263,13 +263,36 @@ def load_model(kind: str, preset: str | None = None, checkpoint: str | None = No
     return pretrainer if kind == "pretrainer" else pretrainer.encoder
 
 
+class _LoadedVariable(keras.Variable):
+    """A Keras variable whose value is a variable of a loaded SavedModel, not a copy of it.
+
+    A Keras variable made from a `tf.Variable` copies it, and the loaded functions would go on
+    reading the original; but the TensorFlow backend keeps a `tf.Variable` that `_initialize`
+    receives as its value, so the initializer here returns the loaded variable and goes there
+    directly instead of into a new `tf.Variable`.
+    """
+
+    def __init__(self, variable: tf.Variable, name: str, trainable: bool):
+        self._loaded_variable = variable
+        super().__init__(initializer=self._the_loaded_variable, shape=tuple(variable.shape),
+                         dtype=variable.dtype.name, trainable=trainable, name=name)
+        if self._value is not variable:
+            raise RuntimeError(f"this Keras copied the loaded variable {variable.name} instead of using it")
+
+    def _the_loaded_variable(self, shape, dtype):
+        return self._loaded_variable
+
+    def _initialize_with_initializer(self, initializer):
+        self._initialize(initializer(self._shape, self._dtype))
+
+
 class SavedModelLayer(keras.layers.Layer):
     """A reusable SavedModel of this module as a trainable Keras layer (for fine-tuning).
 
-    Keras 3 does not see the loaded tf.Variables, and `keras.layers.TFSMLayer` trains copies that
-    the loaded functions never read; this layer instead exposes the loaded variables themselves
-    through `trainable_weights`, so an optimizer updates what the SavedModel computes with.
-    Use it in a custom loop (`tape.gradient(loss, layer.trainable_weights)`).
+    Keras 3 does not see the variables of a loaded SavedModel, and `keras.layers.TFSMLayer` trains
+    copies that the loaded functions never read; this layer tracks Keras variables whose values
+    are the loaded variables themselves, so `model.fit` or a custom loop updates what the
+    SavedModel computes with. Their names are the loaded paths with "/" as "__".
 
     Args:
         path: the SavedModel directory (or an already loaded object).
@@ -285,24 +308,18 @@ class SavedModelLayer(keras.layers.Layer):
         # `path` is a read-only property of Keras layers.
         self.saved_model_path = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
         self._loaded = tf.saved_model.load(self.saved_model_path) if self.saved_model_path else path
+        # Keras tracks the variables of a list attribute; like `add_weight`, a frozen layer's are
+        # made non-trainable.
+        with keras.name_scope(self.name):
+            self.loaded_weights = [
+                _LoadedVariable(v, name=v.name.split(":")[0].replace("/", "__"), trainable=v.trainable and trainable)
+                for v in self._loaded.variables
+            ]
         self.built = True
 
     @property
     def loaded(self):
         return self._loaded
-
-    @property
-    def trainable_weights(self):
-        return list(self._loaded.trainable_variables) if self.trainable else []
-
-    @property
-    def non_trainable_weights(self):
-        trainable = {id(v) for v in self.trainable_weights}
-        return [v for v in self._loaded.variables if id(v) not in trainable]
-
-    @property
-    def weights(self):
-        return self.trainable_weights + self.non_trainable_weights
 
     def call(self, inputs, training=False):
         inputs = {k: tf.cast(v, tf.int32) for k, v in inputs.items()}

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.export import (
+    SEQUENCE_INPUTS,
     SIGNATURES,
     SavedModelLayer,
     export_encoder,
@@ -299,6 +300,30 @@ def test_fine_tuning_through_the_reusable_saved_model(exported, models):
     assert final < 0.5 * initial, (initial, final)
     changed = [not np.array_equal(b, v.numpy()) for b, v in zip(before, layer.trainable_weights)]
     assert all(changed), [v.name for v, c in zip(layer.trainable_weights, changed) if not c]
+
+
+@pytest.mark.parametrize("trainable", [True, False])
+def test_keras_fit_trains_the_saved_models_own_variables(exported, models, trainable):
+    """Keras's `fit` sees the layer's variables as its model's, and they are the variables the
+    loaded functions read: fitting moves the SavedModel's own outputs (or, frozen, only the head)."""
+    layer = SavedModelLayer(exported["encoder"], trainable=trainable)
+    inputs = {k: keras.Input((SEQ,), dtype="int32", name=k) for k in SEQUENCE_INPUTS}
+    model = keras.Model(inputs, keras.layers.Dense(2)(layer(inputs)["pooled_output"]))
+    encoder_count = len(models["encoder"].trainable_weights)
+    assert len(model.trainable_variables) == (encoder_count if trainable else 0) + 2
+    batch = {k: v for k, v in _ids_batch(seed=7, batch=8).items() if k != "masked_lm_positions"}
+    labels = np.array([0, 1] * 4)
+    before = layer.loaded(batch, training=False)["pooled_output"].numpy()
+
+    model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(batch, labels, epochs=10, batch_size=8, verbose=0).history["loss"]
+    after = layer.loaded(batch, training=False)["pooled_output"].numpy()
+    assert history[-1] < history[0]
+    if trainable:
+        assert np.abs(after - before).max() > 1e-2
+    else:
+        np.testing.assert_array_equal(after, before)
 
 
 def test_released_vocabulary_tokenizes_inside_the_saved_model_like_sentencepiece(data_dir, tmp_path):

@@ -450,6 +450,10 @@ def _run_workers(config, output_dir, pending, num_workers, progress) -> None:
         bar.close()
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")
+
+
 def format_summary(result: dict) -> str:
     """The end-of-run report: documents, instances, masked tokens, label balance."""
     c = result["counts"]
@@ -457,7 +461,7 @@ def format_summary(result: dict) -> str:
     replaced = max(sum(c["replacements"]), 1)
     lines = [
         f"documents:        {c['documents']:,} ({c['lines']:,} lines, {c['bad_lines']:,} skipped as not UTF-8)",
-        f"instances:        {c['instances']:,} in {len(result['shards'])} shards",
+        f"instances:        {c['instances']:,} in {_count(len(result['shards']), 'shard')}",
         f"masked tokens:    {c['masked_tokens']:,} ({c['masked_tokens'] / max(c['tokens'], 1):.2%} of "
         f"{c['tokens']:,} tokens; [MASK]/kept/random {c['replacements'][0] / replaced:.1%}/"
         f"{c['replacements'][1] / replaced:.1%}/{c['replacements'][2] / replaced:.1%})",
@@ -465,5 +469,5 @@ def format_summary(result: dict) -> str:
         f"{c['labels'][1] / instances:.1%}",
     ]
     if result["seconds"] > 0 and result["generated_shards"]:
-        lines.append(f"time:             {result['seconds']:.1f} s for {result['generated_shards']} new shards")
+        lines.append(f"time:             {result['seconds']:.1f} s for {_count(result['generated_shards'], 'new shard')}")
     return "\n".join(lines)

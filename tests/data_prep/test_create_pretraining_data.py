@@ -290,7 +290,7 @@ def test_the_command_line_prints_the_summary(tmp_path, corpus, spm_model, capsys
     assert code == 0
     printed = capsys.readouterr().out
     counts = json.loads((tmp_path / METADATA_FILE).read_text())["counts"]
-    assert f"instances:        {counts['instances']:,} in 1 shards" in printed
+    assert f"instances:        {counts['instances']:,} in 1 shard\n" in printed
     assert f"masked tokens:    {counts['masked_tokens']:,}" in printed
 
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from albert_tf.features import pretraining_feature_spec
+from albert_tf.features import EXAMPLE_WEIGHT, pretraining_feature_spec
 
 SHUFFLE_BUFFER_RECORDS = 10_000
 _GZIP_SUFFIXES = (".gz", ".gzip")
@@ -119,10 +119,11 @@ def _checked_records(filename: tf.Tensor, compression: tf.Tensor, expected: tf.T
     )
 
 
-def _parser(spec: dict, batch_size: int):
+def _parser(spec: dict, batch_size: int, fill_last_batch: bool):
     names = sorted(spec)
 
     def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        rows = tf.shape(serialized)[0] if fill_last_batch else batch_size
         ragged = tf.io.parse_example(
             serialized, {name: tf.io.RaggedFeature(spec[name].dtype, row_splits_dtype=tf.int64) for name in names}
         )
@@ -141,8 +142,13 @@ def _parser(spec: dict, batch_size: int):
                 ],
             )
             with tf.control_dependencies([check]):
-                values = tf.reshape(ragged[name].flat_values, [batch_size, length])
+                values = tf.reshape(ragged[name].flat_values, [rows, length])
+            if fill_last_batch:
+                values = tf.ensure_shape(tf.pad(values, [[0, batch_size - rows], [0, 0]]), [batch_size, length])
             features[name] = values if values.dtype == tf.float32 else tf.cast(values, tf.int32)
+        if fill_last_batch:
+            real = tf.ones([rows], tf.float32)
+            features[EXAMPLE_WEIGHT] = tf.ensure_shape(tf.pad(real, [[0, batch_size - rows]]), [batch_size])
         return features
 
     return parse
@@ -165,7 +171,7 @@ def pretraining_dataset(
     Args:
         file_patterns: comma-separated globs, or a list of globs. A glob matching nothing is an error.
         batch_size: examples per batch for this input pipeline (per replica under a strategy's
-            `distribute_datasets_from_function`); the last partial batch is dropped.
+            `distribute_datasets_from_function`).
         max_seq_length, max_predictions_per_seq: must equal what the data was written with.
         is_training: shuffle files and records and repeat forever; otherwise one ordered pass.
         input_context: this pipeline's share of the files (or of the records, when there are fewer
@@ -177,7 +183,9 @@ def pretraining_dataset(
     Returns:
         A dataset of dicts with `input_ids`, `input_mask`, `segment_ids`, `token_boundary`
         `[batch, max_seq_length]`, `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`
-        `[batch, max_predictions_per_seq]` and `next_sentence_labels` `[batch, 1]` (the SOP label).
+        `[batch, max_predictions_per_seq]` and `next_sentence_labels` `[batch, 1]` (the SOP label);
+        in evaluation also `example_weight` `[batch]`, 1 for a record and 0 for the rows of zeros
+        that fill up the last batch, so that every record counts once and none is dropped.
     """
     if compression.lower() not in _COMPRESSIONS:
         raise ValueError(f"compression must be 'auto', 'gzip' or 'none', got {compression!r}")
@@ -213,9 +221,11 @@ def pretraining_dataset(
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     if is_training:
         dataset = dataset.shuffle(SHUFFLE_BUFFER_RECORDS, seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.batch(batch_size, drop_remainder=True)
+    # Training repeats, so its batches are all full; evaluation fills up its last batch instead of
+    # dropping it, keeping shapes static.
+    dataset = dataset.batch(batch_size, drop_remainder=is_training)
     dataset = dataset.map(
-        _parser(spec, batch_size), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic or not is_training
+        _parser(spec, batch_size, fill_last_batch=not is_training), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic or not is_training
     )
     options = tf.data.Options()
     options.deterministic = deterministic or not is_training

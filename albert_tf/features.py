@@ -12,6 +12,10 @@ import tensorflow as tf
 
 from albert_tf.validation import require_positive_ints
 
+# Not in the records: the reader adds it to evaluation batches, 1 for a record and 0 for a row that
+# fills up the last batch; the pretraining losses weight examples by it where it is present.
+EXAMPLE_WEIGHT = "example_weight"
+
 
 def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, tf.io.FixedLenFeature]:
     """Masked-LM + sentence-order records (ALBERT.md §3).

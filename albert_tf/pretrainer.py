@@ -8,6 +8,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.model_base import AlbertConfigModel
 from albert_tf.encoder import AlbertEncoder
+from albert_tf.features import EXAMPLE_WEIGHT
 from albert_tf.layers.mlm_head import AlbertMaskedLMHead
 from albert_tf.layers.sop_head import AlbertSentenceOrderHead
 
@@ -19,7 +20,8 @@ def pretraining_sums(features, mlm_logits, sop_logits):
 
     Sums rather than means, so that a global batch split across replicas (or micro-batches) can be
     combined exactly: `mlm_ce` and `mlm_hits` are weighted by `masked_lm_weights`, whose sum is
-    `mlm_weight`; `sop_ce` and `sop_hits` are summed over the `examples`.
+    `mlm_weight`; `sop_ce` and `sop_hits` are summed over the `examples`, each weighted by its
+    `example_weight` where the batch has one (0 for the rows filling up an evaluation batch).
     """
     mlm_logits = tf.cast(mlm_logits, tf.float32)
     sop_logits = tf.cast(sop_logits, tf.float32)
@@ -31,13 +33,17 @@ def pretraining_sums(features, mlm_logits, sop_logits):
     mlm_hits = tf.cast(tf.equal(tf.argmax(mlm_logits, axis=-1, output_type=tf.int32), ids), tf.float32)
     sop_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=sop_logits)
     sop_hits = tf.cast(tf.equal(tf.argmax(sop_logits, axis=-1, output_type=tf.int32), labels), tf.float32)
+    if EXAMPLE_WEIGHT in features:
+        examples = tf.reshape(tf.cast(features[EXAMPLE_WEIGHT], tf.float32), [-1])
+    else:
+        examples = tf.ones_like(sop_ce)
     return {
         "mlm_ce": tf.reduce_sum(mlm_ce * weights),
         "mlm_hits": tf.reduce_sum(mlm_hits * weights),
         "mlm_weight": tf.reduce_sum(weights),
-        "sop_ce": tf.reduce_sum(sop_ce),
-        "sop_hits": tf.reduce_sum(sop_hits),
-        "examples": tf.cast(tf.shape(labels)[0], tf.float32),
+        "sop_ce": tf.reduce_sum(sop_ce * examples),
+        "sop_hits": tf.reduce_sum(sop_hits * examples),
+        "examples": tf.reduce_sum(examples),
     }
 
 

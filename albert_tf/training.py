@@ -653,7 +653,7 @@ class Pretraining(TrainingLoop):
             sums = {k: float(v) for k, v in self._eval_step(features).items()}
             totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
         if not totals:
-            raise ValueError("the eval input holds no complete batch")
+            raise ValueError("the eval input holds no records")
         metrics = {k: float(v) for k, v in losses_from_sums(totals).items()}
         metrics["examples"] = totals["examples"]
         return metrics

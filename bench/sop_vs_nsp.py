@@ -109,13 +109,14 @@ def evaluate(model_dir: str, config, heldout: dict, args) -> dict:
 def label_one_fraction(pattern: str, args) -> float:
     """The share of label 1 (random or swapped) in held-out records, for the majority baseline."""
     from albert_tf.datasets import pretraining_dataset
+    from albert_tf.features import EXAMPLE_WEIGHT
     from albert_tf.training import expand_globs
 
-    ones = total = 0
+    ones = total = 0.0
     for batch in pretraining_dataset(expand_globs(pattern), batch_size=64, max_seq_length=args.max_seq_length,
                                      max_predictions_per_seq=20, is_training=False):
-        labels = batch["next_sentence_labels"].numpy()
-        ones, total = ones + int(labels.sum()), total + labels.size
+        real = batch[EXAMPLE_WEIGHT].numpy()  # 0 for the rows filling up the last batch
+        ones, total = ones + float((batch["next_sentence_labels"].numpy()[:, 0] * real).sum()), total + real.sum()
     return ones / total
 
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import albert_tf.datasets
 from albert_tf.datasets import count_records, pretraining_dataset
-from albert_tf.features import pretraining_feature_spec, serialize_example
+from albert_tf.features import EXAMPLE_WEIGHT, pretraining_feature_spec, serialize_example
 
 SEQ, PREDS = 16, 4
 
@@ -64,9 +64,17 @@ def test_evaluation_reads_every_record_once_in_order_with_static_int32_batches(t
     assert spec["input_ids"].shape == (8, SEQ) and spec["input_ids"].dtype == tf.int32
     assert spec["masked_lm_weights"].shape == (8, PREDS) and spec["masked_lm_weights"].dtype == tf.float32
     assert spec["next_sentence_labels"].shape == (8, 1) and spec["next_sentence_labels"].dtype == tf.int32
+    assert spec[EXAMPLE_WEIGHT].shape == (8,) and spec[EXAMPLE_WEIGHT].dtype == tf.float32
+    batches = list(dataset)
+    # Files are read round-robin, record by record: 12 full batches of 8, then 4 records and 4 rows
+    # of zeros that weigh nothing, so all 100 count once.
+    assert len(batches) == 13
+    weights = np.concatenate([b[EXAMPLE_WEIGHT].numpy() for b in batches])
+    assert weights.tolist() == [1.0] * 100 + [0.0] * 4
     indices = _indices(dataset)
-    # Files are read round-robin, record by record; drop_remainder keeps 12 batches of 8 of the 100.
-    assert indices == [25 * k + j for j in range(25) for k in range(4)][:96]
+    assert indices[:100] == [25 * k + j for j in range(25) for k in range(4)]
+    filler = {name: values[4:].numpy() for name, values in batches[-1].items()}
+    assert all(not values.any() for values in filler.values()), filler
     batch = next(iter(dataset))
     assert batch["masked_lm_ids"][:, 0].numpy().tolist() == [i % 7 for i in indices[:8]]
     assert batch["next_sentence_labels"][:, 0].numpy().tolist() == [i % 2 for i in indices[:8]]

@@ -409,6 +409,25 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+def test_evaluation_counts_every_record_of_a_last_partial_batch(tmp_path):
+    from albert_tf.datasets import pretraining_dataset
+    from albert_tf.pretrainer import losses_from_sums
+
+    path = write_records(tmp_path / "eval.tfrecord", 21, seed=3)
+    run = training.Pretraining(CONFIG, options(tmp_path / "run", eval_batch_size=8))
+    eval_data = run.distribute(training.file_dataset_fn([path], run.options, is_training=False),
+                               run.per_replica_eval_batch)
+    got = run.evaluate(eval_data)
+    assert got["examples"] == 21  # two batches of 8 and one of 5 records filled up with 3 rows
+    # The same model on all 21 records in one batch.
+    whole = next(iter(pretraining_dataset(path, batch_size=21, max_seq_length=SEQ,
+                                          max_predictions_per_seq=PREDICTIONS, is_training=False)))
+    outputs = run.model(whole, training=False)
+    expected = losses_from_sums(pretraining_sums(whole, outputs["mlm_logits"], outputs["sop_logits"]))
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(float(value), abs=1e-5), name
+
+
 # ---- subprocess entry points ---------------------------------------------------------------------
 
 

@@ -225,7 +225,9 @@ def pretraining_dataset(
     # dropping it, keeping shapes static.
     dataset = dataset.batch(batch_size, drop_remainder=is_training)
     dataset = dataset.map(
-        _parser(spec, batch_size, fill_last_batch=not is_training), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic or not is_training
+        _parser(spec, batch_size, fill_last_batch=not is_training),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic or not is_training,
     )
     options = tf.data.Options()
     options.deterministic = deterministic or not is_training

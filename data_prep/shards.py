@@ -469,5 +469,6 @@ def format_summary(result: dict) -> str:
         f"{c['labels'][1] / instances:.1%}",
     ]
     if result["seconds"] > 0 and result["generated_shards"]:
-        lines.append(f"time:             {result['seconds']:.1f} s for {_count(result['generated_shards'], 'new shard')}")
+        new_shards = _count(result["generated_shards"], "new shard")
+        lines.append(f"time:             {result['seconds']:.1f} s for {new_shards}")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from albert_tf.features import EXAMPLE_WEIGHT, pretraining_feature_spec
+from albert_tf.features import EXAMPLE_WEIGHT, pretraining_feature_spec, serialize_example
 
 SHUFFLE_BUFFER_RECORDS = 10_000
 _GZIP_SUFFIXES = (".gz", ".gzip")
@@ -119,11 +119,13 @@ def _checked_records(filename: tf.Tensor, compression: tf.Tensor, expected: tf.T
     )
 
 
-def _parser(spec: dict, batch_size: int, fill_last_batch: bool):
+def _parser(spec: dict, batch_size: int, num_records: int | None):
+    """Parses a batch of records; with `num_records` (evaluation) the batch is `(positions,
+    records)` and the rows from position `num_records` on, the fillers, get `example_weight` 0."""
     names = sorted(spec)
 
-    def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
-        rows = tf.shape(serialized)[0] if fill_last_batch else batch_size
+    def parse(*batch: tf.Tensor) -> dict[str, tf.Tensor]:
+        positions, serialized = batch if num_records is not None else (None, batch[0])
         ragged = tf.io.parse_example(
             serialized, {name: tf.io.RaggedFeature(spec[name].dtype, row_splits_dtype=tf.int64) for name in names}
         )
@@ -142,13 +144,10 @@ def _parser(spec: dict, batch_size: int, fill_last_batch: bool):
                 ],
             )
             with tf.control_dependencies([check]):
-                values = tf.reshape(ragged[name].flat_values, [rows, length])
-            if fill_last_batch:
-                values = tf.ensure_shape(tf.pad(values, [[0, batch_size - rows], [0, 0]]), [batch_size, length])
+                values = tf.reshape(ragged[name].flat_values, [batch_size, length])
             features[name] = values if values.dtype == tf.float32 else tf.cast(values, tf.int32)
-        if fill_last_batch:
-            real = tf.ones([rows], tf.float32)
-            features[EXAMPLE_WEIGHT] = tf.ensure_shape(tf.pad(real, [[0, batch_size - rows]]), [batch_size])
+        if num_records is not None:
+            features[EXAMPLE_WEIGHT] = tf.cast(positions < num_records, tf.float32)
         return features
 
     return parse
@@ -184,8 +183,8 @@ def pretraining_dataset(
         A dataset of dicts with `input_ids`, `input_mask`, `segment_ids`, `token_boundary`
         `[batch, max_seq_length]`, `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`
         `[batch, max_predictions_per_seq]` and `next_sentence_labels` `[batch, 1]` (the SOP label);
-        in evaluation also `example_weight` `[batch]`, 1 for a record and 0 for the rows of zeros
-        that fill up the last batch, so that every record counts once and none is dropped.
+        in evaluation also `example_weight` `[batch]`, 1 for a record and 0 for the all-zero rows
+        that fill up the last step of every replica, so that every record counts once.
     """
     if compression.lower() not in _COMPRESSIONS:
         raise ValueError(f"compression must be 'auto', 'gzip' or 'none', got {compression!r}")
@@ -206,6 +205,9 @@ def pretraining_dataset(
         else:
             shard_records = True
     counts = [count_records(f, c) for f, c in zip(files, compressions)]
+    num_records = sum(counts)
+    if shard_records:  # this pipeline's share of the records, dealt out one by one
+        num_records = len(range(input_context.input_pipeline_id, num_records, input_context.num_input_pipelines))
 
     dataset = tf.data.Dataset.from_tensor_slices((files, compressions, tf.constant(counts, tf.int64)))
     if is_training:
@@ -221,11 +223,18 @@ def pretraining_dataset(
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     if is_training:
         dataset = dataset.shuffle(SHUFFLE_BUFFER_RECORDS, seed=seed, reshuffle_each_iteration=True)
-    # Training repeats, so its batches are all full; evaluation fills up its last batch instead of
-    # dropping it, keeping shapes static.
-    dataset = dataset.batch(batch_size, drop_remainder=is_training)
+    else:
+        # Every record once, in full batches (static shapes): all-zero filler records complete the
+        # last step of every replica this pipeline feeds (a replica left without a batch would
+        # drop that step), and weigh 0.
+        replicas = 1 if input_context is None else max(
+            input_context.num_replicas_in_sync // input_context.num_input_pipelines, 1)
+        filler = serialize_example({name: [0] * feature.shape[0] for name, feature in spec.items()}, spec)
+        fillers = tf.data.Dataset.from_tensors(filler).repeat(-num_records % (batch_size * replicas))
+        dataset = dataset.concatenate(fillers).enumerate()
+    dataset = dataset.batch(batch_size, drop_remainder=True)
     dataset = dataset.map(
-        _parser(spec, batch_size, fill_last_batch=not is_training),
+        _parser(spec, batch_size, num_records=None if is_training else num_records),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=deterministic or not is_training,
     )

@@ -12,8 +12,8 @@ import tensorflow as tf
 
 from albert_tf.validation import require_positive_ints
 
-# Not in the records: the reader adds it to evaluation batches, 1 for a record and 0 for a row that
-# fills up the last batch; the pretraining losses weight examples by it where it is present.
+# Not in the records: the reader adds it to evaluation batches, 1 for a record and 0 for a filler
+# row completing the last step; the pretraining losses weight examples by it where it is present.
 EXAMPLE_WEIGHT = "example_weight"
 
 

@@ -290,6 +290,10 @@ def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path):
     assert report["max_weight_difference"] < 1e-5
     assert report["mirrored"][-1] < report["mirrored"][0] - 0.3
     assert "not divisible by the 2 replicas" in report["uneven_batch_error"]
+    one_eval, two_eval = report["evaluation"]
+    assert one_eval["examples"] == two_eval["examples"] == 17
+    for name, value in one_eval.items():
+        assert two_eval[name] == pytest.approx(value, abs=1e-4), name
 
 
 def test_two_workers_train_and_checkpoint(tmp_path):
@@ -448,6 +452,13 @@ def _mirrored(output_dir):
     report["max_weight_difference"] = max(
         float(np.max(np.abs(a - b))) for a, b in zip(weights(one), weights(two))
     )
+    # 17 records make 5 per-replica batches of 4: the replicas' last step is completed by fillers.
+    records = [write_records(f"{output_dir}/eval.tfrecord", 17, seed=3)]
+    report["evaluation"] = [
+        run.evaluate(run.distribute(training.file_dataset_fn(records, run.options, is_training=False),
+                                    run.per_replica_eval_batch))
+        for run in (one, two)
+    ]
     try:
         training.Pretraining(CONFIG, options(f"{output_dir}/odd", train_batch_size=7), mirrored_strategy)
     except ValueError as error:

@@ -92,18 +92,18 @@ def main():
     random_vectors = np.random.default_rng(args.seed).normal(size=(vocab_size, args.dim))
 
     (train, train_y), (dev, dev_y) = split("train", args.train_examples), split("dev")
+    train_counts, dev_counts = bag_counts(train), bag_counts(dev)
     train_corpus, dev_corpus = bag_mean(train, corpus_vectors), bag_mean(dev, corpus_vectors)
     mean, std = train_corpus.mean(0), train_corpus.std(0) + 1e-6
     results = {
-        "bag of pieces (counts)": best_dev_accuracy(
-            bag_counts(train), train_y, bag_counts(dev), dev_y, standardise=False),
+        "bag of pieces (counts)": best_dev_accuracy(train_counts, train_y, dev_counts, dev_y, standardise=False),
         f"bag of corpus vectors (PPMI + SVD, {args.dim})": best_dev_accuracy(
             train_corpus, train_y, dev_corpus, dev_y),
         f"bag of random vectors ({args.dim})": best_dev_accuracy(
             bag_mean(train, random_vectors), train_y, bag_mean(dev, random_vectors), dev_y),
         "both: counts and corpus vectors": best_dev_accuracy(
-            np.hstack([bag_counts(train), (train_corpus - mean) / std]), train_y,
-            np.hstack([bag_counts(dev), (dev_corpus - mean) / std]), dev_y, standardise=False),
+            np.hstack([train_counts, (train_corpus - mean) / std]), train_y,
+            np.hstack([dev_counts, (dev_corpus - mean) / std]), dev_y, standardise=False),
     }
     print(f"\nSST-2 from words alone: {len(train_y)} train sentences, full dev ({len(dev_y)}), sequence "
           f"{args.seq_length}, best C of {C_GRID} on dev; corpus {args.corpus} ({len(corpus_ids):,} pieces)")

@@ -1,0 +1,1 @@
+"""RACE: multiple-choice reading comprehension (middle- and high-school English exams)."""

@@ -1,0 +1,1 @@
+"""SQuAD v1.1 and v2.0 fine-tuning: readers, features, metrics, post-processing and heads."""

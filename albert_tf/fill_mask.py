@@ -8,6 +8,7 @@ from typing import Callable
 
 import numpy as np
 
+from albert_tf.errors import UserError
 from albert_tf.tokenizer import MASK_PIECE, AlbertTokenizer
 
 PredictFn = Callable[[dict[str, np.ndarray]], np.ndarray]
@@ -21,7 +22,7 @@ def masked_inputs(text: str, tokenizer: AlbertTokenizer, max_seq_length: int) ->
     """
     parts = text.split(MASK_PIECE)
     if len(parts) < 2:
-        raise ValueError(f"the text holds no {MASK_PIECE}: {text!r}")
+        raise UserError(f"the text holds no {MASK_PIECE}: {text!r}")
     ids = [tokenizer.cls_id]
     for i, part in enumerate(parts):
         if i:
@@ -30,7 +31,7 @@ def masked_inputs(text: str, tokenizer: AlbertTokenizer, max_seq_length: int) ->
             ids.extend(tokenizer.encode(part))
     ids.append(tokenizer.sep_id)
     if len(ids) > max_seq_length:
-        raise ValueError(f"the text is {len(ids)} tokens long with [CLS] and [SEP]; at most {max_seq_length} fit")
+        raise UserError(f"the text is {len(ids)} tokens long with [CLS] and [SEP]; at most {max_seq_length} fit")
     positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
     return {
         "input_ids": np.array([ids], np.int32),
@@ -63,10 +64,10 @@ def saved_model_predictor(saved_model_dir: str) -> tuple[PredictFn, AlbertTokeni
 
     loaded = tf.saved_model.load(saved_model_dir)
     if "masked_lm_positions" not in loaded.signatures["serving_default"].structured_input_signature[1]:
-        raise ValueError(f"{saved_model_dir} is not a pretrainer SavedModel (export it with --model pretrainer)")
+        raise UserError(f"{saved_model_dir} is not a pretrainer SavedModel (export it with --model pretrainer)")
     models = glob.glob(os.path.join(saved_model_dir, "assets", "*.model"))
     if len(models) != 1:
-        raise ValueError(f"{saved_model_dir}: expected one SentencePiece model in assets/, found {models}")
+        raise UserError(f"{saved_model_dir}: expected one SentencePiece model in assets/, found {models}")
     tokenizer = AlbertTokenizer(models[0])
 
     def predict(inputs):

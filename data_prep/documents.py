@@ -17,11 +17,13 @@ import os
 import re
 from typing import Iterator, Sequence
 
+from albert_tf.errors import UserError
+
 INPUT_FORMATS = ("sentence_per_line", "document_per_line")
 _MAX_LOGGED_BAD_LINES = 10
 
 
-class BadInputError(ValueError):
+class BadInputError(UserError):
     """Input that cannot be turned into pretraining data (the message says where and why)."""
 
 

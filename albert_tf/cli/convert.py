@@ -10,11 +10,10 @@ spiece.model. Optimizer slots and global_step are skipped; any other missing, un
 misshapen tensor stops the conversion with its name.
 """
 
-import sys
-
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
+from albert_tf.errors import FlagError
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_enum("source", None, ["tf1", "hf", "preset"], "What --input holds.", flag_values=FLAGS)
@@ -35,11 +34,11 @@ def main(argv):
 
     if FLAGS.source == "preset":
         if FLAGS.to != "hf":
-            sys.exit("--source preset converts to Hugging Face: pass --to hf")
+            raise FlagError("--source preset converts to Hugging Face: pass --to hf")
         path = convert.convert_preset_to_hf(FLAGS.input, FLAGS.output)
     elif FLAGS.to != "preset":
-        sys.exit(f"--source {FLAGS.source} converts to a preset; convert that preset with "
-                 "--source preset --to hf")
+        raise FlagError(f"--source {FLAGS.source} converts to a preset; convert that preset with "
+                        "--source preset --to hf")
     elif FLAGS.source == "tf1":
         path = convert.convert_tf1(FLAGS.input, FLAGS.output, encoder_only=FLAGS.encoder_only)
     else:

@@ -1,26 +1,65 @@
-"""How every console script of the project starts: its own absl FlagValues, one parser.
+"""How every console script of the project starts: its own absl FlagValues, one parser, one way
+to report a user's mistake.
 
 Each script keeps its flags in a `flags.FlagValues()` of its own, because several define the same
 names (`--input_file`, ...) and one process (a test run) may import them all. absl's `app.run`
 still wants its global FLAGS parsed, so they are parsed with their defaults (logging flags).
+
+A user's mistake (`albert_tf.errors.UserError`, a bad flag, a missing file, a full disk, Ctrl-C)
+ends the script with one line on stderr, `error: <what and where>`, and exit code 2 (a flag) or 1
+(the rest; 130 for Ctrl-C). `--verbose` (every script has it) or ALBERT_TF_VERBOSE=1 adds the
+traceback. Any other exception is a bug of ours and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import traceback
 from typing import Callable
 
 from absl import app, flags
+
+VERBOSE_ENV = "ALBERT_TF_VERBOSE"
+_VERBOSE_HELP = f"Show tracebacks of user errors (also: {VERBOSE_ENV}=1) and more log."
+_verbose_flag: list[bool] = [False]  # set by run_main from the parsed --verbose
+
+
+def verbose() -> bool:
+    """True when the running script was given --verbose, or ALBERT_TF_VERBOSE is set (not 0)."""
+    return _verbose_flag[0] or os.environ.get(VERBOSE_ENV, "0") not in ("", "0", "false", "False")
+
+
+def report_errors(main: Callable) -> Callable:
+    """`main` wrapped so that a user's error becomes `error: <one line>` and its exit code."""
+    from albert_tf.errors import one_line
+
+    def guarded(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except (Exception, KeyboardInterrupt) as error:
+            described = one_line(error)
+            if described is None:
+                raise
+            message, code = described
+            sys.stdout.flush()
+            if verbose():
+                traceback.print_exc()
+            print(f"error: {message}", file=sys.stderr, flush=True)
+            sys.exit(code)
+
+    return guarded
 
 
 def run_main(main: Callable, flag_values: flags.FlagValues, doc: str | None) -> None:
     """Runs `main(argv)` as absl's `app.run` does, with `flag_values` parsed from the command line.
 
     `--help` prints the script's docstring and its flags; a bad flag exits with status 2 and a
-    one-line message.
+    one-line message; so does every user error `main` raises (see the module's docstring).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if "verbose" not in flag_values:
+        flags.DEFINE_bool("verbose", False, _VERBOSE_HELP, flag_values=flag_values)
 
     def parse(argv: list[str]) -> list[str]:
         if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
@@ -33,7 +72,8 @@ def run_main(main: Callable, flag_values: flags.FlagValues, doc: str | None) -> 
         except flags.Error as error:
             print(f"error: {error} (see --help)", file=sys.stderr)
             sys.exit(2)
+        _verbose_flag[0] = flag_values["verbose"].value
         flags.FLAGS(argv[:1])
         return remaining
 
-    app.run(main, flags_parser=parse)
+    app.run(report_errors(main), flags_parser=parse)

@@ -8,11 +8,11 @@ tf.Examples), `serve_text` (raw strings) and `tokenize`; see `albert_tf.export`.
 """
 
 import os
-import sys
 
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
+from albert_tf.errors import FlagError
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_string("preset", None, "Preset folder (config.json, model.weights.h5, spiece.model), "
@@ -36,15 +36,15 @@ flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for t
 def main(argv):
     del argv
     if bool(FLAGS.preset) == bool(FLAGS.checkpoint):
-        sys.exit("give exactly one of --preset and --checkpoint")
+        raise FlagError("give exactly one of --preset and --checkpoint")
     if not FLAGS.output:
-        sys.exit("--output is required")
+        raise FlagError("--output is required")
     if os.path.exists(FLAGS.output) and os.listdir(FLAGS.output):
-        sys.exit(f"--output {FLAGS.output} is not empty")
+        raise FlagError(f"--output {FLAGS.output} is not empty")
     spm_model_file = FLAGS.spm_model_file
     if spm_model_file is None:
         if not FLAGS.preset:
-            sys.exit("--spm_model_file is required with --checkpoint")
+            raise FlagError("--spm_model_file is required with --checkpoint")
         from albert_tf.convert import PRESET_VOCAB
 
         spm_model_file = os.path.join(FLAGS.preset, PRESET_VOCAB)

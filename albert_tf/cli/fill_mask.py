@@ -5,11 +5,10 @@ Example:
         --text "it was a truth universally [MASK] that a single man ..."
 """
 
-import sys
-
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
+from albert_tf.errors import FlagError
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("saved_model", None, "A pretrainer SavedModel (albert-export --model pretrainer).",
@@ -22,15 +21,12 @@ flags.DEFINE_integer("top_k", 5, "Candidates shown per [MASK].", flag_values=FLA
 def main(argv):
     del argv
     if not FLAGS.saved_model or not FLAGS.text:
-        sys.exit("--saved_model and --text are required")
+        raise FlagError("--saved_model and --text are required")
     from albert_tf.fill_mask import fill_mask, saved_model_predictor
 
     predict, tokenizer = saved_model_predictor(FLAGS.saved_model)
     for text in FLAGS.text:
-        try:
-            candidates = fill_mask(text, predict, tokenizer, FLAGS.top_k)
-        except ValueError as e:
-            sys.exit(str(e))
+        candidates = fill_mask(text, predict, tokenizer, FLAGS.top_k)
         filled = text
         for options in candidates:
             filled = filled.replace("[MASK]", f"[{options[0][0].lstrip('▁')}]", 1)

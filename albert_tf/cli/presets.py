@@ -4,12 +4,13 @@ Builds each encoder for real (random weights) and counts its variables, so the t
 this package constructs, not arithmetic on the config.
 """
 
-import sys
+from absl import flags
 
-from absl import app, flags
+from albert_tf.cli.entry_point import run_main
+from albert_tf.errors import FlagError
 
-FLAGS = flags.FLAGS
-flags.DEFINE_list("presets", None, "Presets to build (default: all).")
+FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
+flags.DEFINE_list("presets", None, "Presets to build (default: all).", flag_values=FLAGS)
 
 
 def parameter_table(names) -> list[dict]:
@@ -61,12 +62,12 @@ def main(argv):
     names = FLAGS.presets or list(PRESETS)
     unknown = [n for n in names if n not in PRESETS]
     if unknown:
-        sys.exit(f"unknown presets {unknown}; known presets are {sorted(PRESETS)}")
+        raise FlagError(f"--presets: unknown presets {unknown}; known presets are {sorted(PRESETS)}")
     print(format_table(parameter_table(names)))
 
 
 def run():
-    app.run(main)
+    run_main(main, FLAGS, __doc__)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,11 @@ Flags keep the names of the original `run_pretraining.py` where it had them. A r
 SavedModel under `<output_dir>/export`.
 """
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from albert_tf import optimization, strategies, training
 from albert_tf.cli.entry_point import run_main
+from albert_tf.errors import FlagError
 
 # Its own FlagValues: data_prep's scripts define --input_file too, and one process may import both.
 FLAGS = flags.FlagValues()
@@ -59,7 +60,7 @@ def load_config():
     from albert_tf.config import AlbertConfig
 
     if bool(FLAGS.albert_config_file) == bool(FLAGS.preset):
-        raise app.UsageError("give exactly one of --albert_config_file and --preset")
+        raise FlagError("give exactly one of --albert_config_file and --preset")
     if FLAGS.preset:
         return AlbertConfig.from_preset(FLAGS.preset)
     return AlbertConfig.from_json_file(FLAGS.albert_config_file)
@@ -78,11 +79,11 @@ def export(model, export_dir):
 
 def main(argv):
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+        raise FlagError(f"unexpected arguments: {argv[1:]}")
     logging.set_verbosity(logging.INFO)
     for name in ("input_file", "output_dir"):
         if not FLAGS[name].value:
-            raise app.UsageError(f"--{name} is required")
+            raise FlagError(f"--{name} is required")
     config = load_config()
     options = training.PretrainingOptions(
         output_dir=FLAGS.output_dir,

@@ -9,6 +9,7 @@ from albert_tf.encoder import AlbertEncoder
 from albert_tf.features import (
     classification_feature_spec,
     example_serializer,
+    multiple_choice_feature_spec,
     pretraining_feature_spec,
     serialize_example,
     to_example,
@@ -51,6 +52,7 @@ __all__ = [
     "export_saved_model",
     "load_preset_model",
     "losses_from_sums",
+    "multiple_choice_feature_spec",
     "normalize_text",
     "pretraining_dataset",
     "pretraining_feature_spec",

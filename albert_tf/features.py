@@ -51,6 +51,20 @@ def classification_feature_spec(max_seq_length: int, regression: bool = False) -
     }
 
 
+def multiple_choice_feature_spec(max_seq_length: int, num_choices: int = 4) -> dict[str, tf.io.FixedLenFeature]:
+    """Multiple-choice records (RACE): each sequence feature holds one row per choice, written
+    flat (choice-major) and parsed as [num_choices, max_seq_length]; `label_ids` is the answer's
+    index."""
+    require_positive_ints({"max_seq_length": max_seq_length, "num_choices": num_choices})
+    rows = tf.io.FixedLenFeature([num_choices, max_seq_length], tf.int64)
+    return {
+        "input_ids": rows,
+        "input_mask": rows,
+        "segment_ids": rows,
+        "label_ids": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+
 def _length(feature: tf.io.FixedLenFeature) -> int:
     length = 1
     for dim in feature.shape:

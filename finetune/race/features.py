@@ -63,8 +63,19 @@ def convert_questions(
     """Features of each question, in order.
 
     Each is a dict of `input_ids`, `input_mask`, `segment_ids` (four lists of `max_seq_length`
-    ints, one per option A-D), `label_ids` (the answer's index) and `is_real_example` 1.
+    ints, one per option A-D) and `label_ids` (the answer's index).
     """
+    for features, _ in convert_with_truncation(questions, tokenizer, max_seq_length, max_qa_length):
+        yield features
+
+
+def convert_with_truncation(
+    questions: Iterable[Question],
+    tokenizer: AlbertTokenizer,
+    max_seq_length: int = MAX_SEQ_LENGTH,
+    max_qa_length: int = MAX_QA_LENGTH,
+) -> Iterator[tuple[dict, bool]]:
+    """`convert_questions`, each question's features with whether any of its rows lost pieces."""
     check_lengths(max_seq_length, max_qa_length)
     chunk: list[Question] = []
     for question in questions:
@@ -82,15 +93,15 @@ def _convert_chunk(chunk, tokenizer, max_seq_length, max_qa_length):
     article_ids = dict(zip(articles, tokenizer.encode_batch(articles)))
     qa_ids = tokenizer.encode_batch([qa_text(q.question, o, tokenizer) for q in chunk for o in q.options])
     for index, question in enumerate(chunk):
-        rows = [
-            tokenizer.pack(*fit(article_ids[question.article], qa_ids[index * NUM_OPTIONS + j],
-                                max_seq_length, max_qa_length), max_seq_length=max_seq_length)
-            for j in range(NUM_OPTIONS)
-        ]
+        article = article_ids[question.article]
+        rows, truncated = [], False
+        for qa in qa_ids[index * NUM_OPTIONS : (index + 1) * NUM_OPTIONS]:
+            kept_article, kept_qa = fit(article, qa, max_seq_length, max_qa_length)
+            truncated |= len(kept_article) < len(article) or len(kept_qa) < len(qa)
+            rows.append(tokenizer.pack(kept_article, kept_qa, max_seq_length=max_seq_length))
         features = {name: [row[name] for row in rows] for name in SEQUENCE_FEATURES}
         features["label_ids"] = question.label
-        features["is_real_example"] = 1
-        yield features
+        yield features, truncated
 
 
 def graph_features(tokenizer, articles, questions, options, max_seq_length: int = MAX_SEQ_LENGTH,

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.features import (
+    multiple_choice_feature_spec,
     classification_feature_spec,
     example_serializer,
     pretraining_feature_spec,
@@ -87,3 +88,15 @@ def test_values_that_do_not_match_the_spec_are_refused():
         serialize_example({**values, "input_ids": list(range(7))}, spec)
     with pytest.raises(ValueError, match=r"missing \['token_boundary'\], unexpected \['extra'\]"):
         serialize_example({**{k: v for k, v in values.items() if k != "token_boundary"}, "extra": [1]}, spec)
+
+
+def test_multiple_choice_rows_are_written_flat_and_parse_as_choices_by_length():
+    spec = multiple_choice_feature_spec(max_seq_length=3, num_choices=4)
+    rows = np.arange(12).reshape(4, 3)
+    values = {"input_ids": rows.reshape(-1), "input_mask": np.ones(12, np.int64), "segment_ids": np.zeros(12, np.int64),
+              "label_ids": 2}
+    parsed = tf.io.parse_single_example(serialize_example(values, spec), spec)
+    np.testing.assert_array_equal(parsed["input_ids"].numpy(), rows)
+    assert parsed["label_ids"].numpy() == 2
+    with pytest.raises(ValueError, match="'input_ids' has 4 values, the spec wants 12"):
+        serialize_example({**values, "input_ids": rows.tolist()}, spec)

@@ -48,7 +48,7 @@ def test_cloze_blank_takes_the_option_and_a_question_is_followed_by_it(tokenizer
         got_article, got_qa = _segments(tokenizer, rows["input_ids"][j], rows["segment_ids"][j])
         assert got_article == article
         assert got_qa == tokenizer.encode(f"tom has a {option} ball.")
-    assert rows["label_ids"] == 1 and rows["is_real_example"] == 1
+    assert rows["label_ids"] == 1
     assert np.asarray(rows["input_ids"]).shape == (4, 512)
 
 
@@ -72,6 +72,14 @@ def test_long_article_is_cut_to_fit_and_qa_keeps_its_tail(tokenizer):
     assert lengths[0] == len(tokenizer.encode("is the article long? yes")) + 1
     assert lengths[1] == 16 + 1
     assert lengths[0] < lengths[2] <= 17
+
+
+def test_truncation_is_reported(tokenizer):
+    short = _question("Why?", ["a", "b", "c", "d"], article="Short.")
+    long_option = _question("Why?", ["a", "b " * 20, "c", "d"], article="Short.")
+    long_article = _question("Why?", ["a", "b", "c", "d"], article="word " * 40)
+    flags = [t for _, t in features.convert_with_truncation([short, long_option, long_article], tokenizer, 32, 8)]
+    assert flags == [False, True, True]
 
 
 def test_short_input_is_padded_and_not_cut(tokenizer):

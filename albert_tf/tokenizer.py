@@ -66,6 +66,55 @@ def normalize_text(text: str, do_lower_case: bool = True) -> str:
     return text
 
 
+def normalize_with_offsets(text: str, do_lower_case: bool = True) -> tuple[str, list[int], list[int]]:
+    """`normalize_text` that also says where each normalised character came from.
+
+    Returns the normalised string and, per normalised character, the `[start, end)` span of the
+    original characters that made it: a collapsed whitespace run becomes one space pointing at the
+    run's first character, a `` or '' pair becomes one " spanning both, and the characters of an
+    NFKD expansion (the "f" and "i" of "\ufb01") all point at the character they came from.
+    """
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    position, length = 0, len(text)
+    # Leading whitespace is dropped; inner runs keep one space; trailing whitespace is dropped.
+    while position < length and text[position].isspace():
+        position += 1
+    while position < length:
+        char = text[position]
+        if char.isspace():
+            run_end = position
+            while run_end < length and text[run_end].isspace():
+                run_end += 1
+            if run_end < length:
+                chars.append(" ")
+                starts.append(position)
+                ends.append(position + 1)
+            position = run_end
+            continue
+        if char in "`'" and text[position + 1 : position + 2] == char:
+            chars.append('"')
+            starts.append(position)
+            ends.append(position + 2)
+            position += 2
+            continue
+        if char.isascii():
+            pieces = char
+        else:
+            pieces = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+        for piece in pieces:
+            chars.append(piece)
+            starts.append(position)
+            ends.append(position + 1)
+        position += 1
+    normalized = "".join(chars)
+    if do_lower_case:
+        # Lower case as one string: Python lowercases a final sigma by its context, one for one.
+        normalized = normalized.lower()
+    return normalized, starts, ends
+
+
 def _load_processor(model: str | os.PathLike | bytes, name: str) -> spm.SentencePieceProcessor:
     processor = spm.SentencePieceProcessor()
     try:
@@ -172,6 +221,45 @@ class AlbertTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return self._sp.EncodeAsIds(self.normalize(text))
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[int], list[int]]:
+        """The ids of `text` (as `encode` gives them) and each piece's character span in `text`.
+
+        Returns `ids, starts, ends`: piece `i` covers `text[starts[i]:ends[i]]`, the characters of
+        the original string it was made from, whatever the normalisation changed (collapsed
+        whitespace, NFKD, dropped accents, lower case). A piece's leading "▁" stands for the space
+        before it, which its span leaves out; a piece that is nothing but "▁" gets an empty span
+        where the next word starts.
+        """
+        normalized, char_starts, char_ends = normalize_with_offsets(text, self.do_lower_case)
+        proto = self._sp.encode(normalized, return_type="proto")
+        if normalized.isascii():
+            byte_to_char = None
+        else:
+            byte_to_char = [0] * (len(normalized.encode("utf-8")) + 1)
+            offset = 0
+            for index, char in enumerate(normalized):
+                width = len(char.encode("utf-8"))
+                for byte in range(offset, offset + width):
+                    byte_to_char[byte] = index
+                offset += width
+            byte_to_char[offset] = len(normalized)
+        ids, starts, ends = [], [], []
+        for piece in proto.pieces:
+            begin, end = piece.begin, piece.end
+            if byte_to_char is not None:
+                begin, end = byte_to_char[begin], byte_to_char[end]
+            while begin < end and normalized[begin] == " ":
+                begin += 1
+            ids.append(piece.id)
+            if begin < end:
+                starts.append(char_starts[begin])
+                ends.append(char_ends[end - 1])
+            else:
+                where = char_starts[begin] if begin < len(char_starts) else len(text.rstrip())
+                starts.append(where)
+                ends.append(where)
+        return ids, starts, ends
 
     def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
         """`encode` for many strings in one SentencePiece call (much faster than a loop).

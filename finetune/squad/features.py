@@ -1,0 +1,204 @@
+"""SQuAD examples -> model features, windowed as the release builds them.
+
+Each example becomes one record per window of its context: `[CLS] question [SEP] window [SEP]`,
+padded to `max_seq_length`. The question keeps its first `max_query_length` pieces; the context's
+pieces are cut into windows of at most `max_seq_length - len(question) - 3` pieces that start
+`doc_stride` pieces apart (the last window ends at the last piece). A piece seen by several
+windows is scored, for answers starting there, only in the window where it has the most context
+(the larger of its smaller side, ties to the longer window): `max_context` marks it.
+
+Where the release aligns pieces with the context by a longest-common-subsequence search, pieces
+here carry the character span they came from (`AlbertTokenizer.encode_with_offsets`), so the gold
+answer is mapped onto pieces, and predicted pieces back onto the original context, exactly.
+
+A record's features (numpy arrays of fixed shape; T = max_seq_length):
+    input_ids, input_mask, segment_ids [T]: the encoder's inputs.
+    p_mask [T]: 1 where no answer can start or end (question, [SEP], padding), 0 on the
+        window's pieces and on [CLS] (the v2.0 head's "no answer" position), as the release has it.
+    start_positions, end_positions: the gold span's pieces in the record; 0 ([CLS]) when the
+        example has no answer or the answer is not inside this window.
+    is_impossible: 1 when the example is unanswerable or its answer lies outside the window.
+    example_index, window_index: which example and which of its windows.
+    char_starts, char_ends [T]: the character span in the context of each window piece, -1
+        elsewhere (post-processing cuts answers from the context with them).
+    max_context [T]: 1 on the pieces that have their maximum context in this window.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from finetune.squad.readers import Answer, Example
+
+SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "p_mask", "char_starts", "char_ends", "max_context")
+SCALAR_FEATURES = ("start_positions", "end_positions", "is_impossible", "example_index", "window_index")
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSettings:
+    """How examples are cut into records (the release's defaults)."""
+
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+
+    def __post_init__(self):
+        for name in ("max_seq_length", "doc_stride", "max_query_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_seq_length - self.max_query_length - 3 < 1:
+            raise ValueError(
+                f"max_seq_length={self.max_seq_length} leaves no room for the context after a "
+                f"question of max_query_length={self.max_query_length} pieces and 3 special tokens"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextPieces:
+    """A context's piece ids and each piece's character span `[starts[i], ends[i])`."""
+
+    ids: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+
+def tokenize_context(tokenizer, context: str) -> ContextPieces:
+    ids, starts, ends = tokenizer.encode_with_offsets(context)
+    return ContextPieces(np.asarray(ids, np.int32), np.asarray(starts, np.int32), np.asarray(ends, np.int32))
+
+
+def answer_piece_span(pieces: ContextPieces, answer: Answer) -> tuple[int, int] | None:
+    """The first and last piece of the answer's characters; None if no piece covers any of them.
+
+    The first piece is the first that ends after the answer's start, the last is the last that
+    starts before its end (pieces that cover nothing, a lone "▁", are never chosen).
+    """
+    covering = (pieces.ends > answer.start) & (pieces.starts < answer.end) & (pieces.ends > pieces.starts)
+    (indices,) = np.nonzero(covering)
+    if indices.size == 0:
+        return None
+    return int(indices[0]), int(indices[-1])
+
+
+def window_spans(num_pieces: int, max_pieces: int, doc_stride: int) -> list[tuple[int, int]]:
+    """`(start, length)` of each window over `num_pieces` context pieces (one empty window for none)."""
+    spans = []
+    start = 0
+    while True:
+        length = min(num_pieces - start, max_pieces)
+        spans.append((start, length))
+        if start + length >= num_pieces:
+            return spans
+        start += min(length, doc_stride)
+
+
+def max_context_windows(spans: Sequence[tuple[int, int]], num_pieces: int) -> np.ndarray:
+    """For each context piece, the window where it has the most context (the release's rule).
+
+    A piece's score in a window is min(pieces left of it, pieces right of it) + 0.01 * the
+    window's length; the first window with the highest score wins.
+    """
+    best = np.full(num_pieces, -1, np.int32)
+    best_score = np.full(num_pieces, -np.inf)
+    positions = np.arange(num_pieces)
+    for index, (start, length) in enumerate(spans):
+        inside = (positions >= start) & (positions < start + length)
+        score = np.minimum(positions - start, start + length - 1 - positions) + 0.01 * length
+        better = inside & (score > best_score)
+        best[better] = index
+        best_score[better] = score[better]
+    return best
+
+
+def example_records(
+    example: Example,
+    example_index: int,
+    question_ids: Sequence[int],
+    pieces: ContextPieces,
+    settings: FeatureSettings,
+    cls_id: int,
+    sep_id: int,
+) -> list[dict[str, np.ndarray]]:
+    """The records of one example (see the module docstring for their features)."""
+    length = settings.max_seq_length
+    question_ids = list(question_ids)[: settings.max_query_length]
+    offset = len(question_ids) + 2  # the first window piece's position
+    max_pieces = length - len(question_ids) - 3
+    num_pieces = len(pieces.ids)
+    spans = window_spans(num_pieces, max_pieces, settings.doc_stride)
+    best_window = max_context_windows(spans, num_pieces)
+    answer = example.train_answer
+    gold = answer_piece_span(pieces, answer) if answer is not None else None
+
+    records = []
+    for window_index, (start, count) in enumerate(spans):
+        used = offset + count + 1
+        input_ids = np.zeros(length, np.int32)
+        input_ids[0] = cls_id
+        input_ids[1 : offset - 1] = question_ids
+        input_ids[offset - 1] = sep_id
+        input_ids[offset : offset + count] = pieces.ids[start : start + count]
+        input_ids[offset + count] = sep_id
+        input_mask = np.zeros(length, np.int32)
+        input_mask[:used] = 1
+        segment_ids = np.zeros(length, np.int32)
+        segment_ids[offset:used] = 1
+        p_mask = np.ones(length, np.int32)
+        p_mask[0] = 0
+        p_mask[offset : offset + count] = 0
+        char_starts = np.full(length, -1, np.int32)
+        char_ends = np.full(length, -1, np.int32)
+        char_starts[offset : offset + count] = pieces.starts[start : start + count]
+        char_ends[offset : offset + count] = pieces.ends[start : start + count]
+        max_context = np.zeros(length, np.int32)
+        max_context[offset : offset + count] = best_window[start : start + count] == window_index
+        if gold is not None and start <= gold[0] and gold[1] < start + count:
+            start_position, end_position, impossible = gold[0] - start + offset, gold[1] - start + offset, 0
+        else:
+            start_position, end_position, impossible = 0, 0, 1
+        records.append(
+            {
+                "input_ids": input_ids,
+                "input_mask": input_mask,
+                "segment_ids": segment_ids,
+                "p_mask": p_mask,
+                "char_starts": char_starts,
+                "char_ends": char_ends,
+                "max_context": max_context,
+                "start_positions": np.int32(start_position),
+                "end_positions": np.int32(end_position),
+                "is_impossible": np.int32(impossible),
+                "example_index": np.int32(example_index),
+                "window_index": np.int32(window_index),
+            }
+        )
+    return records
+
+
+def convert_examples(
+    examples: Iterable[Example],
+    tokenizer,
+    settings: FeatureSettings = FeatureSettings(),
+) -> Iterator[dict[str, np.ndarray]]:
+    """The records of every example, in order (a context shared by questions is tokenized once)."""
+    context_cache: dict[str, ContextPieces] = {}
+    for example_index, example in enumerate(examples):
+        pieces = context_cache.get(example.context)
+        if pieces is None:
+            if len(context_cache) > 64:
+                context_cache.clear()
+            pieces = context_cache[example.context] = tokenize_context(tokenizer, example.context)
+        question_ids = tokenizer.encode(example.question)
+        yield from example_records(
+            example, example_index, question_ids, pieces, settings, tokenizer.cls_id, tokenizer.sep_id
+        )
+
+
+def stack_records(records: Iterable[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Records as one dict of arrays with a leading record axis."""
+    records = list(records)
+    names = SEQUENCE_FEATURES + SCALAR_FEATURES
+    return {name: np.stack([r[name] for r in records]) for name in names}

@@ -1,0 +1,72 @@
+"""Character offsets of pieces through ALBERT's normalisation (whitespace, NFKD, accents, case)."""
+
+import json
+
+import pytest
+
+from albert_tf.tokenizer import AlbertTokenizer, normalize_text, normalize_with_offsets
+
+
+@pytest.fixture(scope="module")
+def tokenizer(data_dir):
+    return AlbertTokenizer(data_dir / "albert" / "30k-clean.model")
+
+
+def test_normalize_with_offsets_points_at_the_source_characters():
+    text = "  Ca\u0301fe\u0301 \t\n ``\ufb01ne''  "
+    normalized, starts, ends = normalize_with_offsets(text)
+    assert normalized == normalize_text(text) == 'cafe "fine"'
+    spans = [text[s:e] for s, e in zip(starts, ends)]
+    # The accents are dropped with their letters' spans; the space stands for the whole run's
+    # first character; `` is one "; both letters of the ligature point at it.
+    assert spans == ["C", "a", "f", "e", " ", "``", "\ufb01", "\ufb01", "n", "e", "''"]
+    assert starts == [2, 3, 5, 6, 8, 12, 14, 14, 15, 16, 17]
+
+
+def test_normalize_with_offsets_keeps_case_when_asked():
+    normalized, starts, _ = normalize_with_offsets("Ærø ΑΣ", do_lower_case=False)
+    assert normalized == normalize_text("Ærø ΑΣ", do_lower_case=False)
+    # Lower case is applied to the whole string, so a final sigma is lowered by its context.
+    assert normalize_with_offsets("ΑΣ")[0] == normalize_text("ΑΣ") == "ας"
+
+
+def test_piece_spans_of_a_messy_string(tokenizer):
+    text = "  Héllo   World, in  2012,\tthe café \ufb01 \u201cquoted\u201d ``x''"
+    ids, starts, ends = tokenizer.encode_with_offsets(text)
+    assert ids == tokenizer.encode(text)
+    pieces = tokenizer.convert_ids_to_tokens(ids)
+    spans = {}
+    for piece, s, e in zip(pieces, starts, ends):
+        spans.setdefault(piece, text[s:e])
+    assert spans["\u2581hello"] == "Héllo"
+    assert spans["\u2581world"] == "World"
+    assert spans["\u2581cafe"] == "café"
+    assert spans["\u2581fi"] == "\ufb01"
+    assert spans['"'] == "``"
+    # A lone "▁" covers nothing and sits where the next word starts.
+    lone = pieces.index("\u2581")
+    assert starts[lone] == ends[lone] == text.index("\u201c")
+
+
+def test_piece_spans_on_real_contexts(tokenizer, data_dir):
+    """Every piece of 300 SQuAD contexts covers the characters it was made of."""
+    with open(data_dir / "squad" / "dev-v1.1.json", encoding="utf-8") as f:
+        contexts = [p["context"] for a in json.load(f)["data"] for p in a["paragraphs"]][:300]
+    checked = matched = 0
+    for context in contexts:
+        ids, starts, ends = tokenizer.encode_with_offsets(context)
+        assert ids == tokenizer.encode(context)
+        assert all(0 <= s <= e <= len(context) for s, e in zip(starts, ends))
+        assert all(a <= b for a, b in zip(starts, starts[1:]))
+        # Pieces overlap only on a character that NFKD expands into several ("½" -> "1⁄2").
+        for end, start in zip(ends, starts[1:]):
+            assert end <= start or (end == start + 1 and len(normalize_text(context[start])) > 1)
+        for piece, s, e in zip(tokenizer.convert_ids_to_tokens(ids), starts, ends):
+            if piece in ("<unk>", "\u2581"):
+                continue
+            checked += 1
+            matched += normalize_text(context[s:e]) == piece.lstrip("\u2581")
+    # SentencePiece's own NFKC normaliser may still change a character (e.g. a full-width
+    # sign); nearly every piece spells exactly its characters.
+    assert checked > 35000
+    assert matched / checked > 0.999

@@ -2,24 +2,30 @@
 
 import importlib
 
-from albert_tf.config import PRESETS, AlbertConfig
-from albert_tf.convert import convert_hf, convert_preset_to_hf, convert_tf1, load_preset_model
-from albert_tf.datasets import pretraining_dataset
-from albert_tf.encoder import AlbertEncoder
-from albert_tf.features import (
-    classification_feature_spec,
-    example_serializer,
-    multiple_choice_feature_spec,
-    pretraining_feature_spec,
-    serialize_example,
-    to_example,
-)
-from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_losses, pretraining_sums
-from albert_tf.tokenizer import AlbertTokenizer, normalize_text
-
-# Names whose modules import tensorflow_text (a slow import that most uses never need): loaded on
-# first access.
+# Every name is loaded on first access: `import albert_tf.tokenizer` or `albert_tf.tfrecord` (what
+# the data-prep workers need) must not pull in TensorFlow, which costs each process seconds and
+# hundreds of MB. `albert_tf.AlbertEncoder` and `from albert_tf import AlbertEncoder` work as before.
 _LAZY = {
+    "PRESETS": "albert_tf.config",
+    "AlbertConfig": "albert_tf.config",
+    "convert_hf": "albert_tf.convert",
+    "convert_preset_to_hf": "albert_tf.convert",
+    "convert_tf1": "albert_tf.convert",
+    "load_preset_model": "albert_tf.convert",
+    "pretraining_dataset": "albert_tf.datasets",
+    "AlbertEncoder": "albert_tf.encoder",
+    "classification_feature_spec": "albert_tf.features",
+    "example_serializer": "albert_tf.features",
+    "multiple_choice_feature_spec": "albert_tf.features",
+    "pretraining_feature_spec": "albert_tf.features",
+    "serialize_example": "albert_tf.features",
+    "to_example": "albert_tf.features",
+    "AlbertPretrainer": "albert_tf.pretrainer",
+    "losses_from_sums": "albert_tf.pretrainer",
+    "pretraining_losses": "albert_tf.pretrainer",
+    "pretraining_sums": "albert_tf.pretrainer",
+    "AlbertTokenizer": "albert_tf.tokenizer",
+    "normalize_text": "albert_tf.tokenizer",
     "AlbertGraphTokenizer": "albert_tf.graph_tokenizer",
     "SavedModelLayer": "albert_tf.export",
     "export_encoder": "albert_tf.export",

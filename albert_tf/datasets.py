@@ -16,6 +16,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from albert_tf.features import EXAMPLE_WEIGHT, pretraining_feature_spec, serialize_example
+from albert_tf.tfrecord import masked_crc32c
 
 SHUFFLE_BUFFER_RECORDS = 10_000
 _GZIP_SUFFIXES = (".gz", ".gzip")
@@ -43,27 +44,6 @@ def expand_file_patterns(file_patterns: str | Sequence[str]) -> list[str]:
     return files
 
 
-def _crc32c_table() -> list[int]:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_CRC_TABLE = _crc32c_table()
-
-
-def _masked_crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    crc ^= 0xFFFFFFFF
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 def count_records(path: str, compression: str = "") -> int:
     """Walks a TFRecord file's record headers (not payloads) and returns the number of records.
 
@@ -79,7 +59,7 @@ def count_records(path: str, compression: str = "") -> int:
                 if len(header) < 12:
                     raise ValueError(f"TFRecord file {path} is truncated: it ends inside the header at byte {offset}")
                 length, length_crc = struct.unpack("<QI", header)
-                if _masked_crc32c(header[:8]) != length_crc:
+                if masked_crc32c(header[:8]) != length_crc:
                     raise ValueError(f"TFRecord file {path} is corrupted: bad record header at byte {offset}")
                 if compression == "GZIP":
                     skipped = len(f.read(length + 4))

@@ -1,20 +1,38 @@
 """TFRecord feature specs, defined once for the writers, the tf.data readers and serving parsers.
 
 The pretraining names and dtypes are those of the original ALBERT release, so records written by
-either tool load in either model.
+either tool load in either model. A layout (name -> (kind, length)) is the TensorFlow-free form of a
+spec: data-prep workers write records from it with `albert_tf.tfrecord`, and TensorFlow is imported
+only by the functions here that build TensorFlow objects.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
-
-import tensorflow as tf
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from albert_tf.validation import require_positive_ints
 
 # Not in the records: the reader adds it to evaluation batches, 1 for a record and 0 for a filler
 # row completing the last step; the pretraining losses weight examples by it where it is present.
 EXAMPLE_WEIGHT = "example_weight"
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+
+def pretraining_feature_layout(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, tuple[str, int]]:
+    """The pretraining record's features as (kind, length): "int64" or "float" lists."""
+    require_positive_ints({"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq})
+    return {
+        "input_ids": ("int64", max_seq_length),
+        "input_mask": ("int64", max_seq_length),
+        "segment_ids": ("int64", max_seq_length),
+        "token_boundary": ("int64", max_seq_length),
+        "masked_lm_positions": ("int64", max_predictions_per_seq),
+        "masked_lm_ids": ("int64", max_predictions_per_seq),
+        "masked_lm_weights": ("float", max_predictions_per_seq),
+        "next_sentence_labels": ("int64", 1),
+    }
 
 
 def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, tf.io.FixedLenFeature]:
@@ -23,23 +41,19 @@ def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int) 
     `next_sentence_labels` holds the SOP label (0 = original order, 1 = swapped); the name is the
     original's. `token_boundary` is 1 at [CLS], [SEP] and word-start pieces.
     """
-    require_positive_ints({"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq})
-    sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
-    predictions = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+    import tensorflow as tf
+
+    dtypes = {"int64": tf.int64, "float": tf.float32}
     return {
-        "input_ids": sequence,
-        "input_mask": sequence,
-        "segment_ids": sequence,
-        "token_boundary": sequence,
-        "masked_lm_positions": predictions,
-        "masked_lm_ids": predictions,
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+        name: tf.io.FixedLenFeature([length], dtypes[kind])
+        for name, (kind, length) in pretraining_feature_layout(max_seq_length, max_predictions_per_seq).items()
     }
 
 
 def classification_feature_spec(max_seq_length: int, regression: bool = False) -> dict[str, tf.io.FixedLenFeature]:
     """Sentence (pair) classification records; `label_ids` is a float32 score when `regression`."""
+    import tensorflow as tf
+
     require_positive_ints({"max_seq_length": max_seq_length})
     sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
     return {
@@ -55,6 +69,8 @@ def multiple_choice_feature_spec(max_seq_length: int, num_choices: int = 4) -> d
     """Multiple-choice records (RACE): each sequence feature holds one row per choice, written
     flat (choice-major) and parsed as [num_choices, max_seq_length]; `label_ids` is the answer's
     index."""
+    import tensorflow as tf
+
     require_positive_ints({"max_seq_length": max_seq_length, "num_choices": num_choices})
     rows = tf.io.FixedLenFeature([num_choices, max_seq_length], tf.int64)
     return {
@@ -73,6 +89,8 @@ def _length(feature: tf.io.FixedLenFeature) -> int:
 
 
 def _list_field(feature: tf.io.FixedLenFeature) -> str:
+    import tensorflow as tf
+
     if feature.dtype == tf.int64:
         return "int64_list"
     if feature.dtype == tf.float32:
@@ -89,6 +107,9 @@ def example_builder(spec: Mapping[str, tf.io.FixedLenFeature]) -> Callable[[Mapp
     is written always parses with the same spec. The per-feature plan is worked out once, because
     writers call this for every record.
     """
+    import tensorflow as tf
+
+    example_class = tf.train.Example
     plan = [(name, _list_field(feature), _length(feature)) for name, feature in sorted(spec.items())]
     names = frozenset(spec)
 
@@ -98,7 +119,7 @@ def example_builder(spec: Mapping[str, tf.io.FixedLenFeature]) -> Callable[[Mapp
             raise ValueError(
                 f"features do not match the spec: missing {sorted(missing)}, unexpected {sorted(unexpected)}"
             )
-        example = tf.train.Example()
+        example = example_class()
         features = example.features.feature
         for name, field, length in plan:
             value = values[name]

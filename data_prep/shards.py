@@ -26,9 +26,8 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
-import tensorflow as tf
-
-from albert_tf.features import example_serializer, pretraining_feature_spec
+from albert_tf.features import pretraining_feature_layout
+from albert_tf.tfrecord import RecordWriter, example_encoder
 from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.instances import (
@@ -137,12 +136,9 @@ class _ShardWriter:
         self.stats = InstanceStats(config.options.ngram)
         self.window: list[list[list[int]]] = []
         self.window_tokens = 0
-        spec = pretraining_feature_spec(config.options.max_seq_length, config.options.max_predictions_per_seq)
-        self._serialize = example_serializer(spec)
-        compression = "GZIP" if config.compression == "gzip" else ""
-        self._writer = tf.io.TFRecordWriter(
-            self.path + INCOMPLETE_SUFFIX, tf.io.TFRecordOptions(compression_type=compression)
-        )
+        layout = pretraining_feature_layout(config.options.max_seq_length, config.options.max_predictions_per_seq)
+        self._serialize = example_encoder(layout)
+        self._writer = RecordWriter(open(self.path + INCOMPLETE_SUFFIX, "wb"), config.compression)
 
     def add(self, document: list[list[int]]) -> int:
         self.window.append(document)

@@ -60,6 +60,17 @@ class AlbertGraphTokenizer(tf.Module):
         self._whitespace = _regex_class(whitespace_ranges()) + "+"
         self._combining = _regex_class(combining_ranges())
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=model_bytes, out_type=tf.int32)
+        # For offsets: row i of this table is what id i becomes and how many characters each part
+        # takes ([i] and "all of them", or the release's digit-comma re-split of `▁2012,`).
+        resplits = getattr(reference, "id_resplits", {})
+        rows = [resplits.get(i, [i]) for i in range(self.vocab_size)]
+        widths = [
+            [len(reference.convert_ids_to_tokens([p])[0].lstrip("\u2581")) for p in row] if len(row) > 1 else [1 << 30]
+            for row in rows
+        ]
+        self._part_ids = tf.constant([p for row in rows for p in row], tf.int32)
+        self._part_widths = tf.constant([w for row in widths for w in row], tf.int64)
+        self._part_counts = tf.constant([len(row) for row in rows], tf.int64)
 
     def normalize(self, texts: tf.Tensor) -> tf.Tensor:
         """ALBERT's normalisation of a string tensor (any shape), in the Python tokenizer's order."""
@@ -75,6 +86,88 @@ class AlbertGraphTokenizer(tf.Module):
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Ids of a batch of strings `[B]` as an int32 RaggedTensor `[B, None]`."""
         return self._sentencepiece.tokenize(self.normalize(tf.convert_to_tensor(texts, tf.string)))
+
+    def tokenize_with_offsets(self, texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+        """Ids of a batch of strings `[B]` and each piece's character span in its string.
+
+        The graph twin of `AlbertTokenizer.encode_with_offsets`: returns int32 ids and int64
+        `starts`, `ends`, RaggedTensors `[B, None]`, in characters (code points) of the original
+        strings. The normalisation runs per character so that each normalised character knows
+        the original one it came from; lower case is applied to the whole string as Python does.
+        """
+        texts = tf.convert_to_tensor(texts, tf.string)
+        chars = tf.strings.unicode_split(texts, "UTF-8")
+        dense = chars.to_tensor("")
+        valid = tf.ones_like(chars, tf.bool).to_tensor(False)
+        width = tf.shape(dense)[1]
+        is_space = tf.strings.regex_full_match(dense, self._whitespace) & valid
+        solid = valid & ~is_space
+        solid_int = tf.cast(solid, tf.int32)
+        solid_before = tf.math.cumsum(solid_int, axis=1, exclusive=True) > 0
+        solid_after = tf.math.cumsum(solid_int, axis=1, exclusive=True, reverse=True) > 0
+        space_before = tf.pad(is_space[:, :-1], [[0, 0], [1, 0]])
+        # One space stands for an inner whitespace run (its first character); ends are dropped.
+        kept_space = is_space & ~space_before & solid_before & solid_after
+        pieces = tf_text.normalize_utf8(dense, "NFKD")
+        pieces = tf.strings.regex_replace(pieces, self._combining, "")
+        pieces = tf.where(kept_space, " ", tf.where(solid, pieces, ""))
+        counts = tf.strings.length(pieces, unit="UTF8_CHAR")  # normalised characters per character
+        normalized = tf.strings.reduce_join(pieces, axis=1)
+        if self.do_lower_case:
+            normalized = tf.strings.lower(normalized, encoding="utf-8")
+        # origin[b, j]: the original character of normalised character j.
+        positions = tf.broadcast_to(tf.range(width, dtype=tf.int32)[None], tf.shape(dense))
+        origin = tf.RaggedTensor.from_row_lengths(
+            tf.repeat(tf.reshape(positions, [-1]), tf.reshape(counts, [-1])),
+            tf.reduce_sum(tf.cast(counts, tf.int64), axis=1),
+        )
+        origin_dense = tf.pad(origin.to_tensor(-1), [[0, 0], [0, 1]], constant_values=-1)
+        num_normalized = origin.row_lengths()
+
+        ids, byte_begin, byte_end = self._sentencepiece.tokenize_with_offsets(normalized)
+        # Byte offsets in the normalised strings -> normalised character indices.
+        _, char_bytes = tf.strings.unicode_decode_with_offsets(normalized, "UTF-8")
+        boundaries = char_bytes.to_tensor(tf.int64.max)
+        begin = tf.searchsorted(boundaries, tf.cast(byte_begin.to_tensor(0), tf.int64), side="left", out_type=tf.int64)
+        end = tf.searchsorted(boundaries, tf.cast(byte_end.to_tensor(0), tf.int64), side="left", out_type=tf.int64)
+        normalized_chars = tf.pad(tf.strings.unicode_split(normalized, "UTF-8").to_tensor(""), [[0, 0], [0, 1]])
+        first = tf.gather(normalized_chars, begin, batch_dims=1)
+        # A piece's leading "▁" stands for the space before it: its span leaves the space out.
+        begin = tf.where((first == " ") & (begin < end), begin + 1, begin)
+        begin = tf.RaggedTensor.from_tensor(begin, lengths=ids.row_lengths())
+        end = tf.RaggedTensor.from_tensor(end, lengths=ids.row_lengths())
+
+        # Re-split pieces: each part takes the next `width` characters of its piece.
+        part_counts = tf.gather(self._part_counts, ids)
+        part_rows = tf.RaggedTensor.from_row_lengths(self._part_ids, self._part_counts, validate=False)
+        width_rows = tf.RaggedTensor.from_row_lengths(self._part_widths, self._part_counts, validate=False)
+        part_ids = tf.gather(part_rows, ids)  # [B, P, parts]
+        part_widths = tf.gather(width_rows, ids).flat_values
+        piece_of_part = tf.repeat(tf.range(tf.size(ids.flat_values, tf.int64)), part_counts.flat_values)
+        taken = tf.math.cumsum(part_widths, exclusive=True)
+        taken -= tf.gather(tf.math.segment_min(taken, piece_of_part), piece_of_part)
+        piece_begin = tf.gather(begin.flat_values, piece_of_part)
+        piece_end = tf.gather(end.flat_values, piece_of_part)
+        part_begin = tf.minimum(piece_begin + taken, piece_end)
+        part_end = tf.minimum(part_begin + part_widths, piece_end)
+        row_of_part = tf.gather(ids.value_rowids(), piece_of_part)
+
+        # Normalised character spans -> original character spans.
+        n = tf.gather(num_normalized, row_of_part)
+        last_solid = tf.gather(
+            tf.reduce_max(tf.where(solid, positions + 1, 0), axis=1), row_of_part
+        )
+        start_char = tf.gather_nd(origin_dense, tf.stack([row_of_part, part_begin], 1))
+        end_char = tf.gather_nd(origin_dense, tf.stack([row_of_part, tf.maximum(part_end - 1, 0)], 1)) + 1
+        empty_at = tf.where(part_begin < n, start_char, tf.cast(last_solid, tf.int32))
+        starts = tf.where(part_begin < part_end, start_char, empty_at)
+        ends = tf.where(part_begin < part_end, end_char, empty_at)
+        rows = part_ids.merge_dims(1, 2).row_lengths()
+        return (
+            part_ids.merge_dims(1, 2),
+            tf.RaggedTensor.from_row_lengths(tf.cast(starts, tf.int64), rows),
+            tf.RaggedTensor.from_row_lengths(tf.cast(ends, tf.int64), rows),
+        )
 
     def pack(
         self,

@@ -77,6 +77,8 @@ def normalize_with_offsets(text: str, do_lower_case: bool = True) -> tuple[str, 
     chars: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
+    # Follows `normalize_text` on whether `` and '' become ".
+    merge_quotes = normalize_text("``") == '"'
     position, length = 0, len(text)
     # Leading whitespace is dropped; inner runs keep one space; trailing whitespace is dropped.
     while position < length and text[position].isspace():
@@ -93,7 +95,7 @@ def normalize_with_offsets(text: str, do_lower_case: bool = True) -> tuple[str, 
                 ends.append(position + 1)
             position = run_end
             continue
-        if char in "`'" and text[position + 1 : position + 2] == char:
+        if merge_quotes and char in "`'" and text[position + 1 : position + 2] == char:
             chars.append('"')
             starts.append(position)
             ends.append(position + 2)
@@ -244,14 +246,11 @@ class AlbertTokenizer:
                     byte_to_char[byte] = index
                 offset += width
             byte_to_char[offset] = len(normalized)
+        resplits = getattr(self, "_id_resplits", {})
         ids, starts, ends = [], [], []
-        for piece in proto.pieces:
-            begin, end = piece.begin, piece.end
-            if byte_to_char is not None:
-                begin, end = byte_to_char[begin], byte_to_char[end]
-            while begin < end and normalized[begin] == " ":
-                begin += 1
-            ids.append(piece.id)
+
+        def add(piece_id, begin, end):
+            ids.append(piece_id)
             if begin < end:
                 starts.append(char_starts[begin])
                 ends.append(char_ends[end - 1])
@@ -259,6 +258,21 @@ class AlbertTokenizer:
                 where = char_starts[begin] if begin < len(char_starts) else len(text.rstrip())
                 starts.append(where)
                 ends.append(where)
+
+        for piece in proto.pieces:
+            begin, end = piece.begin, piece.end
+            if byte_to_char is not None:
+                begin, end = byte_to_char[begin], byte_to_char[end]
+            while begin < end and normalized[begin] == " ":
+                begin += 1
+            if piece.id not in resplits:
+                add(piece.id, begin, end)
+                continue
+            # A re-split piece (`▁2012,` -> `▁2012` `,`): its parts take its characters in turn.
+            for part in resplits[piece.id]:
+                width = len(self._sp.IdToPiece(part).lstrip(SPIECE_UNDERLINE))
+                add(part, begin, min(begin + width, end))
+                begin = min(begin + width, end)
         return ids, starts, ends
 
     def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:

@@ -12,8 +12,8 @@ BATCH_LINES = 8192
 
 
 @pytest.fixture(scope="module")
-def model_path(data_dir):
-    return data_dir / "albert" / "30k-clean.model"
+def model_path(small_data_dir):
+    return small_data_dir / "albert" / "30k-clean.model"
 
 
 @pytest.fixture(scope="module")

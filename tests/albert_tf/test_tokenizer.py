@@ -9,8 +9,8 @@ from albert_tf.tokenizer import AlbertTokenizer, normalize_text, truncate_pair_l
 
 
 @pytest.fixture(scope="module")
-def tokenizer(data_dir):
-    return AlbertTokenizer(data_dir / "albert" / "30k-clean.model")
+def tokenizer(small_data_dir):
+    return AlbertTokenizer(small_data_dir / "albert" / "30k-clean.model")
 
 
 def test_normalize_text_applies_each_albert_rule():
@@ -34,7 +34,7 @@ def test_special_ids_of_the_released_model(tokenizer):
     assert tokenizer.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
 
 
-def test_text_to_pieces_to_ids_and_back(tokenizer, data_dir):
+def test_text_to_pieces_to_ids_and_back(tokenizer, small_data_dir):
     text = "The European lobster is a species of clawed lobster."
     pieces = tokenizer.tokenize(text)
     ids = tokenizer.encode(text)
@@ -44,7 +44,7 @@ def test_text_to_pieces_to_ids_and_back(tokenizer, data_dir):
     assert tokenizer.decode(ids) == normalize_text(text)
     assert tokenizer.decode([tokenizer.cls_id, *ids, tokenizer.sep_id, 0, 0]) == normalize_text(text)
     # Independent check: plain SentencePiece on the normalised text gives the same ids.
-    plain = spm.SentencePieceProcessor(model_file=str(data_dir / "albert" / "30k-clean.model"))
+    plain = spm.SentencePieceProcessor(model_file=str(small_data_dir / "albert" / "30k-clean.model"))
     assert plain.encode(normalize_text(text)) == ids
 
 

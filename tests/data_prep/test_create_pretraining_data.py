@@ -22,13 +22,13 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 
 @pytest.fixture(scope="module")
-def corpus(data_dir):
-    return data_dir / "corpus" / "gutenberg"
+def corpus(small_data_dir):
+    return small_data_dir / "corpus" / "gutenberg"
 
 
 @pytest.fixture(scope="module")
-def spm_model(data_dir):
-    return str(data_dir / "albert" / "30k-clean.model")
+def spm_model(small_data_dir):
+    return str(small_data_dir / "albert" / "30k-clean.model")
 
 
 def _config(files, spm_model, **overrides):
@@ -84,8 +84,8 @@ def test_a_rerun_skips_complete_shards_and_remakes_missing_ones(reference, tmp_p
     assert _shard_bytes(work) == expected
 
 
-def test_a_run_killed_with_sigkill_then_rerun_gives_the_same_bytes(tmp_path, corpus, spm_model):
-    files = [corpus / "austen-persuasion.txt"]
+def test_a_run_killed_with_sigkill_then_rerun_gives_the_same_bytes(tmp_path, data_dir, spm_model):
+    files = [data_dir / "corpus" / "gutenberg" / "austen-persuasion.txt"]  # long enough to be killed midway
     config = _config(files, spm_model, num_output_shards=2, dupe_factor=4)
     reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
     reference_result = run_generation(config, str(reference_dir), progress=False)

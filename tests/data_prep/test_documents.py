@@ -40,8 +40,8 @@ def test_split_sentences_keeps_closing_quotes_and_decimals():
     assert split_sentences("   ") == []
 
 
-def test_on_the_real_wikitext_each_paragraph_line_is_a_document(data_dir):
-    path = data_dir / "corpus" / "wikitext-2-raw" / "wiki.valid.raw"
+def test_on_the_real_wikitext_each_paragraph_line_is_a_document(small_data_dir):
+    path = small_data_dir / "corpus" / "wikitext-2-raw" / "wiki.valid.raw"
     lines = path.read_text(encoding="utf-8").split("\n")
     non_blank = sum(1 for line in lines if line.strip())
     documents = list(iter_documents([str(path)], "document_per_line"))

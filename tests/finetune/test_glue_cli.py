@@ -41,11 +41,11 @@ def config_file(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def mrpc_dir(tmp_path_factory, data_dir):
+def mrpc_dir(tmp_path_factory, small_data_dir):
     """MRPC's train and dev files, and a test file (the official layout) made of dev rows."""
     folder = tmp_path_factory.mktemp("glue") / "MRPC"
     folder.mkdir()
-    source = data_dir / "glue" / "MRPC"
+    source = small_data_dir / "glue" / "MRPC"
     for name in ("train.tsv", "dev.tsv"):
         (folder / name).symlink_to(source / name)
     rows = (source / "dev.tsv").read_text(encoding="utf-8-sig").splitlines()[1 : NUM_TEST_ROWS + 1]
@@ -145,8 +145,8 @@ def test_a_saved_model_initialises_the_encoder(mrpc_run):
         ("STS-B", {"pearson": (-1.0, 1.0), "spearman": (-1.0, 1.0)}),
     ],
 )
-def test_tasks_end_to_end(task, metric_ranges, data_dir, config_file, tmp_path):
-    summary = cli.finetune(_args(task, data_dir / "glue", tmp_path, config_file, "--do_train", "--do_eval",
+def test_tasks_end_to_end(task, metric_ranges, small_data_dir, config_file, tmp_path):
+    summary = cli.finetune(_args(task, small_data_dir / "glue", tmp_path, config_file, "--do_train", "--do_eval",
                                  "--export=false", steps=8))
     assert summary["train"]["step"] == 8 and math.isfinite(summary["train"]["train"]["loss"])
     dev = _eval_results(tmp_path)["dev"]
@@ -174,9 +174,9 @@ def test_resume_ends_where_an_uninterrupted_run_does(mrpc_run, mrpc_dir, config_
 # ---- bad input ----------------------------------------------------------------------------------
 
 
-def test_unknown_task_lists_the_tasks(data_dir, config_file, tmp_path):
+def test_unknown_task_lists_the_tasks(small_data_dir, config_file, tmp_path):
     with pytest.raises(ValueError, match=r"unknown GLUE task 'SST3'.*CoLA, SST-2, MRPC, STS-B"):
-        cli.finetune(_args("SST3", data_dir / "glue", tmp_path, config_file, "--do_train"))
+        cli.finetune(_args("SST3", small_data_dir / "glue", tmp_path, config_file, "--do_train"))
 
 
 def test_data_dir_without_the_task_files(config_file, tmp_path):
@@ -185,7 +185,7 @@ def test_data_dir_without_the_task_files(config_file, tmp_path):
         cli.finetune(_args("RTE", tmp_path / "glue", tmp_path / "out", config_file, "--do_train"))
 
 
-def test_init_checkpoint_of_another_vocabulary(data_dir, tmp_path):
+def test_init_checkpoint_of_another_vocabulary(small_data_dir, tmp_path):
     other = AlbertPretrainer(CONFIG.replace(vocab_size=500))
     other.build()
     run_dir = tmp_path / "pretrain"
@@ -193,7 +193,7 @@ def test_init_checkpoint_of_another_vocabulary(data_dir, tmp_path):
     other.config.to_json_file(run_dir / CONFIG_FILE)
     tf.train.Checkpoint(model=model_weights(other)).write(str(run_dir / "ckpt-1"))
     (run_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
-    args = ["albert-finetune-glue", "--task=RTE", f"--data_dir={data_dir / 'glue'}",
+    args = ["albert-finetune-glue", "--task=RTE", f"--data_dir={small_data_dir / 'glue'}",
             f"--output_dir={tmp_path / 'out'}", f"--init_checkpoint={run_dir}", f"--spm_model_file={TINY_VOCAB}",
             "--do_train"]
     with pytest.raises(ValueError, match=r"has a vocabulary of 500 tokens but --spm_model_file .* has 300"):

@@ -13,13 +13,13 @@ from finetune.glue import data, readers
 
 
 @pytest.fixture(scope="module")
-def tokenizer(data_dir):
-    return AlbertTokenizer(data_dir / "albert" / "30k-clean.model")
+def tokenizer(small_data_dir):
+    return AlbertTokenizer(small_data_dir / "albert" / "30k-clean.model")
 
 
 @pytest.fixture(scope="module")
-def glue_dir(data_dir):
-    return data_dir / "glue"
+def glue_dir(small_data_dir):
+    return small_data_dir / "glue"
 
 
 def test_single_sentence_features(tokenizer, glue_dir):

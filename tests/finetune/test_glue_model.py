@@ -43,8 +43,8 @@ def tokenizer():
     return AlbertTokenizer(TINY_VOCAB)
 
 
-def _batch(tokenizer, task, data_dir, split, n):
-    examples = read_examples(task, data_dir / "glue", split).examples[:n]
+def _batch(tokenizer, task, small_data_dir, split, n):
+    examples = read_examples(task, small_data_dir / "glue", split).examples[:n]
     rows = [tokenizer.pack(tokenizer.encode(e.text_a), tokenizer.encode(e.text_b) if e.text_b else None,
                            max_seq_length=SEQ) for e in examples]
     inputs = {k: np.array([r[k] for r in rows], np.int32) for k in ("input_ids", "input_mask", "segment_ids")}
@@ -58,9 +58,9 @@ def _classifier(num_labels=2, seed=0, **kwargs):
     return model
 
 
-def test_config_round_trip_and_keras_file(tmp_path, tokenizer, data_dir):
+def test_config_round_trip_and_keras_file(tmp_path, tokenizer, small_data_dir):
     model = _classifier(3)
-    inputs, _ = _batch(tokenizer, "MRPC", data_dir, "dev", 4)
+    inputs, _ = _batch(tokenizer, "MRPC", small_data_dir, "dev", 4)
     expected = model(inputs, training=False).numpy()
     assert expected.shape == (4, 3) and expected.dtype == np.float32
     clone = GlueClassifier.from_config(model.get_config())
@@ -78,8 +78,8 @@ def test_config_round_trip_and_keras_file(tmp_path, tokenizer, data_dir):
     assert model.count_params() == encoder.count_params() + 32 * 3 + 3
 
 
-def test_dropout_only_in_training(tokenizer, data_dir):
-    inputs, _ = _batch(tokenizer, "MRPC", data_dir, "dev", 8)
+def test_dropout_only_in_training(tokenizer, small_data_dir):
+    inputs, _ = _batch(tokenizer, "MRPC", small_data_dir, "dev", 8)
     model = _classifier()
     assert not np.allclose(model(inputs, training=True), model(inputs, training=False))
     np.testing.assert_array_equal(model(inputs, training=False), model(inputs, training=False))
@@ -87,8 +87,8 @@ def test_dropout_only_in_training(tokenizer, data_dir):
     np.testing.assert_allclose(still(inputs, training=True), still(inputs, training=False), atol=1e-6)
 
 
-def test_classification_loss_and_metrics_on_real_mrpc_rows(tokenizer, data_dir):
-    inputs, labels = _batch(tokenizer, "MRPC", data_dir, "dev", 16)
+def test_classification_loss_and_metrics_on_real_mrpc_rows(tokenizer, small_data_dir):
+    inputs, labels = _batch(tokenizer, "MRPC", small_data_dir, "dev", 16)
     label_ids = np.array([int(label) for label in labels])
     model = _classifier()
     # Random weights give near-uniform logits; scale the head so that the numbers are not trivial.
@@ -111,8 +111,8 @@ def test_classification_loss_and_metrics_on_real_mrpc_rows(tokenizer, data_dir):
     assert results["f1"] == pytest.approx(f1_score(label_ids[:13], predicted[:13]))
 
 
-def test_regression_loss_and_correlations_on_real_stsb_rows(tokenizer, data_dir):
-    inputs, labels = _batch(tokenizer, "STS-B", data_dir, "dev", 12)
+def test_regression_loss_and_correlations_on_real_stsb_rows(tokenizer, small_data_dir):
+    inputs, labels = _batch(tokenizer, "STS-B", small_data_dir, "dev", 12)
     scores = np.array(labels, np.float64)
     model = _classifier(num_labels=1)
     model.classifier.kernel.assign(model.classifier.kernel * 50.0)
@@ -128,8 +128,8 @@ def test_regression_loss_and_correlations_on_real_stsb_rows(tokenizer, data_dir)
     assert results["spearman"] == pytest.approx(spearmanr(scores, outputs[:, 0])[0], abs=1e-6)
 
 
-def test_mixed_precision_outputs_float32(tokenizer, data_dir):
-    inputs, _ = _batch(tokenizer, "MRPC", data_dir, "dev", 2)
+def test_mixed_precision_outputs_float32(tokenizer, small_data_dir):
+    inputs, _ = _batch(tokenizer, "MRPC", small_data_dir, "dev", 2)
     model = GlueClassifier(CONFIG, 2, dtype="mixed_bfloat16")
     model.build()
     assert model.classifier.compute_dtype == "bfloat16"

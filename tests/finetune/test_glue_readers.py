@@ -34,6 +34,12 @@ def glue_dir(data_dir):
     return data_dir / "glue"
 
 
+@pytest.fixture(scope="module")
+def small_glue_dir(small_data_dir):
+    """Whole dev splits (QNLI's first rows), the first rows of train: enough for all but the counts."""
+    return small_data_dir / "glue"
+
+
 @pytest.mark.parametrize("task_name,split,rows,label_counts", OFFICIAL_SPLITS)
 def test_official_row_counts(glue_dir, task_name, split, rows, label_counts):
     result = readers.read_examples(task_name, glue_dir, split)
@@ -58,8 +64,8 @@ def test_every_present_task_file_is_covered(glue_dir):
     assert present == {(task, split) for task, split, _, _ in OFFICIAL_SPLITS}
 
 
-def test_fields_land_in_the_right_places(glue_dir):
-    mrpc = readers.read_examples("MRPC", glue_dir, "dev").examples[0]
+def test_fields_land_in_the_right_places(small_glue_dir):
+    mrpc = readers.read_examples("MRPC", small_glue_dir, "dev").examples[0]
     # The header's byte-order mark must not leak into anything; Quality is the label.
     assert mrpc == readers.Example(
         guid="dev-0",
@@ -68,37 +74,37 @@ def test_fields_land_in_the_right_places(glue_dir):
         text_b='"The foodservice pie business does not fit our long-term growth strategy.',
         label="1",
     )
-    stsb = readers.read_examples("STS-B", glue_dir, "dev").examples[1]
+    stsb = readers.read_examples("STS-B", small_glue_dir, "dev").examples[1]
     assert (stsb.guid, stsb.label) == ("dev-1", 4.75)
     assert stsb.text_a == "A young child is riding a horse."
     # CoLA dev ends without a newline: its last row is still whole.
-    cola = readers.read_examples("CoLA", glue_dir, "dev").examples
+    cola = readers.read_examples("CoLA", small_glue_dir, "dev").examples
     assert (cola[-1].guid, cola[-1].text_a, cola[-1].label) == (
         "dev-1042",
         "John talked to Bill about himself.",
         "1",
     )
     # Quotes are text, not quoting: this SST-2 row ends with a lone apostrophe.
-    sst = readers.read_examples("SST-2", glue_dir, "dev").examples[-1].text_a
+    sst = readers.read_examples("SST-2", small_glue_dir, "dev").examples[-1].text_a
     assert sst.endswith("could not be improved upon . ' ")
 
 
-def test_task_folder_as_data_dir(glue_dir):
-    assert len(readers.read_examples("rte", glue_dir / "RTE", "dev").examples) == 277
+def test_task_folder_as_data_dir(small_glue_dir):
+    assert len(readers.read_examples("rte", small_glue_dir / "RTE", "dev").examples) == 277
     # RTE and QNLI share a layout: a folder of another task must not be read as this one.
     with pytest.raises(FileNotFoundError, match=r"GLUE task QNLI: no dev file"):
-        readers.read_examples("QNLI", glue_dir / "RTE", "dev")
+        readers.read_examples("QNLI", small_glue_dir / "RTE", "dev")
 
 
-def test_missing_files_are_a_clear_error(glue_dir, tmp_path):
+def test_missing_files_are_a_clear_error(small_glue_dir, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"GLUE task QQP: no dev file .*QQP/dev\.tsv"):
-        readers.read_examples("QQP", glue_dir, "dev")
+        readers.read_examples("QQP", small_glue_dir, "dev")
     with pytest.raises(FileNotFoundError, match=r"GLUE task QNLI: no train file"):
-        readers.read_examples("QNLI", glue_dir, "train")
+        readers.read_examples("QNLI", small_glue_dir, "train")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         readers.read_examples("RTE", tmp_path / "nowhere", "dev")
     with pytest.raises(ValueError, match="MNLI has no split 'dev'; its splits are: train, dev_m"):
-        readers.read_examples("MNLI", glue_dir, "dev")
+        readers.read_examples("MNLI", small_glue_dir, "dev")
 
 
 def test_unknown_task_lists_every_task():
@@ -148,10 +154,10 @@ def _copy_with_lines(source, target, insert):
     target.write_text("".join(lines), encoding="utf-8")
 
 
-def test_malformed_rows_reported_with_file_and_line(glue_dir, tmp_path):
+def test_malformed_rows_reported_with_file_and_line(small_glue_dir, tmp_path):
     rte = tmp_path / "RTE" / "dev.tsv"
     _copy_with_lines(
-        glue_dir / "RTE" / "dev.tsv",
+        small_glue_dir / "RTE" / "dev.tsv",
         rte,
         {10: "900\tA sentence with no second sentence.\tentailment", 50: "901\ta\tb\tmaybe"},
     )
@@ -178,9 +184,9 @@ def test_malformed_rows_reported_with_file_and_line(glue_dir, tmp_path):
     assert guids[:9] == [f"dev-{i}" for i in range(9)] and guids[-1] == "dev-276"
 
 
-def test_bad_labels_in_cola_and_stsb(glue_dir, tmp_path):
+def test_bad_labels_in_cola_and_stsb(small_glue_dir, tmp_path):
     # CoLA has no header, so line n is data row n - 1.
-    _copy_with_lines(glue_dir / "CoLA" / "dev.tsv", tmp_path / "CoLA" / "dev.tsv",
+    _copy_with_lines(small_glue_dir / "CoLA" / "dev.tsv", tmp_path / "CoLA" / "dev.tsv",
                      {1: "gj04\t2\t\tA label that is not 0 or 1."})  # fmt: skip
     result = readers.read_examples("CoLA", tmp_path, "dev", skip_bad_rows=True)
     assert len(result.examples) == 1043
@@ -189,7 +195,7 @@ def test_bad_labels_in_cola_and_stsb(glue_dir, tmp_path):
     ]
 
     row = "\t".join(["9", "main-news", "x", "2012", "0001", "none", "none", "a", "b"])
-    _copy_with_lines(glue_dir / "STS-B" / "dev.tsv", tmp_path / "STS-B" / "dev.tsv",
+    _copy_with_lines(small_glue_dir / "STS-B" / "dev.tsv", tmp_path / "STS-B" / "dev.tsv",
                      {3: row + "\t5.5", 4: row + "\thigh", 5: row + "\tnan"})  # fmt: skip
     result = readers.read_examples("STS-B", tmp_path, "dev", skip_bad_rows=True)
     assert len(result.examples) == 1500
@@ -200,7 +206,7 @@ def test_bad_labels_in_cola_and_stsb(glue_dir, tmp_path):
     ]
 
 
-def test_wrong_header_is_never_skipped(glue_dir, tmp_path):
+def test_wrong_header_is_never_skipped(small_glue_dir, tmp_path):
     # MNLI's dev layout has 16 columns; a train file put in its place has 12.
     target = tmp_path / "MNLI" / "dev_matched.tsv"
     target.parent.mkdir()

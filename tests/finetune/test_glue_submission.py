@@ -41,9 +41,9 @@ def test_bad_requests(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_one_row_per_example_of_a_real_split(data_dir, tmp_path):
+def test_one_row_per_example_of_a_real_split(small_data_dir, tmp_path):
     # The RTE dev file stands in for a test file of the same layout (test labels are not public).
-    examples = readers.read_examples("RTE", data_dir / "glue", "dev").examples
+    examples = readers.read_examples("RTE", small_data_dir / "glue", "dev").examples
     outputs = [[1.0, 0.0] if e.label == "entailment" else [0.0, 1.0] for e in examples]
     path = submission.write_submission("RTE", "test", outputs, tmp_path, num_examples=len(examples))
     rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()[1:]]

@@ -10,12 +10,12 @@ from finetune.race import readers
 
 
 @pytest.fixture(scope="module")
-def middle_dir(data_dir):
-    return data_dir / "race" / "dev" / "middle"
+def middle_dir(small_data_dir):
+    return small_data_dir / "race" / "dev" / "middle"
 
 
-def test_counts_of_the_middle_dev_split(middle_dir):
-    questions = readers.read_questions(middle_dir)
+def test_counts_of_the_middle_dev_split(data_dir):
+    questions = readers.read_questions(data_dir / "race" / "dev" / "middle")
     assert len(questions) == 1436
     assert len(readers.passages(questions)) == 368
     assert collections.Counter(q.answer for q in questions) == {"A": 311, "B": 384, "C": 386, "D": 355}

@@ -1,7 +1,8 @@
 """ALBERT's tokenizer as TensorFlow ops, for tf.data pipelines and SavedModels that take raw text.
 
 It reproduces `albert_tf.tokenizer.AlbertTokenizer` id for id: the same normalisation is written
-with tensorflow-text and RE2 ops, and SentencePiece runs through tensorflow_text's kernel.
+with tensorflow-text and RE2 ops, SentencePiece runs through tensorflow_text's kernel, and the
+release's digit-comma re-split is a lookup in a per-id table of replacement ids.
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ class AlbertGraphTokenizer(tf.Module):
         self._whitespace = _regex_class(whitespace_ranges()) + "+"
         self._combining = _regex_class(combining_ranges())
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=model_bytes, out_type=tf.int32)
-        # For offsets: row i of this table is what id i becomes and how many characters each part
+        # Row i of this table is what id i becomes and, for offsets, how many characters each part
         # takes ([i] and "all of them", or the release's digit-comma re-split of `▁2012,`).
-        resplits = getattr(reference, "id_resplits", {})
+        resplits = reference.id_resplits
         rows = [resplits.get(i, [i]) for i in range(self.vocab_size)]
         widths = [
             [len(reference.convert_ids_to_tokens([p])[0].lstrip("\u2581")) for p in row] if len(row) > 1 else [1 << 30]
@@ -76,7 +77,6 @@ class AlbertGraphTokenizer(tf.Module):
         """ALBERT's normalisation of a string tensor (any shape), in the Python tokenizer's order."""
         texts = tf.strings.regex_replace(texts, self._whitespace, " ")
         texts = tf.strings.strip(texts)
-        texts = tf.strings.regex_replace(texts, "``|''", '"')
         texts = tf_text.normalize_utf8(texts, "NFKD")
         texts = tf.strings.regex_replace(texts, self._combining, "")
         if self.do_lower_case:
@@ -85,7 +85,9 @@ class AlbertGraphTokenizer(tf.Module):
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Ids of a batch of strings `[B]` as an int32 RaggedTensor `[B, None]`."""
-        return self._sentencepiece.tokenize(self.normalize(tf.convert_to_tensor(texts, tf.string)))
+        ids = self._sentencepiece.tokenize(self.normalize(tf.convert_to_tensor(texts, tf.string)))
+        table = tf.RaggedTensor.from_row_lengths(self._part_ids, self._part_counts, validate=False)
+        return tf.gather(table, ids).merge_dims(1, 2)
 
     def tokenize_with_offsets(self, texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
         """Ids of a batch of strings `[B]` and each piece's character span in its string.

@@ -1,9 +1,12 @@
 """ALBERT's SentencePiece tokenizer: normalisation, text <-> pieces <-> ids, and segment packing.
 
-The normalisation is the one the released ALBERT models were trained with (collapse whitespace,
-`` and '' -> ", NFKD with combining marks dropped, lowercase), applied before SentencePiece's own
-normaliser. `albert_tf.graph_tokenizer.AlbertGraphTokenizer` does the same in a TensorFlow graph;
-the two must give identical ids, so both take their character sets from this module.
+Both steps are the release's (google-research/albert `tokenization.py`), so that fine-tuning and
+serving see the ids the released models were pretrained on: `preprocess_text`'s normalisation
+(collapse whitespace, NFKD with combining marks dropped, lowercase; `` and '' are kept), then
+SentencePiece, then `encode_pieces`' re-split of a piece that ends in a digit and a comma
+(`▁2012,` -> `▁2012` `,`). `albert_tf.graph_tokenizer.AlbertGraphTokenizer` does the same in a
+TensorFlow graph; the two must give identical ids, so both take their character sets and the
+re-split table from this module.
 """
 
 from __future__ import annotations
@@ -49,13 +52,13 @@ def combining_ranges() -> list[tuple[int, int]]:
 
 
 def normalize_text(text: str, do_lower_case: bool = True) -> str:
-    """Applies ALBERT's normalisation to one string.
+    """Applies ALBERT's normalisation to one string (the release's `preprocess_text`).
 
-    Whitespace runs become one space (ends stripped), `` and '' become ", accents are stripped
-    (NFKD, then characters with a combining class are dropped) and, if asked, text is lowercased.
+    Whitespace runs become one space (ends stripped), accents are stripped (NFKD, then characters
+    with a combining class are dropped) and, if asked, text is lowercased. Quotes are left alone:
+    the release keeps `` and '' (XLNet's version of this function turned them into ").
     """
     text = " ".join(text.split())
-    text = text.replace("``", '"').replace("''", '"')
     # ASCII is NFKD-stable and has no combining marks: skipping it keeps the common case fast.
     if not text.isascii():
         text = unicodedata.normalize("NFKD", text)
@@ -71,14 +74,12 @@ def normalize_with_offsets(text: str, do_lower_case: bool = True) -> tuple[str, 
 
     Returns the normalised string and, per normalised character, the `[start, end)` span of the
     original characters that made it: a collapsed whitespace run becomes one space pointing at the
-    run's first character, a `` or '' pair becomes one " spanning both, and the characters of an
-    NFKD expansion (the "f" and "i" of "\ufb01") all point at the character they came from.
+    run's first character, and the characters of an NFKD expansion (the "f" and "i" of "\ufb01")
+    all point at the character they came from.
     """
     chars: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
-    # Follows `normalize_text` on whether `` and '' become ".
-    merge_quotes = normalize_text("``") == '"'
     position, length = 0, len(text)
     # Leading whitespace is dropped; inner runs keep one space; trailing whitespace is dropped.
     while position < length and text[position].isspace():
@@ -95,12 +96,6 @@ def normalize_with_offsets(text: str, do_lower_case: bool = True) -> tuple[str, 
                 ends.append(position + 1)
             position = run_end
             continue
-        if merge_quotes and char in "`'" and text[position + 1 : position + 2] == char:
-            chars.append('"')
-            starts.append(position)
-            ends.append(position + 2)
-            position += 2
-            continue
         if char.isascii():
             pieces = char
         else:
@@ -115,6 +110,27 @@ def normalize_with_offsets(text: str, do_lower_case: bool = True) -> tuple[str, 
         # Lower case as one string: Python lowercases a final sigma by its context, one for one.
         normalized = normalized.lower()
     return normalized, starts, ends
+
+
+def digit_comma_resplits(processor: spm.SentencePieceProcessor) -> dict[str, list[str]]:
+    """Pieces that the release's `encode_pieces` re-splits, each with the pieces it becomes.
+
+    A piece that ends in a digit followed by a comma is encoded again without its comma and without
+    "▁" (`▁2012,` -> `▁2012` `,`; `2,` inside `$12,` -> `2` `,`); a leading "▁" that the re-encoding
+    adds is dropped when the piece had none. The result depends on the piece alone, so one table
+    built from the vocabulary serves every text. Unknown pieces never end in a comma (a comma is
+    a piece of its own), so vocabulary pieces are the only ones that can match.
+    """
+    table = {}
+    for piece_id in range(processor.GetPieceSize()):
+        piece = processor.IdToPiece(piece_id)
+        if len(piece) < 2 or piece[-1] != "," or not piece[-2].isdigit():
+            continue
+        pieces = processor.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+        if not piece.startswith(SPIECE_UNDERLINE) and pieces[0].startswith(SPIECE_UNDERLINE):
+            pieces = pieces[1:] if pieces[0] == SPIECE_UNDERLINE else [pieces[0][1:], *pieces[1:]]
+        table[piece] = [*pieces, piece[-1]]
+    return table
 
 
 def _load_processor(model: str | os.PathLike | bytes, name: str) -> spm.SentencePieceProcessor:
@@ -185,6 +201,11 @@ class AlbertTokenizer:
         self._cls_id = self._sp.PieceToId(CLS_PIECE)
         self._sep_id = self._sp.PieceToId(SEP_PIECE)
         self._mask_id = self._sp.PieceToId(MASK_PIECE)
+        self._piece_resplits = digit_comma_resplits(self._sp)
+        self._id_resplits = {
+            self._sp.PieceToId(piece): [self._sp.PieceToId(p) for p in pieces]
+            for piece, pieces in self._piece_resplits.items()
+        }
 
     @property
     def vocab_size(self) -> int:
@@ -218,11 +239,23 @@ class AlbertTokenizer:
     def normalize(self, text: str) -> str:
         return normalize_text(text, self.do_lower_case)
 
+    @property
+    def id_resplits(self) -> dict[int, list[int]]:
+        """The digit-comma re-split (see `digit_comma_resplits`) as id -> ids."""
+        return self._id_resplits
+
     def tokenize(self, text: str) -> list[str]:
-        return self._sp.EncodeAsPieces(self.normalize(text))
+        pieces = self._sp.EncodeAsPieces(self.normalize(text))
+        return [p for piece in pieces for p in self._piece_resplits.get(piece, (piece,))]
 
     def encode(self, text: str) -> list[int]:
-        return self._sp.EncodeAsIds(self.normalize(text))
+        return self._resplit(self._sp.EncodeAsIds(self.normalize(text)))
+
+    def _resplit(self, ids: list[int]) -> list[int]:
+        table = self._id_resplits
+        if table.keys().isdisjoint(ids):
+            return ids
+        return [i for piece_id in ids for i in table.get(piece_id, (piece_id,))]
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[int], list[int]]:
         """The ids of `text` (as `encode` gives them) and each piece's character span in `text`.
@@ -246,7 +279,7 @@ class AlbertTokenizer:
                     byte_to_char[byte] = index
                 offset += width
             byte_to_char[offset] = len(normalized)
-        resplits = getattr(self, "_id_resplits", {})
+        resplits = self._id_resplits
         ids, starts, ends = [], [], []
 
         def add(piece_id, begin, end):
@@ -281,7 +314,8 @@ class AlbertTokenizer:
         `num_threads=-1` lets SentencePiece use every core; callers that already run one process
         per core pass 1.
         """
-        return self._sp.Encode([self.normalize(t) for t in texts], out_type=int, num_threads=num_threads)
+        encoded = self._sp.Encode([self.normalize(t) for t in texts], out_type=int, num_threads=num_threads)
+        return [self._resplit(ids) for ids in encoded]
 
     def convert_tokens_to_ids(self, pieces: Sequence[str]) -> list[int]:
         return [self._sp.PieceToId(p) for p in pieces]

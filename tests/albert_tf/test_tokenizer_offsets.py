@@ -15,12 +15,13 @@ def tokenizer(data_dir):
 def test_normalize_with_offsets_points_at_the_source_characters():
     text = "  Ca\u0301fe\u0301 \t\n ``\ufb01ne''  "
     normalized, starts, ends = normalize_with_offsets(text)
-    assert normalized == normalize_text(text) == 'cafe "fine"'
+    assert normalized == normalize_text(text) == "cafe ``fine''"
     spans = [text[s:e] for s, e in zip(starts, ends)]
     # The accents are dropped with their letters' spans; the space stands for the whole run's
-    # first character; `` is one "; both letters of the ligature point at it.
-    assert spans == ["C", "a", "f", "e", " ", "``", "\ufb01", "\ufb01", "n", "e", "''"]
-    assert starts == [2, 3, 5, 6, 8, 12, 14, 14, 15, 16, 17]
+    # first character; `` stays two characters, as the release keeps it; both letters of the
+    # ligature point at it.
+    assert spans == ["C", "a", "f", "e", " ", "`", "`", "\ufb01", "\ufb01", "n", "e", "'", "'"]
+    assert starts == [2, 3, 5, 6, 8, 12, 13, 14, 14, 15, 16, 17, 18]
 
 
 def test_normalize_with_offsets_keeps_case_when_asked():
@@ -42,7 +43,14 @@ def test_piece_spans_of_a_messy_string(tokenizer):
     assert spans["\u2581world"] == "World"
     assert spans["\u2581cafe"] == "café"
     assert spans["\u2581fi"] == "\ufb01"
-    assert spans['"'] == "``"
+    # `` is kept (an unknown piece of 30k-clean) and '' is two pieces, as in the release.
+    assert [(p, text[s:e]) for p, s, e in zip(pieces, starts, ends)][-4:] == [
+        ("<unk>", "``"), ("x", "x"), ("'", "'"), ("'", "'")
+    ]
+    # The release's re-split of "▁2012,": each new piece covers its own characters.
+    year = pieces.index("\u2581in") + 1
+    assert pieces[year : year + 2] == ["\u25812012", ","]
+    assert [text[s:e] for s, e in zip(starts[year : year + 2], ends[year : year + 2])] == ["2012", ","]
     # A lone "▁" covers nothing and sits where the next word starts.
     lone = pieces.index("\u2581")
     assert starts[lone] == ends[lone] == text.index("\u201c")

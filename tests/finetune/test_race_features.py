@@ -10,13 +10,13 @@ from finetune.race import features, readers
 
 
 @pytest.fixture(scope="module")
-def tokenizer(data_dir):
-    return AlbertTokenizer(data_dir / "albert" / "30k-clean.model")
+def tokenizer(small_data_dir):
+    return AlbertTokenizer(small_data_dir / "albert" / "30k-clean.model")
 
 
 @pytest.fixture(scope="module")
-def graph_tokenizer(data_dir):
-    return AlbertGraphTokenizer(str(data_dir / "albert" / "30k-clean.model"))
+def graph_tokenizer(small_data_dir):
+    return AlbertGraphTokenizer(str(small_data_dir / "albert" / "30k-clean.model"))
 
 
 def _question(question, options, article="Tom has a red ball. He plays with it every day.", answer="B"):
@@ -99,8 +99,8 @@ def test_bad_lengths_are_named(tokenizer):
         features.check_lengths(64, 0)
 
 
-def test_graph_rows_equal_python_rows_on_real_questions(data_dir, tokenizer, graph_tokenizer):
-    questions = readers.read_questions(data_dir / "race" / "dev" / "middle")[:40]
+def test_graph_rows_equal_python_rows_on_real_questions(small_data_dir, tokenizer, graph_tokenizer):
+    questions = readers.read_questions(small_data_dir / "race" / "dev" / "middle")[:40]
     extra = [
         _question("_ and _ went _", ["Tom", "Ann and Bob", "", "x_y"]),
         _question("", ["only option text", "b", "c", "d"]),

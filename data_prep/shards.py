@@ -1,50 +1,39 @@
-"""Streaming, sharded, parallel and resumable writing of pretraining TFRecords.
+"""Streaming, sharded, parallel and resumable writing of pretraining TFRecords (the local tool).
 
-How the work is split, and why the bytes do not depend on the number of workers:
-- documents are numbered in input order and document d belongs to shard d mod num_output_shards;
-- each shard has its own `random.Random`, seeded from (random_seed, shard index), that drives
-  everything in that shard;
-- a shard gathers its documents in small windows (a few dozen documents); each window is visited
-  dupe_factor times, in a fresh random order each time, and its documents supply the random
-  B segments of NSP mode. Memory is one window per open shard, whatever the corpus size.
-A worker owns some shards and reads the whole input once, tokenizing only its own documents.
-Each shard is written to `<name>.incomplete` and renamed when complete, after its counts are
-saved under `shard_stats/`; a rerun keeps complete shards and makes only the missing ones.
+How a shard is made (documents assigned by a hash of their text, a seeded generator per shard,
+windows, records written in a shuffled order) lives in `data_prep.generation`, shared with the Beam
+pipeline; the output does not depend on the number of workers. A worker owns some shards and reads
+the whole input once, tokenizing only its own documents. Each shard is written to
+`<name>.incomplete` and renamed when complete, after its counts are saved under `shard_stats/`; a
+rerun keeps complete shards and makes only the missing ones. Input files are identified by a hash
+of their bytes: a rerun after an input changed is refused, naming the file.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import glob
 import hashlib
 import json
 import multiprocessing
 import os
 import queue as queue_module
-import random
+import shutil
 import time
 import traceback
 from collections.abc import Callable, Sequence
 
-from albert_tf.features import pretraining_feature_layout
-from albert_tf.tfrecord import RecordWriter, example_encoder
 from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
-from data_prep.instances import (
-    InstanceOptions,
-    InstanceStats,
-    MaskingVocab,
-    create_instances_from_document,
-    instance_features,
-)
+from data_prep.generation import ShardGenerator, shard_of
+from data_prep.instances import InstanceOptions, InstanceStats, MaskingVocab
 
 METADATA_FILE = "pretraining_data.json"
 STATS_DIR = "shard_stats"
+SPILL_DIR = "spill"
 INCOMPLETE_SUFFIX = ".incomplete"
 COMPRESSIONS = ("none", "gzip")
-# A window closes at this many documents or tokens, whichever comes first.
-WINDOW_DOCUMENTS = 64
-WINDOW_TOKENS = 200_000
 _PROGRESS_INTERVAL_S = 0.5
 _TOKENIZER_BATCH_SENTENCES = 2048
 
@@ -78,7 +67,7 @@ class GenerationConfig:
         `skip_bad_lines` is left out: a run either skips the same lines or fails and writes nothing.
         """
         return {
-            "input_files": [{"path": os.path.abspath(f), "bytes": os.path.getsize(f)} for f in self.input_files],
+            "input_files": [{"path": os.path.abspath(f), "sha256": file_sha256(f)} for f in self.input_files],
             "spm_model_sha256": file_sha256(self.spm_model_file),
             **dataclasses.asdict(self.options),
             "input_format": self.input_format,
@@ -110,74 +99,44 @@ def _write_json_atomically(path: str, value: dict) -> None:
     os.replace(tmp, path)
 
 
-class _OtherDocuments(Sequence):
-    """The window without one document: where random B segments come from."""
-
-    def __init__(self, window, excluded):
-        self._window, self._excluded = window, excluded
-
-    def __len__(self):
-        return len(self._window) - 1
-
-    def __getitem__(self, index):
-        return self._window[index + (index >= self._excluded)]
-
-
 class _ShardWriter:
-    """One shard being written: its RNG, its current window of documents, its file and counts."""
+    """One shard being written by the local tool: a ShardGenerator, its file names and counts."""
 
-    def __init__(self, index: int, config: GenerationConfig, output_dir: str, vocab: MaskingVocab):
-        self.index = index
+    def __init__(self, index: int, config: GenerationConfig, output_dir: str, vocab: MaskingVocab, record_hook=None):
         self.config = config
         self.path = os.path.join(output_dir, config.shard_name(index))
         self.stats_path = os.path.join(output_dir, STATS_DIR, config.shard_name(index) + ".json")
-        self.rng = random.Random(f"albert_tf pretraining data: seed {config.random_seed}, shard {index}")
-        self.vocab = vocab
-        self.stats = InstanceStats(config.options.ngram)
-        self.window: list[list[list[int]]] = []
-        self.window_tokens = 0
-        layout = pretraining_feature_layout(config.options.max_seq_length, config.options.max_predictions_per_seq)
-        self._serialize = example_encoder(layout)
-        self._writer = RecordWriter(open(self.path + INCOMPLETE_SUFFIX, "wb"), config.compression)
-
-    def add(self, document: list[list[int]]) -> int:
-        self.window.append(document)
-        self.window_tokens += sum(len(s) for s in document)
-        if len(self.window) >= WINDOW_DOCUMENTS or self.window_tokens >= WINDOW_TOKENS:
-            return self.flush()
-        return 0
-
-    def flush(self) -> int:
-        written = 0
-        options = self.config.options
-        for _ in range(self.config.dupe_factor):
-            order = list(range(len(self.window)))
-            self.rng.shuffle(order)
-            for d in order:
-                instances = create_instances_from_document(
-                    self.window[d], self.rng, self.vocab, options, _OtherDocuments(self.window, d), self.stats
-                )
-                for instance in instances:
-                    self._writer.write(self._serialize(instance_features(instance, options)))
-                written += len(instances)
-        self.window = []
-        self.window_tokens = 0
-        return written
+        # Records that do not fit in memory wait in spill/ until the shard is written in order; a
+        # rerun after a crash empties it.
+        os.makedirs(os.path.join(output_dir, SPILL_DIR), exist_ok=True)
+        self.generator = ShardGenerator(
+            index,
+            config.options,
+            vocab,
+            config.dupe_factor,
+            config.random_seed,
+            spill_prefix=os.path.join(output_dir, SPILL_DIR, config.shard_name(index) + "."),
+            record_hook=record_hook,
+        )
+        self.add = self.generator.add
+        self._file = open(self.path + INCOMPLETE_SUFFIX, "wb")  # records arrive, shuffled, at the end
 
     def finish(self, input_stats: InputStats) -> int:
-        written = self.flush()
-        self._writer.close()
-        record = {"shard": os.path.basename(self.path), **self.stats.to_dict(), "input": input_stats.to_dict()}
+        made = self.generator.finish(self._file, self.config.compression)
+        record = {
+            "shard": os.path.basename(self.path),
+            **self.generator.stats.to_dict(),
+            "input": input_stats.to_dict(),
+        }
         _write_json_atomically(self.stats_path, record)
         os.replace(self.path + INCOMPLETE_SUFFIX, self.path)
-        return written
+        return made
 
     def abort(self) -> None:
-        try:
-            self._writer.close()
-        finally:
-            if os.path.exists(self.path + INCOMPLETE_SUFFIX):
-                os.remove(self.path + INCOMPLETE_SUFFIX)
+        self.generator.discard()
+        self._file.close()
+        if os.path.exists(self.path + INCOMPLETE_SUFFIX):
+            os.remove(self.path + INCOMPLETE_SUFFIX)
 
 
 def generate_shards(
@@ -186,11 +145,13 @@ def generate_shards(
     shard_ids: Sequence[int],
     report: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    record_hook: Callable[[int, int, bytes], None] | None = None,
 ) -> None:
     """Writes the given shards, reading the input once.
 
     `report(documents, instances)` gets progress deltas; `should_stop()`, asked between batches,
-    abandons the work (partial files removed) when it returns True.
+    abandons the work (partial files removed) when it returns True. `record_hook(shard, document,
+    record)` sees every record as it is made (see `ShardGenerator`).
     """
     tokenizer = AlbertTokenizer(config.spm_model_file, config.do_lower_case)
     vocab = MaskingVocab.from_tokenizer(tokenizer)
@@ -198,7 +159,8 @@ def generate_shards(
     writers: dict[int, _ShardWriter] = {}
     try:
         for index in shard_ids:
-            writers[index] = _ShardWriter(index, config, output_dir, vocab)
+            hook = None if record_hook is None else functools.partial(record_hook, index)
+            writers[index] = _ShardWriter(index, config, output_dir, vocab, hook)
         pending_documents = pending_instances = 0
         last_report = time.monotonic()
         # Documents are tokenized in batches: one SentencePiece call per document costs more than
@@ -218,8 +180,8 @@ def generate_shards(
             return written
 
         documents = iter_documents(config.input_files, config.input_format, config.skip_bad_lines, input_stats)
-        for document_index, sentences in enumerate(documents):
-            writer = writers.get(document_index % config.num_output_shards)
+        for sentences in documents:
+            writer = writers.get(shard_of(sentences, config.num_output_shards))
             if writer is None:
                 continue
             if should_stop is not None and should_stop():
@@ -290,6 +252,11 @@ def check_output_dir(output_dir: str, settings: dict, config: GenerationConfig) 
             "were made; use an empty output_dir"
         )
     saved = metadata.get("settings", {})
+    if saved.get("input_files") != settings.get("input_files"):
+        raise BadInputError(
+            f"output_dir {output_dir} holds shards made from other input ({_input_change(saved, settings)}); "
+            "the shards would mix two datasets: use another output_dir or delete the old shards"
+        )
     differences = [
         f"{key}: {saved.get(key)!r} there, {settings.get(key)!r} now"
         for key in sorted(set(saved) | set(settings))
@@ -307,6 +274,16 @@ def check_output_dir(output_dir: str, settings: dict, config: GenerationConfig) 
     return metadata
 
 
+def _input_change(saved: dict, settings: dict) -> str:
+    """What differs between the input files of the saved run and of this one, in a few words."""
+    before, now = saved.get("input_files") or [], settings["input_files"]
+    if [f.get("path") for f in before] != [f["path"] for f in now]:
+        return f"{len(before)} input files there, {len(now)} now, or other paths"
+    old, new = next((f, g) for f, g in zip(before, now) if f != g)
+    digest = old.get("sha256", "not recorded")[:12]
+    return f"{new['path']} changed since: sha256 {digest} there, {new['sha256'][:12]} now"
+
+
 def _complete_shards(output_dir: str, config: GenerationConfig) -> dict[int, dict]:
     complete = {}
     for index in range(config.num_output_shards):
@@ -319,6 +296,7 @@ def _complete_shards(output_dir: str, config: GenerationConfig) -> dict[int, dic
 
 
 def _remove_incomplete(output_dir: str) -> None:
+    shutil.rmtree(os.path.join(output_dir, SPILL_DIR), ignore_errors=True)
     for path in glob.glob(os.path.join(output_dir, "*" + INCOMPLETE_SUFFIX)) + glob.glob(
         os.path.join(output_dir, STATS_DIR, "*" + INCOMPLETE_SUFFIX)
     ):
@@ -352,6 +330,7 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
             os.remove(metadata_path)
         raise
     elapsed = time.monotonic() - started
+    shutil.rmtree(os.path.join(output_dir, SPILL_DIR), ignore_errors=True)
 
     shard_records = _complete_shards(output_dir, config)
     totals = InstanceStats(config.options.ngram)

@@ -108,7 +108,7 @@ def test_a_run_killed_with_sigkill_then_rerun_gives_the_same_bytes(tmp_path, dat
         deadline = time.monotonic() + 120
         partial = killed_dir / "pretrain-00000-of-00002.tfrecord.incomplete"
         while time.monotonic() < deadline and process.poll() is None:
-            if partial.exists() and partial.stat().st_size > 0:
+            if partial.exists():  # created when the shard starts; its records come at the end
                 break
             time.sleep(0.005)
         assert process.poll() is None, "the run ended before it could be killed"

@@ -1,0 +1,241 @@
+"""A SQuAD SavedModel that answers raw (question, context) strings, windowing inside the graph.
+
+`export_squad` writes a SavedModel whose `serve_text` signature takes `question` and `context`
+string tensors [B] and returns, per pair:
+
+- `answer_text` [B] string: the answer cut from the context ("" for a v2.0 "no answer" when the
+  model was exported with a null threshold; "empty" when a v1.1 window held no span, as the
+  release writes),
+- `char_start`, `char_end` [B] int64: its characters (code points) `[start, end)` in the context,
+- `score` [B] float32: start + end logit (v1.1) or log probability (v2.0) of the answer,
+- v2.0 only: `null_odds` [B] (the smallest answer-class logit over the windows) and
+  `no_answer_probability` [B] (its sigmoid).
+
+Inside the graph the question keeps its first `max_query_length` pieces, the context is cut into
+windows exactly as `finetune.squad.features` cuts it (stride, max-context rule), every window
+runs through the model, and post-processing is the one of `finetune.squad.postprocess`: the top
+answer of its n-best list. The consumer needs only tensorflow and tensorflow_text.
+"""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import tensorflow as tf
+
+from albert_tf.graph_tokenizer import AlbertGraphTokenizer
+from finetune.squad.features import FeatureSettings
+
+
+def _column(value, rows, dtype=tf.int64):
+    return tf.RaggedTensor.from_row_lengths(tf.fill([rows], tf.cast(value, dtype)), tf.ones([rows], tf.int64))
+
+
+class SquadServer(tf.Module):
+    """Windows, model and post-processing of raw SQuAD questions in one graph (see the module).
+
+    Args:
+        outputs_fn: the model on a dict of int32 [R, T] `input_ids`, `input_mask`,
+            `segment_ids`, `p_mask` -> `start_logits`, `end_logits` (v1.1) or the v2.0 beam.
+        tokenizer: the graph tokenizer.
+        settings: how records are cut (`FeatureSettings`).
+        version_2: whether `outputs_fn` is the v2.0 answerability head.
+        n_best_size, max_answer_length: post-processing's settings.
+        null_score_diff_threshold: v2.0: answer "" where the null odds reach it (None: never).
+    """
+
+    def __init__(self, outputs_fn, tokenizer: AlbertGraphTokenizer, settings: FeatureSettings,
+                 version_2: bool, n_best_size: int = 20, max_answer_length: int = 30,
+                 null_score_diff_threshold: float | None = None):
+        super().__init__()
+        self._outputs_fn = outputs_fn
+        self._tokenizer = tokenizer
+        self.vocab_file = tokenizer.model_asset
+        self._settings = settings
+        self._version_2 = version_2
+        self._n_best_size = n_best_size
+        self._max_answer_length = max_answer_length
+        self._threshold = null_score_diff_threshold
+
+    def records(self, question, context):
+        """The records of a batch of pairs, and for each: its example, char spans, max context."""
+        s = self._settings
+        length = s.max_seq_length
+        tok = self._tokenizer
+        question_ids = tf.cast(tok.tokenize(question), tf.int64)[:, : s.max_query_length]
+        ids, starts, ends = tok.tokenize_with_offsets(context)
+        ids = tf.cast(ids, tf.int64)
+        batch = tf.shape(question, out_type=tf.int64)[0]
+        len_q = question_ids.row_lengths()
+        num_pieces = ids.row_lengths()
+        max_pieces = length - len_q - 3
+        step = tf.minimum(tf.constant(s.doc_stride, tf.int64), max_pieces)
+        extra = tf.maximum(num_pieces - max_pieces, 0)
+        num_windows = 1 + (extra + step - 1) // step
+        example = tf.repeat(tf.range(batch), num_windows)
+        window = tf.ragged.range(num_windows).flat_values
+        rows = tf.shape(example, out_type=tf.int64)[0]
+        window_start = window * tf.gather(step, example)
+        window_length = tf.minimum(tf.gather(num_pieces, example) - window_start, tf.gather(max_pieces, example))
+        piece = tf.ragged.range(window_start, window_start + window_length)  # [R, L] piece indices
+        flat = piece + tf.gather(ids.row_starts(), example)[:, None]
+        context_ids = tf.gather(ids.flat_values, flat)
+        q = tf.gather(question_ids, example)
+        zeros_q = tf.zeros_like(q)
+        zeros_c = tf.zeros_like(context_ids)
+        cls, sep = _column(tok.cls_id, rows), _column(tok.sep_id, rows)
+        zero, minus = _column(0, rows), _column(-1, rows)
+        input_ids = tf.concat([cls, q, sep, context_ids, sep], axis=1)
+        segment_ids = tf.concat([zero, zeros_q, zero, zeros_c + 1, zero + 1], axis=1)
+        in_window = tf.concat([zero, zeros_q, zero, zeros_c + 1, zero], axis=1)
+        char_starts = tf.concat([minus, zeros_q - 1, minus, tf.gather(starts.flat_values, flat), minus], axis=1)
+        char_ends = tf.concat([minus, zeros_q - 1, minus, tf.gather(ends.flat_values, flat), minus], axis=1)
+        # Max context: a piece's score in each window of its example; the first best window wins.
+        windows_of = tf.gather(num_windows, example)
+        max_windows = tf.reduce_max(num_windows)
+        other = tf.range(max_windows)[None, None, :]  # [1, 1, W]
+        other_start = other * tf.gather(step, example)[:, None, None]
+        other_length = tf.minimum(tf.gather(num_pieces, example)[:, None, None] - other_start,
+                                  tf.gather(max_pieces, example)[:, None, None])
+        p = piece.to_tensor(-1)[:, :, None]  # [R, L, 1]
+        inside = (p >= other_start) & (p < other_start + other_length) & (other < windows_of[:, None, None])
+        score = tf.cast(tf.minimum(p - other_start, other_start + other_length - 1 - p), tf.float64)
+        score = tf.where(inside, score + 0.01 * tf.cast(other_length, tf.float64), -1e9)
+        best_score = tf.reduce_max(score, axis=-1, keepdims=True)
+        best = tf.reduce_min(tf.where(score >= best_score, other, max_windows), axis=-1)  # [R, L]
+        own = tf.cast(best == window[:, None], tf.int64)
+        own = tf.RaggedTensor.from_tensor(own, lengths=piece.row_lengths())
+        max_context = tf.concat([zero, zeros_q, zero, own, zero], axis=1)
+
+        shape = [None, length]
+        positions = tf.range(length, dtype=tf.int64)[None]
+        window_mask = in_window.to_tensor(0, shape=shape)
+        features = {
+            "input_ids": tf.cast(input_ids.to_tensor(0, shape=shape), tf.int32),
+            "input_mask": tf.cast(tf.ones_like(input_ids).to_tensor(0, shape=shape), tf.int32),
+            "segment_ids": tf.cast(segment_ids.to_tensor(0, shape=shape), tf.int32),
+            "p_mask": tf.cast(tf.where(positions == 0, tf.zeros_like(window_mask), 1 - window_mask), tf.int32),
+        }
+        spans = {
+            "example": example,
+            "char_starts": char_starts.to_tensor(-1, shape=shape),
+            "char_ends": char_ends.to_tensor(-1, shape=shape),
+            "max_context": max_context.to_tensor(0, shape=shape),
+        }
+        return features, spans, batch
+
+    def _best(self, spans, batch, starts, ends, start_scores, end_scores):
+        """The best valid (start, end) pair of each example: record, positions, score, found."""
+        in_window = spans["char_starts"] >= 0
+        valid = (
+            tf.gather(in_window, starts, batch_dims=1)
+            & tf.gather(in_window, ends, batch_dims=1)
+            & (tf.gather(spans["max_context"], starts, batch_dims=1) == 1)
+            & (ends >= starts)
+            & (ends - starts + 1 <= self._max_answer_length)
+        )
+        score = tf.where(valid, start_scores + end_scores, -float("inf"))
+        best_pair = tf.argmax(score, axis=1, output_type=tf.int64)  # first best (ties: lowest)
+        record_score = tf.reduce_max(score, axis=1)
+        example = spans["example"]
+        example_score = tf.math.unsorted_segment_max(record_score, example, batch)
+        rows = tf.range(tf.shape(example, out_type=tf.int64)[0])
+        is_best = record_score >= tf.gather(example_score, example)
+        record = tf.math.unsorted_segment_min(tf.where(is_best, rows, tf.int64.max), example, batch)
+        found = tf.math.is_finite(example_score)
+        record = tf.where(found, record, 0)
+        pair = tf.gather(best_pair, record)
+        start = tf.gather(tf.gather(starts, record), pair, batch_dims=1)
+        end = tf.gather(tf.gather(ends, record), pair, batch_dims=1)
+        return record, start, end, example_score, found
+
+    def answer(self, question, context):
+        question = tf.convert_to_tensor(question, tf.string)
+        context = tf.convert_to_tensor(context, tf.string)
+        features, spans, batch = self.records(question, context)
+        outputs = self._outputs_fn(features)
+        length = self._settings.max_seq_length
+        if self._version_2:
+            k = tf.shape(outputs["start_top_index"])[1]
+            e = tf.shape(outputs["end_top_index"])[1] // k
+            starts = tf.cast(tf.repeat(outputs["start_top_index"], e, axis=1), tf.int64)
+            start_scores = tf.repeat(outputs["start_top_log_probs"], e, axis=1)
+            ends = tf.cast(outputs["end_top_index"], tf.int64)
+            end_scores = outputs["end_top_log_probs"]
+        else:
+            n = min(self._n_best_size, length)
+            top_starts = tf.math.top_k(outputs["start_logits"], k=n).indices
+            top_ends = tf.math.top_k(outputs["end_logits"], k=n).indices
+            starts = tf.cast(tf.repeat(top_starts, n, axis=1), tf.int64)
+            ends = tf.cast(tf.tile(top_ends, [1, n]), tf.int64)
+            start_scores = tf.gather(outputs["start_logits"], starts, batch_dims=1)
+            end_scores = tf.gather(outputs["end_logits"], ends, batch_dims=1)
+        record, start, end, score, found = self._best(spans, batch, starts, ends, start_scores, end_scores)
+        char_start = tf.gather_nd(spans["char_starts"], tf.stack([record, start], 1))
+        char_end = tf.gather_nd(spans["char_ends"], tf.stack([record, end], 1))
+        char_start = tf.where(found, char_start, 0)
+        char_end = tf.where(found, char_end, 0)
+        text = tf.strings.substr(context, char_start, char_end - char_start, unit="UTF8_CHAR")
+        # Stripped as Python strips (a lone "▁" piece at the end points past the spaces before it).
+        whitespace = self._tokenizer._whitespace
+        unpadded = tf.strings.regex_replace(text, "^" + whitespace, "")
+        char_start += tf.cast(tf.strings.length(text, "UTF8_CHAR") - tf.strings.length(unpadded, "UTF8_CHAR"), tf.int64)
+        text = tf.strings.regex_replace(unpadded, whitespace + "$", "")
+        char_end = char_start + tf.cast(tf.strings.length(text, "UTF8_CHAR"), tf.int64)
+        result = {"char_start": char_start, "char_end": char_end}
+        if self._version_2:
+            null_odds = tf.math.unsorted_segment_min(outputs["cls_logits"], spans["example"], batch)
+            score = tf.where(found, score, -2e6)
+            if self._threshold is not None:
+                text = tf.where(null_odds < self._threshold, text, "")
+            result.update(null_odds=null_odds, no_answer_probability=tf.sigmoid(null_odds))
+        else:
+            text = tf.where(found, text, "empty")
+            score = tf.where(found, score, 0.0)
+        result.update(answer_text=text, score=tf.cast(score, tf.float32))
+        return result
+
+
+def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.PathLike,
+                 settings: FeatureSettings, version_2: bool, n_best_size: int = 20,
+                 max_answer_length: int = 30, null_score_diff_threshold: float | None = None,
+                 do_lower_case: bool = True) -> str:
+    """Writes the SQuAD model as a SavedModel with `serve_text(question, context)`.
+
+    Besides `serve_text` it has `serving_default` on int32 `input_ids`, `input_mask`,
+    `segment_ids`, `p_mask` [B, T] (the model's raw outputs). The SentencePiece model is stored as
+    the asset `vocab_file`. Returns the output directory.
+    """
+    if not model.built:
+        model.build()
+    tokenizer = AlbertGraphTokenizer(tf.saved_model.Asset(os.fspath(spm_model_file)), do_lower_case=do_lower_case)
+
+    def outputs_fn(inputs):
+        if version_2:
+            outputs = model(inputs, training=False)
+        else:
+            outputs = model({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")}, training=False)
+        return {k: tf.cast(v, tf.float32) if v.dtype.is_floating else v for k, v in outputs.items()}
+
+    server = SquadServer(outputs_fn, tokenizer, settings, version_2, n_best_size, max_answer_length,
+                         null_score_diff_threshold)
+    text_specs = (tf.TensorSpec([None], tf.string, name="question"), tf.TensorSpec([None], tf.string, name="context"))
+    serve_text = tf.function(lambda question, context: server.answer(question, context), autograph=False)
+    input_specs = {k: tf.TensorSpec([None, None], tf.int32, name=k)
+                   for k in ("input_ids", "input_mask", "segment_ids", "p_mask")}
+    serving_default = tf.function(lambda **inputs: outputs_fn(inputs), autograph=False)
+    signatures = {
+        "serve_text": serve_text.get_concrete_function(*text_specs),
+        "serving_default": serving_default.get_concrete_function(**input_specs),
+    }
+    unwrap = lambda v: getattr(v, "value", v) if isinstance(v, keras.Variable) else v  # noqa: E731
+    root = tf.train.Checkpoint()
+    root.server = server
+    root.vocab_file = server.vocab_file
+    root.variables = [unwrap(v) for v in model.variables]
+    root.max_seq_length = tf.Variable(settings.max_seq_length, trainable=False, name="max_seq_length")
+    output_dir = os.fspath(output_dir)
+    tf.io.gfile.makedirs(output_dir)
+    tf.saved_model.save(root, output_dir, signatures=signatures)
+    return output_dir

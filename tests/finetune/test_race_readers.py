@@ -24,8 +24,7 @@ def test_counts_of_the_middle_dev_split(data_dir):
     assert all(len(q.options) == 4 for q in questions)
 
 
-def test_split_folder_single_file_and_levels_agree(small_middle_dir, tmp_path):
-    middle_dir = small_middle_dir
+def test_split_folder_single_file_and_levels_agree(middle_dir, tmp_path):
     split = middle_dir.parent  # holds middle/ only
     assert [q.qid for q in readers.read_questions(split)] == [q.qid for q in readers.read_questions(middle_dir)]
     with pytest.raises(FileNotFoundError, match="no folder of the levels asked for"):
@@ -91,8 +90,7 @@ def test_a_good_passage_of_hand_written_json(tmp_path):
     assert [(q.qid, q.label, q.level) for q in questions] == [("middle9.txt-0", 0, "middle"), ("middle9.txt-1", 0, "middle")]
 
 
-def test_not_utf8_and_empty_folders(tmp_path, small_middle_dir):
-    middle_dir = small_middle_dir
+def test_not_utf8_and_empty_folders(tmp_path, middle_dir):
     (tmp_path / "latin.txt").write_bytes('{"article": "caf\xe9"}'.encode("latin-1"))
     with pytest.raises(readers.BadRaceFile, match=r"latin\.txt: not UTF-8 text"):
         readers.read_questions(tmp_path / "latin.txt")

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import unicodedata
 from typing import Sequence
 
+import numpy as np
 import sentencepiece as spm
 
 SPIECE_UNDERLINE = "\u2581"
@@ -69,47 +71,42 @@ def normalize_text(text: str, do_lower_case: bool = True) -> str:
     return text
 
 
-def normalize_with_offsets(text: str, do_lower_case: bool = True) -> tuple[str, list[int], list[int]]:
+_WORD = re.compile(r"\S+")  # \s is exactly str.isspace for str patterns, as str.split uses
+
+
+def normalize_with_offsets(text: str, do_lower_case: bool = True) -> tuple[str, list[int]]:
     """`normalize_text` that also says where each normalised character came from.
 
-    Returns the normalised string and, per normalised character, the `[start, end)` span of the
-    original characters that made it: a collapsed whitespace run becomes one space pointing at the
-    run's first character, and the characters of an NFKD expansion (the "f" and "i" of "\ufb01")
-    all point at the character they came from.
+    Returns the normalised string and, per normalised character, the index of the original
+    character that made it: the space that stands for a whitespace run points at the run's first
+    character, and the characters of an NFKD expansion (the "f" and "i" of "\ufb01", the "1", "⁄"
+    and "2" of "½") all point at the character they came from.
     """
-    chars: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    position, length = 0, len(text)
-    # Leading whitespace is dropped; inner runs keep one space; trailing whitespace is dropped.
-    while position < length and text[position].isspace():
-        position += 1
-    while position < length:
-        char = text[position]
-        if char.isspace():
-            run_end = position
-            while run_end < length and text[run_end].isspace():
-                run_end += 1
-            if run_end < length:
-                chars.append(" ")
-                starts.append(position)
-                ends.append(position + 1)
-            position = run_end
+    parts: list[str] = []
+    origins: list[int] = []
+    previous_end = None
+    for match in _WORD.finditer(text):
+        start, word = match.start(), match.group()
+        if previous_end is not None:
+            parts.append(" ")
+            origins.append(previous_end)
+        previous_end = match.end()
+        if word.isascii():
+            parts.append(word)
+            origins.extend(range(start, previous_end))
             continue
-        if char.isascii():
-            pieces = char
-        else:
-            pieces = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
-        for piece in pieces:
-            chars.append(piece)
-            starts.append(position)
-            ends.append(position + 1)
-        position += 1
-    normalized = "".join(chars)
+        for position, char in enumerate(word, start):
+            if char.isascii():
+                expansion = char
+            else:
+                expansion = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+            parts.append(expansion)
+            origins.extend([position] * len(expansion))
+    normalized = "".join(parts)
     if do_lower_case:
         # Lower case as one string: Python lowercases a final sigma by its context, one for one.
         normalized = normalized.lower()
-    return normalized, starts, ends
+    return normalized, origins
 
 
 def digit_comma_resplits(processor: spm.SentencePieceProcessor) -> dict[str, list[str]]:
@@ -266,47 +263,40 @@ class AlbertTokenizer:
         before it, which its span leaves out; a piece that is nothing but "▁" gets an empty span
         where the next word starts.
         """
-        normalized, char_starts, char_ends = normalize_with_offsets(text, self.do_lower_case)
+        normalized, origins = normalize_with_offsets(text, self.do_lower_case)
         proto = self._sp.encode(normalized, return_type="proto")
-        if normalized.isascii():
-            byte_to_char = None
-        else:
-            byte_to_char = [0] * (len(normalized.encode("utf-8")) + 1)
-            offset = 0
-            for index, char in enumerate(normalized):
-                width = len(char.encode("utf-8"))
-                for byte in range(offset, offset + width):
-                    byte_to_char[byte] = index
-                offset += width
-            byte_to_char[offset] = len(normalized)
-        resplits = self._id_resplits
-        ids, starts, ends = [], [], []
+        pieces = proto.pieces
+        ids = [piece.id for piece in pieces]
+        begins = np.fromiter((piece.begin for piece in pieces), np.int64, len(pieces))
+        ends = np.fromiter((piece.end for piece in pieces), np.int64, len(pieces))
+        if not normalized.isascii():
+            # SentencePiece's offsets are bytes of the UTF-8 text: map them to characters.
+            widths = np.fromiter((len(c.encode("utf-8")) for c in normalized), np.int64, len(normalized))
+            byte_to_char = np.repeat(np.arange(len(normalized) + 1), np.append(widths, 1))
+            begins, ends = byte_to_char[begins], byte_to_char[ends]
+        # A piece's leading "▁" is the space before it (one at most: runs are collapsed).
+        chars = np.frombuffer(normalized.encode("utf-32-le"), np.uint32) if normalized else np.zeros(0, np.uint32)
+        padded = np.append(chars, 0)
+        begins = begins + ((padded[np.minimum(begins, len(chars))] == 32) & (begins < ends))
+        if self._id_resplits.keys() & set(ids):
+            ids, begins, ends = self._resplit_spans(ids, begins, ends)
+        origin = np.append(np.asarray(origins, np.int64), len(text.rstrip()))
+        empty = begins >= ends
+        starts = origin[begins]
+        stops = np.where(empty, starts, origin[np.maximum(ends - 1, 0)] + 1)
+        return ids, starts.tolist(), stops.tolist()
 
-        def add(piece_id, begin, end):
-            ids.append(piece_id)
-            if begin < end:
-                starts.append(char_starts[begin])
-                ends.append(char_ends[end - 1])
-            else:
-                where = char_starts[begin] if begin < len(char_starts) else len(text.rstrip())
-                starts.append(where)
-                ends.append(where)
-
-        for piece in proto.pieces:
-            begin, end = piece.begin, piece.end
-            if byte_to_char is not None:
-                begin, end = byte_to_char[begin], byte_to_char[end]
-            while begin < end and normalized[begin] == " ":
-                begin += 1
-            if piece.id not in resplits:
-                add(piece.id, begin, end)
-                continue
-            # A re-split piece (`▁2012,` -> `▁2012` `,`): its parts take its characters in turn.
-            for part in resplits[piece.id]:
-                width = len(self._sp.IdToPiece(part).lstrip(SPIECE_UNDERLINE))
-                add(part, begin, min(begin + width, end))
+    def _resplit_spans(self, ids, begins, ends):
+        """The release's digit-comma re-split with spans: each part takes its piece's next characters."""
+        new_ids, new_begins, new_ends = [], [], []
+        for piece_id, begin, end in zip(ids, begins.tolist(), ends.tolist()):
+            for part in self._id_resplits.get(piece_id, (piece_id,)):
+                width = len(self._sp.IdToPiece(part).lstrip(SPIECE_UNDERLINE)) if piece_id in self._id_resplits else end - begin
+                new_ids.append(part)
+                new_begins.append(min(begin, end))
                 begin = min(begin + width, end)
-        return ids, starts, ends
+                new_ends.append(begin)
+        return new_ids, np.asarray(new_begins, np.int64), np.asarray(new_ends, np.int64)
 
     def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
         """`encode` for many strings in one SentencePiece call (much faster than a loop).

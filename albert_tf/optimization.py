@@ -67,8 +67,10 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     As in the release, the decay is computed on the absolute step, not on the steps since warmup:
     for `step >= num_warmup_steps` the rate is
     `(peak - end) * (1 - step / num_train_steps) ** power + end`, and during warmup it is
-    `peak * step / num_warmup_steps`. So the first update (step 0) uses a rate of 0, and right after
-    warmup the rate is already `peak * (1 - num_warmup_steps / num_train_steps)`.
+    `peak * step / num_warmup_steps`; right after warmup the rate is already
+    `peak * (1 - num_warmup_steps / num_train_steps)`. The release's update k (counting from 1)
+    uses the rate at step k, so its first update, during warmup, is `peak / num_warmup_steps`, not 0:
+    this package's optimizers ask the schedule for step `iterations + 1` (see `_ReleasedUpdateRule`).
 
     Args:
         peak_learning_rate: the rate that warmup reaches and decay starts from.
@@ -154,6 +156,14 @@ class _ReleasedUpdateRule:
         config = super().get_config()
         config.update(self._release_config())
         return config
+
+    def _get_current_learning_rate(self):
+        # Keras rates an update with the schedule at `iterations`, the number of updates already
+        # made, so update k would use lr(k - 1) and the first one lr(0) = 0. The release's update k
+        # uses lr(k): its rate is read with the global step that the same training op increments.
+        if isinstance(self._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+            return self._learning_rate(self._iterations + 1)
+        return super()._get_current_learning_rate()
 
     def _apply_weight_decay(self, variables):
         # Keras's decoupled decay would shrink the weights outside the update; the release adds the

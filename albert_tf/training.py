@@ -563,7 +563,7 @@ def run_loop(
         step = run.current_step
         if not np.isfinite(metrics["loss"]):
             raise FloatingPointError(f"loss is {metrics['loss']} at step {step}")
-        metrics["learning_rate"] = run.learning_rate_at(step - 1)
+        metrics["learning_rate"] = run.learning_rate_at(step)  # the rate of update `step`
         metrics["examples_per_second"] = num_steps * options.train_batch_size / elapsed
         rates.append((num_steps, elapsed))
         write_scalars(train_writer, metrics, step)

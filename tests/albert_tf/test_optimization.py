@@ -65,7 +65,7 @@ def test_two_updates_match_numpy_transcription_of_release(name, adaptation):
     s = [np.zeros_like(w) for w in weights]
     for step in range(2):
         grads = [rng.normal(size=w.shape).astype("float32") for w in weights]
-        lr = 0.1 * (1 - step / 10)
+        lr = 0.1 * (1 - (step + 1) / 10)  # update k uses the rate at step k, as in the release
         optimizer.apply([tf.constant(g) for g in grads], variables)
         for i, v in enumerate(variables):
             weights[i], m[i], s[i] = released_update(
@@ -75,6 +75,41 @@ def test_two_updates_match_numpy_transcription_of_release(name, adaptation):
         np.testing.assert_allclose(v.numpy(), w, atol=1e-6, rtol=0, err_msg=v.path)
     # The update really differs between excluded and decayed variables: not equal by coincidence.
     assert not np.allclose(model.get_layer("head").kernel.numpy(), 0)
+
+
+def release_learning_rate(k, init_lr, num_train_steps, num_warmup_steps):
+    """The release's optimization.py rate at global step k: linear warmup, linear decay to 0."""
+    if k < num_warmup_steps:
+        return init_lr * k / num_warmup_steps
+    return init_lr * (1 - min(k, num_train_steps) / num_train_steps)
+
+
+def test_update_k_uses_the_release_rate_at_step_k_warmup_included():
+    """The release's update k (from 1) reads the rate at global step k: the first is nonzero."""
+    model = tiny_model()
+    rng = np.random.default_rng(5)
+    for v in model.trainable_variables:
+        v.assign(rng.normal(size=v.shape).astype("float32"))
+    optimizer = optimization.create_optimizer("adamw", 0.05, num_train_steps=20, num_warmup_steps=5,
+                                              clip_norm=None)
+    variables = model.trainable_variables
+    weights = [v.numpy().astype("float64") for v in variables]
+    m = [np.zeros_like(w) for w in weights]
+    s = [np.zeros_like(w) for w in weights]
+    for k in range(1, 21):
+        lr = release_learning_rate(k, 0.05, 20, 5)
+        assert float(optimizer.learning_rate) == pytest.approx(lr, rel=1e-6, abs=1e-12)
+        grads = [rng.normal(size=w.shape).astype("float32") for w in weights]
+        before = variables[0].numpy()
+        optimizer.apply([tf.constant(g) for g in grads], variables)
+        if k == 1:  # lr(1) = 0.05 / 5: the first update moves the weights
+            assert not np.allclose(variables[0].numpy(), before)
+        for i, v in enumerate(variables):
+            weights[i], m[i], s[i] = released_update(
+                weights[i], grads[i].astype("float64"), m[i], s[i], lr,
+                excluded=optimization.is_excluded_variable(v), layer_adaptation=False)
+        for v, w in zip(variables, weights):
+            np.testing.assert_allclose(v.numpy(), w, atol=2e-6, rtol=0, err_msg=f"update {k} {v.path}")
 
 
 def test_gradients_are_clipped_to_global_norm_one():

@@ -171,6 +171,25 @@ def test_training_learns_and_accumulation_gives_the_same_updates(tmp_path):
     assert accumulated.current_step == 6  # one optimizer step per accumulated batch
 
 
+def test_the_loop_rates_each_update_as_the_release_does(tmp_path):
+    """Over 20 steps the rate of update k is the release's formula at global step k (from 1)."""
+    from tests.albert_tf.test_optimization import release_learning_rate
+
+    run = training.Pretraining(CONFIG, options(tmp_path, num_train_steps=20, num_warmup_steps=5))
+    iterator = iter(run.distribute(random_dataset_fn(), run.per_replica_batch))
+    initial = weights(run)
+    used = []
+    for k in range(1, 21):
+        used.append(float(run.optimizer.learning_rate))  # what the next update's step reads
+        run.train_steps(iterator, 1)
+        assert run.current_step == k and run.learning_rate_at(k) == pytest.approx(used[-1], rel=1e-6)
+        if k == 1:  # warmup's first rate is 2e-2 / 5, not 0: the weights move
+            assert any(not np.array_equal(a, b) for a, b in zip(initial, weights(run)))
+    expected = [release_learning_rate(k, 2e-2, 20, 5) for k in range(1, 21)]
+    np.testing.assert_allclose(used, expected, rtol=1e-6, atol=1e-12)
+    assert used[0] == pytest.approx(4e-3) and used[-1] == 0.0
+
+
 def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
     first = training.Pretraining(CONFIG, options(tmp_path))
     trajectory(first, 3)

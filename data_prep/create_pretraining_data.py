@@ -4,6 +4,12 @@ Example:
     albert-create-pretraining-data --input_file='corpus/*.txt' --output_dir=out \\
         --spm_model_file=30k-clean.model --max_seq_length=128 --dupe_factor=5 \\
         --num_output_shards=8 --num_workers=2
+
+On Apache Beam (pip install 'albert_tf[beam]'), the same bytes; Beam's own options pass through:
+    albert-create-pretraining-data --runner=DataflowRunner --project=P --region=R \\
+        --temp_location=gs://B/tmp --requirements_file=requirements-beam.txt \\
+        --input_file='gs://B/corpus/*.txt.gz' --output_dir=gs://B/data \\
+        --spm_model_file=gs://B/30k-clean.model --num_output_shards=1000
 """
 
 from __future__ import annotations
@@ -87,10 +93,21 @@ flags.DEFINE_bool(
     "skip_bad_lines", False, "Skip (and count) input lines that are not UTF-8 instead of failing.", flag_values=FLAGS
 )
 flags.DEFINE_bool("progress", True, "Show a progress bar.", flag_values=FLAGS)
+flags.DEFINE_enum(
+    "runner",
+    None,
+    ["DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner"],
+    "Run as an Apache Beam pipeline on this runner (flags this tool does not know are passed to Beam: "
+    "--direct_num_workers, --project, --flink_master, ...). Unset: the local tool (--num_workers processes).",
+    flag_values=FLAGS,
+)
 
 
 def main(argv) -> int:
-    del argv
+    beam_args = list(argv[1:])
+    if beam_args and FLAGS.runner is None:
+        print(f"error: unknown flag {beam_args[0]} (flags for Apache Beam need --runner; see --help)", file=sys.stderr)
+        return 2
     from data_prep.documents import BadInputError, check_not_all_empty, expand_input_patterns
     from data_prep.instances import InstanceOptions
     from data_prep.shards import GenerationConfig, format_summary, run_generation
@@ -102,7 +119,12 @@ def main(argv) -> int:
     try:
         from albert_tf.tokenizer import AlbertTokenizer
 
-        AlbertTokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case)  # fails early on an unusable model
+        spm_model = FLAGS.spm_model_file
+        if "://" in spm_model:  # gs://... : SentencePiece reads local files
+            from data_prep.beam_pipeline import _local_copy
+
+            spm_model = _local_copy(spm_model)
+        AlbertTokenizer(spm_model, FLAGS.do_lower_case)  # fails early on an unusable model
         input_files = expand_input_patterns(FLAGS.input_file)
         check_not_all_empty(input_files)
         options = InstanceOptions(
@@ -128,7 +150,15 @@ def main(argv) -> int:
             compression=FLAGS.compression,
             skip_bad_lines=FLAGS.skip_bad_lines,
         )
-        result = run_generation(config, FLAGS.output_dir, FLAGS.num_workers, progress=FLAGS.progress)
+        if FLAGS.runner is None:
+            result = run_generation(config, FLAGS.output_dir, FLAGS.num_workers, progress=FLAGS.progress)
+        else:
+            try:
+                from data_prep.beam_pipeline import run_beam_generation
+            except ImportError as error:
+                print(f"error: --runner needs Apache Beam ({error}): pip install 'albert_tf[beam]'", file=sys.stderr)
+                return 2
+            result = run_beam_generation(config, FLAGS.output_dir, [f"--runner={FLAGS.runner}", *beam_args])
     except (BadInputError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -139,7 +169,7 @@ def main(argv) -> int:
 
 def run() -> None:
     """Console-script entry point."""
-    run_main(main, FLAGS, __doc__)
+    run_main(main, FLAGS, __doc__, pass_unknown_flags=True)
 
 
 if __name__ == "__main__":

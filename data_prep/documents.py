@@ -15,7 +15,7 @@ import logging
 import lzma
 import os
 import re
-from typing import Iterator, Sequence
+from typing import BinaryIO, Callable, Iterator, Sequence
 
 from albert_tf.errors import UserError
 
@@ -40,7 +40,7 @@ def expand_input_patterns(patterns: str | Sequence[str]) -> list[str]:
         raise BadInputError("no input file given")
     files: list[str] = []
     for pattern in patterns:
-        matches = sorted(m for m in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(m))
+        matches = _matching_files(pattern)
         if not matches:
             raise BadInputError(f"input pattern {pattern!r} matches no file")
         files.extend(matches)
@@ -72,15 +72,42 @@ class InputStats:
 _DECOMPRESSORS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 
 
-def input_lines(path: str) -> Iterator[bytes]:
-    """The file's lines as bytes; a compressed file that cannot be decompressed is a BadInputError."""
+def _open_raw(path: str) -> BinaryIO:
+    """A local file, or one on a filesystem Apache Beam knows (gs://, s3://, hdfs://...)."""
+    if "://" in path:
+        from data_prep.beam_pipeline import open_raw
+
+        return open_raw(path)
+    return open(path, "rb")
+
+
+def _matching_files(pattern: str) -> list[str]:
+    if "://" in pattern:
+        try:
+            from apache_beam.io.filesystems import FileSystems
+        except ImportError:
+            raise BadInputError(f"input pattern {pattern!r} needs Apache Beam: pip install 'albert_tf[beam]'") from None
+        try:
+            return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+        except Exception:  # Beam raises BeamIOError for a pattern that matches nothing
+            return []
+    return sorted(m for m in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(m))
+
+
+def input_lines(path: str, opener: Callable[[str], BinaryIO] | None = None) -> Iterator[bytes]:
+    """The file's lines as bytes; a compressed file that cannot be decompressed is a BadInputError.
+
+    `opener(path)` gives the raw bytes; by default a local file is opened, and a path with a scheme
+    (gs://...) is read through Apache Beam's filesystems.
+    """
     suffix = os.path.splitext(path)[1].lower()
+    raw = (opener or _open_raw)(path)
     if suffix not in _DECOMPRESSORS:
-        with open(path, "rb") as f:
+        with raw as f:
             yield from f
         return
     try:
-        with _DECOMPRESSORS[suffix](path, "rb") as f:
+        with raw, _DECOMPRESSORS[suffix](raw, "rb") as f:
             yield from f
     except (EOFError, lzma.LZMAError, gzip.BadGzipFile, OSError) as error:
         raise BadInputError(f"{path}: not valid {suffix} data ({error})") from None
@@ -90,8 +117,8 @@ def _has_text(path: str) -> bool:
     return any(line.strip() for line in input_lines(path))
 
 
-def _decoded_lines(path: str, skip_bad_lines: bool, stats: InputStats) -> Iterator[str]:
-    for line_number, raw in enumerate(input_lines(path), start=1):
+def _decoded_lines(path: str, skip_bad_lines: bool, stats: InputStats, opener=None) -> Iterator[str]:
+    for line_number, raw in enumerate(input_lines(path, opener), start=1):
         stats.lines += 1
         try:
             yield raw.decode("utf-8")
@@ -111,6 +138,7 @@ def iter_documents(
     input_format: str = "sentence_per_line",
     skip_bad_lines: bool = False,
     stats: InputStats | None = None,
+    opener: Callable[[str], BinaryIO] | None = None,
 ) -> Iterator[list[str]]:
     """Yields each document as a list of sentences (stripped, non-empty strings)."""
     if input_format not in INPUT_FORMATS:
@@ -118,7 +146,7 @@ def iter_documents(
     stats = stats if stats is not None else InputStats()
     for path in files:
         document: list[str] = []
-        for line in _decoded_lines(path, skip_bad_lines, stats):
+        for line in _decoded_lines(path, skip_bad_lines, stats, opener):
             line = line.strip()
             if input_format == "document_per_line":
                 sentences = split_sentences(line)

@@ -46,6 +46,20 @@ def shard_of(sentences: Sequence[str], num_shards: int) -> int:
     return int.from_bytes(digest, "big") % num_shards
 
 
+def encode_documents(tokenizer, documents: Sequence[Sequence[str]]) -> list[list[list[int]]]:
+    """Each document's sentences as piece ids, sentences without pieces dropped.
+
+    One SentencePiece call for a batch of documents: one call per document costs more than the
+    encoding itself. A document left without sentences is to be skipped by the caller.
+    """
+    encoded = tokenizer.encode_batch([s for sentences in documents for s in sentences], num_threads=1)
+    result, position = [], 0
+    for sentences in documents:
+        result.append([e for e in encoded[position : position + len(sentences)] if e])
+        position += len(sentences)
+    return result
+
+
 def shard_rngs(random_seed: int, index: int) -> tuple[random.Random, random.Random]:
     """(instances, record order) generators of shard `index`."""
     return (

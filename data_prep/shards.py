@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
-from data_prep.generation import ShardGenerator, shard_of
+from data_prep.generation import ShardGenerator, encode_documents, shard_of
 from data_prep.instances import InstanceOptions, InstanceStats, MaskingVocab
 
 METADATA_FILE = "pretraining_data.json"
@@ -35,7 +35,7 @@ SPILL_DIR = "spill"
 INCOMPLETE_SUFFIX = ".incomplete"
 COMPRESSIONS = ("none", "gzip")
 _PROGRESS_INTERVAL_S = 0.5
-_TOKENIZER_BATCH_SENTENCES = 2048
+TOKENIZER_BATCH_SENTENCES = 2048
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +67,7 @@ class GenerationConfig:
         `skip_bad_lines` is left out: a run either skips the same lines or fails and writes nothing.
         """
         return {
-            "input_files": [{"path": os.path.abspath(f), "sha256": file_sha256(f)} for f in self.input_files],
+            "input_files": [{"path": _absolute(f), "sha256": file_sha256(f)} for f in self.input_files],
             "spm_model_sha256": file_sha256(self.spm_model_file),
             **dataclasses.asdict(self.options),
             "input_format": self.input_format,
@@ -83,9 +83,20 @@ class GenerationConfig:
         return f"pretrain-{index:05d}-of-{self.num_output_shards:05d}.tfrecord{suffix}"
 
 
+def _absolute(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
 def file_sha256(path: str) -> str:
+    """sha256 of the file's bytes (a path with a scheme, gs://..., is read through Beam)."""
+    if "://" in path:
+        from data_prep.beam_pipeline import open_raw
+
+        opened = open_raw(path)
+    else:
+        opened = open(path, "rb")
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with opened as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
@@ -169,11 +180,8 @@ def generate_shards(
         batch_sentences = 0
 
         def tokenize_batch() -> int:
-            encoded = tokenizer.encode_batch([s for _, sentences in batch for s in sentences], num_threads=1)
-            written = position = 0
-            for writer, sentences in batch:
-                ids = [e for e in encoded[position : position + len(sentences)] if e]
-                position += len(sentences)
+            written = 0
+            for (writer, _), ids in zip(batch, encode_documents(tokenizer, [sentences for _, sentences in batch])):
                 if ids:
                     written += writer.add(ids)
             batch.clear()
@@ -189,7 +197,7 @@ def generate_shards(
             batch.append((writer, sentences))
             batch_sentences += len(sentences)
             pending_documents += 1
-            if batch_sentences >= _TOKENIZER_BATCH_SENTENCES:
+            if batch_sentences >= TOKENIZER_BATCH_SENTENCES:
                 pending_instances += tokenize_batch()
                 batch_sentences = 0
                 if report is not None and time.monotonic() - last_report > _PROGRESS_INTERVAL_S:

@@ -51,11 +51,15 @@ def report_errors(main: Callable) -> Callable:
     return guarded
 
 
-def run_main(main: Callable, flag_values: flags.FlagValues, doc: str | None) -> None:
+def run_main(
+    main: Callable, flag_values: flags.FlagValues, doc: str | None, pass_unknown_flags: bool = False
+) -> None:
     """Runs `main(argv)` as absl's `app.run` does, with `flag_values` parsed from the command line.
 
     `--help` prints the script's docstring and its flags; a bad flag exits with status 2 and a
-    one-line message; so does every user error `main` raises (see the module's docstring).
+    one-line message; so does every user error `main` raises (see the module's docstring). With
+    `pass_unknown_flags`, flags that are not the script's reach `main` in `argv` (another tool's
+    options, such as Beam's); `main` must refuse them where they mean nothing.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if "verbose" not in flag_values:
@@ -68,7 +72,7 @@ def run_main(main: Callable, flag_values: flags.FlagValues, doc: str | None) -> 
             print(flag_values.get_help())
             sys.exit(0)
         try:
-            remaining = flag_values(argv)
+            remaining = flag_values(argv, known_only=pass_unknown_flags)
         except flags.Error as error:
             print(f"error: {error} (see --help)", file=sys.stderr)
             sys.exit(2)

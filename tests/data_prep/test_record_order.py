@@ -143,14 +143,14 @@ def test_a_document_goes_to_the_shard_its_text_names():
     assert counts.min() > 900
 
 
-def test_a_rerun_after_an_input_changed_refuses_and_keeps_the_old_shards(tmp_path, data_dir):
+def test_a_rerun_after_an_input_changed_refuses_and_keeps_the_old_shards(tmp_path, small_data_dir):
     """Issue 19 item 3: crash, edit an input keeping its size, rerun: never two datasets mixed."""
-    source = data_dir / "corpus" / "gutenberg" / "blake-poems.txt"
+    source = small_data_dir / "corpus" / "gutenberg" / "blake-poems.txt"
     text = tmp_path / "poems.txt"
     text.write_bytes(source.read_bytes())
     config = GenerationConfig(
         input_files=(str(text),),
-        spm_model_file=str(data_dir / "albert" / "30k-clean.model"),
+        spm_model_file=str(small_data_dir / "albert" / "30k-clean.model"),
         options=InstanceOptions(max_seq_length=64, max_predictions_per_seq=10),
         dupe_factor=1,
         num_output_shards=2,

@@ -1,0 +1,254 @@
+"""Pretraining data on Apache Beam: the local tool's generation, on DirectRunner, Dataflow, Flink or Spark.
+
+The pipeline, for the same inputs, flags and seed, writes the same bytes as the local tool:
+  input files -> documents (each file read whole by one worker, keyed by (file, position))
+  -> keyed by `shard_of(document)` -> grouped by shard (a shard's documents, not its records, are
+  held; they are put back in input order) -> `ShardGenerator`, as the local tool runs it ->
+  `pretrain-NNNNN-of-MMMMM.tfrecord[.gz]` written under a temporary name and renamed, its counts in
+  `shard_stats/`; the launcher then writes `pretraining_data.json`.
+Paths may be on any filesystem Beam knows (gs://, s3://, hdfs://, local). Nothing imports TensorFlow.
+
+Example:
+    albert-create-pretraining-data --runner=DirectRunner --direct_num_workers=2 \\
+        --direct_running_mode=multi_processing --input_file='corpus/*.txt.gz' --output_dir=out \\
+        --spm_model_file=30k-clean.model --num_output_shards=8
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+
+# Quiet Beam's import-time notes (no BigQuery client, ...); a remote run turns its log back on.
+logging.getLogger("apache_beam").setLevel(logging.ERROR)
+
+import apache_beam as beam  # noqa: E402
+from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
+from apache_beam.io.filesystems import FileSystems  # noqa: E402
+from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
+
+from albert_tf.tokenizer import AlbertTokenizer
+from data_prep.documents import BadInputError, InputStats, iter_documents
+from data_prep.generation import ShardGenerator, encode_documents, shard_of
+from data_prep.instances import InstanceStats, MaskingVocab
+from data_prep.shards import (
+    INCOMPLETE_SUFFIX,
+    METADATA_FILE,
+    STATS_DIR,
+    TOKENIZER_BATCH_SENTENCES,
+    GenerationConfig,
+)
+
+RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
+# Errors of the input raised on a worker reach the launcher inside the runner's own exception;
+# this marker finds the one line to show.
+ERROR_MARKER = "albert-data-prep input error: "
+
+
+def open_raw(path: str):
+    """The raw bytes of `path` on any filesystem Beam knows (no decompression: documents.py does it)."""
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def _local_copy(path: str) -> str:
+    """A local file with the bytes of `path` (SentencePiece reads local files only)."""
+    if "://" not in path:
+        return path
+    handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
+    with os.fdopen(handle, "wb") as out, open_raw(path) as source:
+        shutil.copyfileobj(source, out)
+    return local
+
+
+def _join(directory: str, *names: str) -> str:
+    return FileSystems.join(directory, *names)
+
+
+class _ReadDocuments(beam.DoFn):
+    """(file number, path) -> (shard, ((file number, document number), sentences)); counts on the side."""
+
+    def __init__(self, config: GenerationConfig):
+        self._config = config
+
+    def process(self, element):
+        file_number, path = element
+        stats = InputStats()
+        try:
+            documents = iter_documents([path], self._config.input_format, self._config.skip_bad_lines, stats, open_raw)
+            for number, sentences in enumerate(documents):
+                yield shard_of(sentences, self._config.num_output_shards), ((file_number, number), sentences)
+        except BadInputError as error:
+            raise BadInputError(ERROR_MARKER + str(error)) from None
+        yield beam.pvalue.TaggedOutput("stats", stats.to_dict())
+
+
+def _add_counts(counts: Sequence[dict]) -> dict:
+    total = {"documents": 0, "lines": 0, "bad_lines": 0}
+    for count in counts:
+        for key in total:
+            total[key] += count[key]
+    return total
+
+
+class _GenerateShard(beam.DoFn):
+    """(shard, {"documents": ..., "shard": ...}) -> the shard's file and counts, as the local tool makes them."""
+
+    def __init__(self, config: GenerationConfig, output_dir: str):
+        self._config = config
+        self._output_dir = output_dir
+
+    def setup(self):
+        self._tokenizer = AlbertTokenizer(_local_copy(self._config.spm_model_file), self._config.do_lower_case)
+        self._vocab = MaskingVocab.from_tokenizer(self._tokenizer)
+
+    def process(self, element, input_counts):
+        index, grouped = element
+        config = self._config
+        documents = sorted(grouped["documents"], key=lambda keyed: keyed[0])  # back to input order
+        spill_dir = tempfile.mkdtemp(prefix=f"albert-shard-{index}-")
+        generator = ShardGenerator(
+            index, config.options, self._vocab, config.dupe_factor, config.random_seed, os.path.join(spill_dir, "")
+        )
+        try:
+            batch, sentences = [], 0
+            for _, document in documents:
+                batch.append(document)
+                sentences += len(document)
+                if sentences >= TOKENIZER_BATCH_SENTENCES:
+                    self._add(generator, batch)
+                    batch, sentences = [], 0
+            self._add(generator, batch)
+            name = config.shard_name(index)
+            path = _join(self._output_dir, name)
+            generator.finish(
+                FileSystems.create(path + INCOMPLETE_SUFFIX, compression_type=CompressionTypes.UNCOMPRESSED),
+                config.compression,
+            )
+        finally:
+            generator.discard()
+            shutil.rmtree(spill_dir, ignore_errors=True)
+        record = {"shard": name, **generator.stats.to_dict(), "input": input_counts}
+        _write_json(_join(self._output_dir, STATS_DIR, name + ".json"), record)
+        FileSystems.rename([path + INCOMPLETE_SUFFIX], [path])
+        yield record
+
+    def _add(self, generator: ShardGenerator, batch: list[list[str]]) -> None:
+        for ids in encode_documents(self._tokenizer, batch):
+            if ids:
+                generator.add(ids)
+
+
+def _write_json(path: str, value: dict) -> None:
+    with FileSystems.create(path + INCOMPLETE_SUFFIX, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write((json.dumps(value, indent=2, sort_keys=True) + "\n").encode())
+    FileSystems.rename([path + INCOMPLETE_SUFFIX], [path])
+
+
+def _read_json(path: str) -> dict | None:
+    if not FileSystems.exists(path):
+        return None
+    with open_raw(path) as f:
+        return json.loads(f.read().decode())
+
+
+def build_pipeline(pipeline: beam.Pipeline, config: GenerationConfig, output_dir: str, shard_ids: Sequence[int]):
+    """Adds the generation of `shard_ids` to `pipeline`; returns the PCollection of shard counts."""
+    read = (
+        pipeline
+        | "Input files" >> beam.Create(list(enumerate(config.input_files)))
+        | "Reshuffle files" >> beam.Reshuffle()
+        | "Read documents" >> beam.ParDo(_ReadDocuments(config)).with_outputs("stats", main="documents")
+    )
+    input_counts = read.stats | "Count input" >> beam.combiners.ToList() | beam.Map(_add_counts)
+    wanted = set(shard_ids)
+    documents = read.documents | "Drop complete shards" >> beam.Filter(lambda keyed: keyed[0] in wanted)
+    shards = pipeline | "Shards" >> beam.Create([(index, index) for index in shard_ids])
+    return (
+        {"documents": documents, "shard": shards}
+        | "Group by shard" >> beam.CoGroupByKey()
+        | "Generate" >> beam.ParDo(_GenerateShard(config, output_dir), beam.pvalue.AsSingleton(input_counts))
+    )
+
+
+def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Sequence[str]) -> dict:
+    """Runs the pipeline (the runner named in `beam_args`) and returns the metadata, as `run_generation`.
+
+    Raises BadInputError, naming the file and line, for input the local tool refuses too; an
+    output_dir holding shards of other settings or input is refused before anything runs.
+    """
+    from data_prep import shards as local
+
+    settings = config.settings()
+    is_local = "://" not in output_dir
+    if is_local:
+        os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)
+        saved = local.check_output_dir(output_dir, settings, config)
+        local._remove_incomplete(output_dir)
+        done = local._complete_shards(output_dir, config)
+    else:
+        saved = _read_json(_join(output_dir, METADATA_FILE))
+        if saved is not None and saved.get("settings") != settings:
+            raise BadInputError(
+                f"output_dir {output_dir} holds shards made with other settings or input; "
+                "use another output_dir or delete the old shards"
+            )
+        done = {}
+    metadata_path = _join(output_dir, METADATA_FILE)
+    if saved is None:
+        _write_json(metadata_path, {"settings": settings, "complete": False})
+    pending = [i for i in range(config.num_output_shards) if i not in done]
+    options = PipelineOptions(list(beam_args))
+    runner_name = options.get_all_options().get("runner") or "DirectRunner"
+    runner = None
+    if runner_name == "DirectRunner":
+        # The DirectRunner's own engine, which honours --direct_num_workers and
+        # --direct_running_mode; DirectRunner itself would first try Prism, which it downloads.
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+        runner = FnApiRunner()
+        # On this machine a worker's error is the user's: shown once, as one line, below.
+        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+    else:
+        logging.getLogger("apache_beam").setLevel(logging.INFO)  # the job's progress
+    started = time.monotonic()
+    if pending:
+        try:
+            with beam.Pipeline(runner=runner, options=options) as pipeline:
+                build_pipeline(pipeline, config, output_dir, pending)
+        except Exception as error:  # the runner wraps a worker's error in its own
+            if saved is None and not any(
+                FileSystems.exists(_join(output_dir, config.shard_name(i))) for i in range(config.num_output_shards)
+            ):
+                FileSystems.delete([metadata_path])
+            text = str(error)
+            if ERROR_MARKER in text:
+                message = text.split(ERROR_MARKER, 1)[1].splitlines()[0].split(" [while running")[0]
+                raise BadInputError(message.rstrip("'\"")) from None
+            raise
+    elapsed = time.monotonic() - started
+    records = {}
+    for index in range(config.num_output_shards):
+        name = config.shard_name(index)
+        record = _read_json(_join(output_dir, STATS_DIR, name + ".json"))
+        if record is None:
+            raise RuntimeError(f"the pipeline finished without writing {name}")
+        records[index] = record
+    totals = InstanceStats(config.options.ngram)
+    for record in records.values():
+        totals.merge(record)
+    result = {
+        "settings": settings,
+        "complete": True,
+        "counts": {**totals.to_dict(), **records[0]["input"]},
+        "shards": {config.shard_name(i): records[i]["instances"] for i in sorted(records)},
+        "runner": runner_name,
+        "generated_shards": len(pending),
+        "seconds": round(elapsed, 3),
+    }
+    _write_json(metadata_path, result)
+    return result

@@ -1,0 +1,129 @@
+"""The Apache Beam pipeline writes the local tool's bytes, and refuses the input the local tool refuses."""
+
+import json
+
+import pytest
+
+pytest.importorskip("apache_beam", reason="Apache Beam is not installed: pip install -e '.[beam]'")
+
+from data_prep.beam_pipeline import run_beam_generation  # noqa: E402
+from data_prep.documents import BadInputError  # noqa: E402
+from data_prep.instances import InstanceOptions  # noqa: E402
+from data_prep.shards import METADATA_FILE, GenerationConfig, run_generation  # noqa: E402
+
+IN_MEMORY = ["--runner=DirectRunner"]
+TWO_PROCESSES = ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+@pytest.fixture(scope="module")
+def corpus(small_data_dir):
+    return small_data_dir / "corpus" / "gutenberg"
+
+
+@pytest.fixture(scope="module")
+def spm_model(small_data_dir):
+    return str(small_data_dir / "albert" / "30k-clean.model")
+
+
+def _config(files, spm_model, **overrides):
+    settings = dict(
+        input_files=tuple(str(f) for f in files),
+        spm_model_file=spm_model,
+        options=InstanceOptions(max_seq_length=64, max_predictions_per_seq=10),
+        dupe_factor=2,
+        num_output_shards=3,
+    )
+    settings.update(overrides)
+    return GenerationConfig(**settings)
+
+
+def _run_command_line(args):
+    """The console script's main in this process, flags it does not know passed on as to Beam."""
+    from data_prep import create_pretraining_data
+
+    create_pretraining_data.FLAGS.unparse_flags()
+    try:
+        remaining = create_pretraining_data.FLAGS(["albert-create-pretraining-data", *args], known_only=True)
+        return create_pretraining_data.main(remaining)
+    finally:
+        create_pretraining_data.FLAGS.unparse_flags()
+
+
+def _shard_bytes(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.glob("pretrain-*"))}
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory, corpus, spm_model):
+    directory = tmp_path_factory.mktemp("local")
+    config = _config([corpus / "shakespeare-macbeth.txt", corpus / "blake-poems.txt"], spm_model)
+    return config, directory, run_generation(config, str(directory), num_workers=2, progress=False)
+
+
+@pytest.mark.parametrize("beam_args", [IN_MEMORY, TWO_PROCESSES], ids=["1 worker", "2 processes"])
+def test_the_pipeline_writes_the_local_tools_bytes(local, tmp_path, beam_args):
+    config, local_dir, local_result = local
+    result = run_beam_generation(config, str(tmp_path), beam_args)
+    expected = _shard_bytes(local_dir)
+    assert len(expected) == 3 and all(len(b) > 10_000 for b in expected.values())
+    assert _shard_bytes(tmp_path) == expected
+    assert result["counts"] == local_result["counts"] and result["shards"] == local_result["shards"]
+    saved = json.loads((tmp_path / METADATA_FILE).read_text())
+    assert saved["complete"] is True and saved["settings"] == local_result["settings"]
+    assert saved["runner"] == "DirectRunner"
+
+
+def test_gzip_shards_and_a_rerun_that_remakes_a_missing_shard(local, tmp_path, corpus, spm_model):
+    config, _, _ = local
+    gzip_config = _config(config.input_files, spm_model, compression="gzip")
+    local_dir = tmp_path / "local"
+    run_generation(gzip_config, str(local_dir), progress=False)
+    run_beam_generation(gzip_config, str(tmp_path / "beam"), IN_MEMORY)
+    assert _shard_bytes(tmp_path / "beam") == _shard_bytes(local_dir)
+    (tmp_path / "beam" / "pretrain-00001-of-00003.tfrecord.gz").unlink()
+    again = run_beam_generation(gzip_config, str(tmp_path / "beam"), IN_MEMORY)
+    assert again["generated_shards"] == 1
+    assert _shard_bytes(tmp_path / "beam") == _shard_bytes(local_dir)
+
+
+def test_a_line_that_is_not_utf8_is_named_and_nothing_is_written(tmp_path, corpus, spm_model):
+    out = tmp_path / "out"
+    with pytest.raises(BadInputError, match=r"^.*shakespeare-caesar\.txt:119: not valid UTF-8 .*--skip_bad_lines to skip such lines$"):
+        run_beam_generation(_config([corpus / "shakespeare-caesar.txt"], spm_model), str(out), IN_MEMORY)
+    assert [p for p in out.rglob("*") if p.is_file()] == []
+
+
+def test_an_output_dir_of_other_settings_or_input_is_refused_untouched(local, tmp_path, spm_model):
+    config, local_dir, _ = local
+    before = _shard_bytes(local_dir)
+    with pytest.raises(BadInputError, match=r"other settings \(dupe_factor: 2 there, 3 now\)"):
+        run_beam_generation(_config(config.input_files, spm_model, dupe_factor=3), str(local_dir), IN_MEMORY)
+    with pytest.raises(BadInputError, match=r"made from other input"):
+        run_beam_generation(_config(config.input_files[:1], spm_model), str(local_dir), IN_MEMORY)
+    assert _shard_bytes(local_dir) == before
+
+
+def test_the_command_line_runs_beam_and_refuses_a_vocabulary_without_albert_pieces(tmp_path, corpus, spm_model, capsys):
+    import sentencepiece as spm
+
+    common = [f"--input_file={corpus}/blake-poems.txt", "--max_seq_length=64", "--max_predictions_per_seq=10",
+              "--dupe_factor=1", "--noprogress"]
+    assert _run_command_line([*common, f"--output_dir={tmp_path}/a", f"--spm_model_file={spm_model}"]) == 0
+    code = _run_command_line(
+        [*common, f"--output_dir={tmp_path}/b", f"--spm_model_file={spm_model}", *TWO_PROCESSES]
+    )
+    assert code == 0
+    assert _shard_bytes(tmp_path / "b") == _shard_bytes(tmp_path / "a")
+    capsys.readouterr()
+    spm.SentencePieceTrainer.Train(
+        input=str(corpus / "blake-poems.txt"), model_prefix=str(tmp_path / "plain"), vocab_size=200, minloglevel=2
+    )
+    code = _run_command_line(
+        [*common, f"--output_dir={tmp_path}/c", f"--spm_model_file={tmp_path}/plain.model", *IN_MEMORY]
+    )
+    assert code == 1 and "plain.model lacks the ALBERT special pieces" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
+    code = _run_command_line([*common, f"--output_dir={tmp_path}/d", f"--spm_model_file={spm_model}",
+                              "--direct_num_workers=2"])
+    assert code == 2 and "unknown flag --direct_num_workers=2 (flags for Apache Beam need --runner" in (
+        capsys.readouterr().err)

@@ -10,7 +10,7 @@ the trajectory does not depend on how many replicas (or accumulated micro-batche
 `TrainingLoop` holds what every run needs (strategy, schedule, model and optimizer, checkpoints,
 the compiled loop) and `run_loop` drives it from Python; a task supplies only its model, its loss
 and its metric names. `Pretraining` and `pretrain()` are the pretraining task;
-finetune/glue/trainer.py is fine-tuning.
+finetune/trainer.py is fine-tuning (any task of finetune/task.py).
 
 Checkpoints (model, optimizer, step and dropout's seed states) are written every
 `save_checkpoints_steps`; a rerun with the same `output_dir` resumes from the latest one, and

@@ -60,7 +60,8 @@ def subset(cached: data.CachedFeatures, n: int, folder: str) -> data.CachedFeatu
     with tf.io.TFRecordWriter(path) as writer:
         for record in tf.data.TFRecordDataset(str(cached.path)).take(n):
             writer.write(record.numpy())
-    return dataclasses.replace(cached, path=pathlib.Path(path), num_examples=min(n, cached.num_examples))
+    n = min(n, cached.num_records)
+    return dataclasses.replace(cached, path=pathlib.Path(path), num_records=n, num_examples=n)
 
 
 def main():

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.tokenizer import AlbertTokenizer
+from finetune import cache
 from finetune.glue import data, readers
 
 
@@ -140,9 +141,9 @@ def test_interrupted_write_leaves_nothing_trusted(tokenizer, glue_dir, tmp_path,
             raise KeyboardInterrupt
         return original(values, spec)
 
-    original = data.serialize_example
+    original = cache.serialize_example
     with monkeypatch.context() as patch:
-        patch.setattr(data, "serialize_example", failing_serialize)
+        patch.setattr(cache, "serialize_example", failing_serialize)
         with pytest.raises(KeyboardInterrupt):
             data.cache_features("RTE", glue_dir, "dev", tokenizer, 32, tmp_path)
     assert os.listdir(tmp_path) == []

@@ -1,0 +1,16 @@
+"""Task models that are not specific to one task: the ALBERT encoder with a head on top.
+
+- `AlbertClassifier`: pooled output -> dropout -> dense (GLUE; STS-B with one output).
+- `AlbertSpanLabeler`: every position's final state -> start and end logits (SQuAD v1.1).
+- `AlbertMultipleChoice`: each choice's pooled output -> dropout -> one logit (RACE).
+
+Each keeps the encoder as `encoder`, so `finetune.initialization` loads pretrained weights into any
+of them, and each is a registered, serializable Keras model (`from_config(get_config())` and
+`.keras` files rebuild it exactly).
+"""
+
+from albert_tf.heads.classifier import AlbertClassifier, classifier_sums
+from albert_tf.heads.multiple_choice import AlbertMultipleChoice
+from albert_tf.heads.span_labeler import AlbertSpanLabeler
+
+__all__ = ["AlbertClassifier", "AlbertMultipleChoice", "AlbertSpanLabeler", "classifier_sums"]

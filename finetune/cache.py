@@ -1,0 +1,191 @@
+"""The one feature cache of every fine-tuning task: a split's features, written once as TFRecords.
+
+Tokenizing is the same work for every run on a split, so each split is written once to a cache
+file whose name carries a fingerprint of everything the records depend on (the source files, the
+SentencePiece model, the task's settings, its feature format version): a changed input gets a new
+file instead of stale features. The file is written under a temporary name and renamed when
+complete, and its JSON description (`CachedFeatures`, which carries the feature spec, so a reader
+needs nothing else) after that, so a killed run leaves no file that a rerun trusts.
+
+A task gives `cache_features` its records as a function of a `ConversionReport`, which it fills in
+while converting (examples read, rows skipped, examples truncated; anything else in `details`).
+
+Example:
+    >>> def convert(report):
+    ...     for example in read_my_examples(path):
+    ...         report.num_examples += 1
+    ...         yield {"input_ids": ..., "input_mask": ..., "segment_ids": ..., "label_ids": 1}
+    >>> cached = cache_features(task="MyTask", split="dev", spec=spec, max_seq_length=128,
+    ...                         sources=[path], settings={"version": 1}, tokenizer=tokenizer,
+    ...                         convert=convert, cache_dir="/tmp/cache")
+    >>> cached.num_records
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+from typing import Callable, Iterable, Mapping, Optional, Sequence
+
+import tensorflow as tf
+
+from albert_tf.features import serialize_example
+from albert_tf.tokenizer import AlbertTokenizer
+
+_DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
+
+
+def spec_to_json(spec: Mapping[str, tf.io.FixedLenFeature]) -> dict:
+    return {name: {"shape": list(feature.shape), "dtype": feature.dtype.name} for name, feature in spec.items()}
+
+
+def spec_from_json(values: Mapping) -> dict[str, tf.io.FixedLenFeature]:
+    return {name: tf.io.FixedLenFeature(v["shape"], _DTYPES[v["dtype"]]) for name, v in values.items()}
+
+
+@dataclasses.dataclass
+class ConversionReport:
+    """What a task's conversion tells besides its records; it fills this in while it yields them.
+
+    Args:
+        num_examples: source examples converted (None: one example per record).
+        num_skipped: malformed source rows skipped.
+        num_truncated: examples that lost tokens to fit.
+        details: anything else the task wants recorded (JSON values), readable as attributes of
+            the `CachedFeatures`.
+    """
+
+    num_examples: Optional[int] = None
+    num_skipped: int = 0
+    num_truncated: int = 0
+    details: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class CachedFeatures:
+    """A split's features in a TFRecord file, with what is known about them.
+
+    Args:
+        path: the TFRecord file, its records in the order of the source.
+        task: the task's name.
+        split: the split's name.
+        max_seq_length: the sequence length of the features.
+        spec: the feature spec as JSON (`feature_spec()` gives the `tf.io.FixedLenFeature`s).
+        num_records: records in the file (features; several per example for windowed tasks).
+        num_examples: source examples they came from.
+        num_skipped: malformed source rows skipped.
+        num_truncated: examples that lost tokens to fit.
+        details: what else the task recorded; each key reads as an attribute (`cached.regression`).
+    """
+
+    path: pathlib.Path
+    task: str
+    split: str
+    max_seq_length: int
+    spec: dict
+    num_records: int
+    num_examples: int
+    num_skipped: int = 0
+    num_truncated: int = 0
+    details: dict = dataclasses.field(default_factory=dict)
+
+    def __getattr__(self, name):
+        # Only reached for names that are not fields: a task's details.
+        details = self.__dict__.get("details", {})
+        if name in details:
+            return details[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def feature_spec(self) -> dict[str, tf.io.FixedLenFeature]:
+        return spec_from_json(self.spec)
+
+    def to_json(self) -> str:
+        fields = dataclasses.asdict(self)
+        fields["path"] = self.path.name
+        return json.dumps(fields, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json_file(cls, path: pathlib.Path) -> "CachedFeatures":
+        fields = json.loads(path.read_text(encoding="utf-8"))
+        fields["path"] = path.with_name(fields["path"])
+        return cls(**fields)
+
+
+def fingerprint(sources: Sequence[str | os.PathLike], tokenizer: AlbertTokenizer, settings) -> str:
+    """A digest of the source files' bytes, the SentencePiece model and `repr(settings)`."""
+    digest = hashlib.sha256()
+    digest.update(repr((settings, tokenizer.do_lower_case)).encode("utf-8"))
+    digest.update(hashlib.sha256(tokenizer.model_proto).digest())
+    for source in sources:
+        with open(source, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_features(
+    *,
+    task: str,
+    split: str,
+    spec: Mapping[str, tf.io.FixedLenFeature],
+    max_seq_length: int,
+    sources: Sequence[str | os.PathLike],
+    settings,
+    tokenizer: AlbertTokenizer,
+    convert: Callable[[ConversionReport], Iterable[Mapping]],
+    cache_dir: str | os.PathLike,
+) -> CachedFeatures:
+    """Features of one split as a TFRecord file in `cache_dir`, written only if not already there.
+
+    Args:
+        task, split: names, used in the file name.
+        spec: the records' feature spec (`albert_tf.features`' conventions).
+        max_seq_length: the features' sequence length (in the file name too).
+        sources: the files the features come from; their bytes are fingerprinted.
+        settings: everything else the records depend on (a task's format version, its options);
+            its `repr` is fingerprinted.
+        tokenizer: the tokenizer (its model is fingerprinted).
+        convert: `convert(report)` yields the records' feature dicts in order and fills `report`;
+            it runs only when the cache has no file for this fingerprint.
+        cache_dir: where the files go (created if needed).
+    """
+    key = fingerprint(sources, tokenizer, (task, split, max_seq_length, settings))
+    cache_dir = pathlib.Path(cache_dir)
+    stem = f"{task}-{split}-len{max_seq_length}-{key[:16]}"
+    record_path = cache_dir / f"{stem}.tfrecord"
+    description_path = cache_dir / f"{stem}.json"
+    if description_path.is_file() and record_path.is_file():
+        return CachedFeatures.from_json_file(description_path)
+
+    report = ConversionReport()
+    records = convert(report)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = record_path.with_name(f"{record_path.name}.partial-{os.getpid()}")
+    num_records = 0
+    try:
+        with tf.io.TFRecordWriter(str(partial)) as writer:
+            for features in records:
+                writer.write(serialize_example(features, spec))
+                num_records += 1
+        os.replace(partial, record_path)
+    finally:
+        partial.unlink(missing_ok=True)
+    cached = CachedFeatures(
+        path=record_path,
+        task=task,
+        split=split,
+        max_seq_length=max_seq_length,
+        spec=spec_to_json(spec),
+        num_records=num_records,
+        num_examples=num_records if report.num_examples is None else report.num_examples,
+        num_skipped=report.num_skipped,
+        num_truncated=report.num_truncated,
+        details=dict(report.details),
+    )
+    partial = description_path.with_name(f"{description_path.name}.partial-{os.getpid()}")
+    partial.write_text(cached.to_json(), encoding="utf-8")
+    os.replace(partial, description_path)
+    return cached

@@ -1,0 +1,236 @@
+"""The CLI skeleton of every fine-tuning task: shared flags named as the option fields, one flow.
+
+A task's console script defines its own flags (GLUE: `--task`, `--data_dir`, `--skip_bad_rows`)
+beside `define_flags(FLAGS)`, and calls `finetune(argv, FLAGS, make_task)` where `make_task(FLAGS)`
+returns its `finetune.task.FinetuningTask`; `console_main` is its entry point. The flow:
+
+1. the options: each flag named as a field of `finetune.trainer.FinetuneOptions`; those of the
+   task's preset (`finetune.task.PRESET_FIELDS`) default to the preset, the others to the field's
+   default;
+2. the data files checked, the strategy made, the encoder source found (`--init_checkpoint`: a run
+   folder or checkpoint, a SavedModel, a preset folder or a TF1 checkpoint; `--preset`; or random
+   weights with `--albert_config_file`), and its vocabulary checked against the SentencePiece model
+   (`--spm_model_file`, default: the one the source carries);
+3. `--do_train`: train (resuming from `output_dir`'s latest checkpoint if any);
+   `--do_eval`: each evaluation split's metrics into `eval_results.json` (and TensorBoard's
+   `eval/`); `--do_predict`: each prediction split's files (the task's `write_predictions`);
+4. `--export`: the task's SavedModel in `output_dir/export`, written after training, or when
+   there is none yet (a predict-only run does not rewrite it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from typing import Callable
+
+from absl import app, flags, logging
+
+from albert_tf import strategies, training
+from finetune.task import PRESET_FIELDS
+
+EVAL_RESULTS = "eval_results.json"
+EXPORT_DIR = "export"
+
+# The help of each option field's flag; a field without one is an error at import.
+_OPTION_HELP = {
+    "output_dir": "Checkpoints, results, prediction files and the SavedModel.",
+    "train_batch_size": "Global training batch (preset: the paper's).",
+    "eval_batch_size": "Global batch of evaluation and prediction.",
+    "max_seq_length": "Tokens per sequence (preset: the task's).",
+    "learning_rate": "Peak AdamW learning rate (preset: the paper's).",
+    "num_train_steps": "Updates (preset: the paper's).",
+    "num_warmup_steps": "Updates of linear warmup (preset: the paper's).",
+    "weight_decay": "AdamW weight decay of the non-LayerNorm, non-bias weights.",
+    "classifier_dropout": "Dropout on the head's input while training (preset: the release's 0.1).",
+    "save_checkpoints_steps": "Updates between checkpoints.",
+    "keep_checkpoint_max": "Checkpoints kept.",
+    "steps_per_loop": "Updates per call to the compiled loop; also the interval of the progress line and "
+                      "summaries.",
+    "mixed_precision": training.MIXED_PRECISION_HELP,
+    "jit_compile": "Compile the forward and backward pass with XLA.",
+    "max_train_examples": "Train on the first N training records only (short CPU runs).",
+    "seed": "Seed of the head's initialisation (and the encoder's when it starts from random weights), "
+            "dropout and shuffling.",
+    "progress_bar": "Show a progress bar (on the chief).",
+}
+# Where the command line's default differs from the option field's.
+_CLI_DEFAULTS = {"progress_bar": True}
+
+
+def _option_fields():
+    from finetune.trainer import FinetuneOptions
+
+    return dataclasses.fields(FinetuneOptions)
+
+
+def define_flags(flag_values: flags.FlagValues):
+    """Defines the shared flags on a task's `flag_values`: the encoder source, the run's folders,
+    what to do, the strategy, and one flag per option field."""
+    def define(kind, name, default, help_text, enum_values=None):
+        if kind == "enum":
+            flags.DEFINE_enum(name, default, enum_values, help_text, flag_values=flag_values)
+        else:
+            getattr(flags, f"DEFINE_{kind}")(name, default, help_text, flag_values=flag_values)
+
+    define("string", "init_checkpoint", None, "Encoder weights to start from: an albert-pretrain (or fine-tuning) "
+           "output_dir or checkpoint prefix, an encoder/pretrainer SavedModel of albert-export, a preset folder, "
+           "or a TF1 checkpoint of the original release.")
+    define("string", "preset", None, "Instead of --init_checkpoint: a preset folder (config.json, "
+           "model.weights.h5, spiece.model).")
+    define("string", "albert_config_file", None, "The model's albert_config.json; needed when the checkpoint's "
+           "folder has none, and to start from random weights.")
+    define("string", "spm_model_file", None, "The SentencePiece model (default: the one the --init_checkpoint or "
+           "--preset carries).")
+    define("string", "cache_dir", None, "Where tokenized features are cached (default <output_dir>/features).")
+    define("bool", "do_train", False, "Fine-tune on the train split.")
+    define("bool", "do_eval", False, "Evaluate on the labelled split(s); writes eval_results.json.")
+    define("bool", "do_predict", False, "Predict the unlabelled split(s); writes the task's prediction files.")
+    define("enum", "strategy", "one_device", "The tf.distribute strategy.", enum_values=list(strategies.STRATEGIES))
+    define("string", "tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.")
+    define("bool", "export", True, "Export the task model as a SavedModel to <output_dir>/export after training "
+           "(or when there is none yet).")
+    for field in _option_fields():
+        default = None if field.name in PRESET_FIELDS else _CLI_DEFAULTS.get(field.name, field.default)
+        help_text = _OPTION_HELP[field.name]
+        kind = field.type if isinstance(field.type, str) else field.type.__name__
+        if field.name == "mixed_precision":
+            define("enum", field.name, default, help_text, enum_values=list(training.MIXED_PRECISION_POLICIES))
+        elif "bool" in kind:
+            define("bool", field.name, default, help_text)
+        elif "int" in kind:
+            define("integer", field.name, default, help_text)
+        elif "float" in kind:
+            define("float", field.name, default, help_text)
+        else:
+            define("string", field.name, default if default is not dataclasses.MISSING else None, help_text)
+
+
+def options_from_flags(flag_values: flags.FlagValues, task):
+    """`FinetuneOptions` of the flags, the task's preset filling the preset fields not given."""
+    from finetune.trainer import FinetuneOptions
+
+    preset = task.default_options(**{name: flag_values[name].value for name in PRESET_FIELDS})
+    values = {field.name: flag_values[field.name].value for field in _option_fields()}
+    values.update(preset)
+    return FinetuneOptions(**values)
+
+
+def _features(task, split, tokenizer, max_seq_length, cache_dir):
+    cached = task.features(split, tokenizer, max_seq_length, cache_dir)
+    if cached.num_skipped:
+        logging.warning("%s %s: skipped %d malformed rows", task.name, split, cached.num_skipped)
+    return cached
+
+
+def run_task(flag_values: flags.FlagValues, task) -> dict:
+    """Runs what the parsed `flag_values` ask of `task`; returns a summary: `train` (the result of
+    `finetune.trainer.train` or None), `eval` (what eval_results.json holds or None), `predictions`
+    (the paths written), `export_dir` (or None) and `model` (the task model)."""
+    F = flag_values
+    options = options_from_flags(F, task)
+    splits = (((task.train_split,) if F.do_train and task.train_split else ())
+              + (tuple(task.eval_splits) if F.do_eval else ()) + (tuple(task.predict_splits) if F.do_predict else ()))
+    if F.do_train and not task.train_split:
+        raise app.UsageError(f"{task.name} has no training split")
+    task.check_data(splits)
+    # Before any other TensorFlow op: multi-worker collectives are configured at startup.
+    strategy = strategies.get_strategy(F.strategy, tpu=F.tpu)
+
+    from albert_tf.tokenizer import AlbertTokenizer
+    from finetune import initialization, trainer
+
+    source = initialization.find_source(F.init_checkpoint, F.preset, F.albert_config_file)
+    config = source.config
+    spm_model_file = F.spm_model_file or source.spm_model_file
+    if not spm_model_file:
+        raise app.UsageError("--spm_model_file is required (the vocabulary the model was pretrained with)")
+    tokenizer = AlbertTokenizer(spm_model_file)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
+                         f"{config.vocab_size}: ids beyond the embedding table")
+    if F.init_checkpoint:
+        initialization.check_vocab_size(F.init_checkpoint, tokenizer.vocab_size, f"--spm_model_file {spm_model_file}")
+    logging.info("encoder source: %s", source.describe())
+
+    cache_dir = F.cache_dir or os.path.join(F.output_dir, "features")
+    run = trainer.Finetuning(config, task, options, strategy)
+    run.restore_or_initialize(lambda model: initialization.initialize_encoder(model, F.init_checkpoint, F.preset))
+    summary = {"train": None, "eval": None, "predictions": [], "export_dir": None, "model": run.model}
+    if F.do_train:
+        summary["train"] = trainer.train(run, _features(task, task.train_split, tokenizer, options.max_seq_length,
+                                                        cache_dir))
+        logging.info("trained to step %d: %s", summary["train"]["step"],
+                     training.format_metrics(summary["train"]["train"]))
+
+    if F.do_eval:
+        results = {"task": task.name, "global_step": run.current_step}
+        for split in task.eval_splits:
+            cached = _features(task, split, tokenizer, options.max_seq_length, cache_dir)
+            predictions, rate = run.predict(cached)
+            split_results = task.evaluate(split, predictions, cached)
+            split_results.update(examples=cached.num_examples, skipped_rows=cached.num_skipped,
+                                 examples_per_second=rate)
+            results[split] = split_results
+            logging.info("%s %s: %s", task.name, split, json.dumps(split_results))
+            if run.is_chief:
+                summary["predictions"] += task.write_predictions(split, predictions, cached, F.output_dir)
+        if run.is_chief:
+            with open(os.path.join(F.output_dir, EVAL_RESULTS), "w", encoding="utf-8") as f:
+                f.write(json.dumps(results, indent=2) + "\n")
+        summary["eval"] = results
+
+    if F.do_predict:
+        for split in task.predict_splits:
+            cached = _features(task, split, tokenizer, options.max_seq_length, cache_dir)
+            predictions, _ = run.predict(cached)
+            if run.is_chief:
+                summary["predictions"] += task.write_predictions(split, predictions, cached, F.output_dir)
+
+    export_dir = os.path.join(F.output_dir, EXPORT_DIR)
+    if F.export and run.is_chief and (F.do_train or not os.path.exists(export_dir)):
+        summary["export_dir"] = task.export(run.model, spm_model_file, options.max_seq_length, export_dir)
+        logging.info("exported the %s model to %s", task.name, summary["export_dir"])
+    return summary
+
+
+def finetune(argv, flag_values: flags.FlagValues, make_task: Callable, required=()) -> dict:
+    """Parses `argv` (argv[0] is the program name) into `flag_values`, checks the flags in
+    `required` and that there is something to do, builds the task with `make_task(flag_values)`
+    and runs it (`run_task`)."""
+    flag_values.unparse_flags()
+    flag_values(argv)
+    for name in (*required, "output_dir"):
+        if not flag_values[name].value:
+            raise app.UsageError(f"--{name} is required")
+    if not (flag_values.do_train or flag_values.do_eval or flag_values.do_predict):
+        raise app.UsageError("give at least one of --do_train, --do_eval and --do_predict")
+    return run_task(flag_values, make_task(flag_values))
+
+
+def print_summary(summary: dict):
+    if summary["eval"]:
+        print(json.dumps(summary["eval"], indent=2), flush=True)
+    for path in summary["predictions"]:
+        print(f"wrote {path}", flush=True)
+
+
+def console_main(doc: str, flag_values: flags.FlagValues, finetune_fn: Callable[[list], dict]):
+    """A fine-tuning console script: `--help` prints `doc` and the flags; errors in the input are
+    one line (exit status 2), not a traceback."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    argv = sys.argv
+    if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
+        print(doc)
+        print(flag_values.get_help())
+        sys.exit(0)
+    try:
+        # absl's own flags (logging) stay at their defaults, parsed so that logging does not complain.
+        flags.FLAGS([argv[0]])
+        logging.set_verbosity(logging.INFO)
+        print_summary(finetune_fn(argv))
+    except (flags.Error, app.UsageError, ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,102 @@
+"""GLUE on the shared fine-tuning layer: the task module (see finetune/task.py for the protocol).
+
+Its readers (finetune/glue/readers.py), features (finetune/glue/data.py), metrics and submission
+files are GLUE's own; the model is `albert_tf.heads.AlbertClassifier` (a regressor for STS-B), the
+loss the release's (cross-entropy, or the squared error of the score), and the SavedModel returns
+`probabilities`, the predicted `label` and the `label_names` (`score` for STS-B).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.features import EXAMPLE_WEIGHT, classification_feature_spec
+from albert_tf.heads import AlbertClassifier, classifier_sums
+from finetune.glue import data, metrics, submission
+from finetune.glue.hparams import glue_hparams
+from finetune.glue.readers import split_path
+from finetune.glue.tasks import Task, get_task
+from finetune.task import FinetuningTask, model_inputs
+
+# Option fields -> the fields of finetune.glue.hparams.FinetuneHparams.
+_HPARAMS = {"learning_rate": "learning_rate", "train_batch_size": "batch_size", "num_train_steps": "train_steps",
+            "num_warmup_steps": "warmup_steps", "max_seq_length": "max_seq_length",
+            "classifier_dropout": "classifier_dropout"}
+
+
+class GlueTask(FinetuningTask):
+    """One GLUE task (`finetune.glue.tasks.Task` or its name) on the data in `data_dir`."""
+
+    prediction_features = ("label_ids",)
+
+    def __init__(self, task: Task | str, data_dir=None, skip_bad_rows: bool = False):
+        self.glue = get_task(task) if isinstance(task, str) else task
+        self.name = self.glue.name
+        self.data_dir = data_dir
+        self.skip_bad_rows = skip_bad_rows
+        self.train_split = "train" if self.glue.has_train else None
+        self.eval_splits = self.glue.eval_splits
+        self.predict_splits = self.glue.predict_splits
+        self.train_metric_names = ("loss",) if self.glue.is_regression else ("loss", "accuracy")
+
+    def check_data(self, splits):
+        for split in splits:
+            split_path(self.glue, self.data_dir, split)
+
+    def feature_spec(self, max_seq_length: int):
+        return classification_feature_spec(max_seq_length, regression=self.glue.is_regression)
+
+    def features(self, split, tokenizer, max_seq_length, cache_dir):
+        return data.cache_features(self.glue, self.data_dir, split, tokenizer, max_seq_length, cache_dir,
+                                   skip_bad_rows=self.skip_bad_rows)
+
+    def build_model(self, config, options, dtype):
+        return AlbertClassifier(config, self.glue.num_labels, options.classifier_dropout, dtype=dtype)
+
+    def loss_sums(self, model, features, training):
+        logits = model(model_inputs(features), training=training)
+        sums = classifier_sums(logits, features["label_ids"], features[EXAMPLE_WEIGHT], self.glue.is_regression)
+        return {"loss": sums["loss"], "accuracy": sums["hits"]}
+
+    def predict_outputs(self, model, features):
+        return {"logits": model(model_inputs(features), training=False)}
+
+    def evaluate(self, split, predictions, cached):
+        logits, label_ids = predictions["logits"], predictions["label_ids"]
+        sums = classifier_sums(logits, label_ids, np.ones(len(label_ids)), self.glue.is_regression)
+        results = metrics.task_metrics(self.glue, label_ids, logits)
+        results["loss"] = float(sums["loss"]) / len(label_ids)
+        return results
+
+    def write_predictions(self, split, predictions, cached, output_dir):
+        if split not in self.predict_splits:
+            return []
+        path = submission.write_submission(self.glue, split, predictions["logits"], output_dir,
+                                           num_examples=cached.num_examples)
+        return [str(path)]
+
+    def serving_outputs(self, model):
+        label_names = None if self.glue.is_regression else tf.constant(self.glue.labels)
+
+        def outputs_fn(inputs, training):
+            logits = model(inputs, training=training)
+            if label_names is None:
+                return {"score": logits[:, 0]}
+            probabilities = tf.nn.softmax(logits, axis=-1)
+            batch = tf.shape(logits)[0]
+            return {
+                "probabilities": probabilities,
+                "label": tf.gather(label_names, tf.argmax(probabilities, axis=-1)),
+                # One row per example so that every output has the batch dimension (TF Serving's rows).
+                "label_names": tf.tile(label_names[None, :], [batch, 1]),
+            }
+
+        return outputs_fn
+
+    def default_options(self, **given):
+        hparams = glue_hparams(self.name, **{_HPARAMS[k]: v for k, v in given.items()})
+        return {field: getattr(hparams, name) for field, name in _HPARAMS.items()}
+
+    def run_info(self):
+        return {"task": self.name, "labels": self.glue.labels}

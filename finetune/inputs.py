@@ -1,0 +1,96 @@
+"""tf.data batches of cached features: the one place where fine-tuning input is batched.
+
+Every task's records go through `make_dataset`: parsed with the spec that the cache recorded,
+integer features as int32, each batch a dict. Every batch is full (`drop_remainder=True`: static
+shapes for XLA and TPUs). Training shuffles and repeats forever; evaluation and prediction make one
+pass in file order and append filler records (all zeros) up to a multiple of the global batch, so
+that no real record is dropped and none is counted twice. Each record carries `example_weight`
+(1.0 for a record of the file, 0.0 for a filler) and, on request, `record_index`, its position in
+the file, with which predictions are put back in file order after several input pipelines
+interleaved them.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import tensorflow as tf
+
+from albert_tf.features import EXAMPLE_WEIGHT, serialize_example
+from finetune.cache import CachedFeatures
+
+RECORD_INDEX = "record_index"
+
+
+def filler_features(spec) -> dict:
+    """An all-zero record of `spec`: what completes the last evaluation batch."""
+    fillers = {}
+    for name, feature in spec.items():
+        size = 1
+        for dim in feature.shape:
+            size *= dim
+        zero = 0.0 if feature.dtype == tf.float32 else 0
+        fillers[name] = [zero] * size if feature.shape else zero
+    return fillers
+
+
+def make_dataset(
+    cached: CachedFeatures,
+    *,
+    global_batch_size: int,
+    training: bool,
+    input_context: Optional[tf.distribute.InputContext] = None,
+    seed: Optional[int] = None,
+    shuffle_buffer_size: int = 10_000,
+    max_records: Optional[int] = None,
+    with_index: bool = False,
+) -> tf.data.Dataset:
+    """Batches of dicts of the cached features, plus `example_weight` (and `record_index`).
+
+    Args:
+        cached: the output of `finetune.cache.cache_features`.
+        global_batch_size: batch size over all replicas.
+        training: shuffle and repeat (True) or one pass in file order (False).
+        input_context: from `distribute_datasets_from_function`; gives the per-replica batch
+            size and this input pipeline's shard of the records. None for one device.
+        seed: shuffle seed, for a reproducible order.
+        shuffle_buffer_size: records held by the shuffle buffer.
+        max_records: use only the first this many records (a subset for short runs).
+        with_index: add `record_index`, each record's int64 position in the file (fillers
+            continue the count).
+    """
+    if global_batch_size < 1:
+        raise ValueError(f"global_batch_size must be at least 1, got {global_batch_size}")
+    num_pipelines, pipeline_id, batch_size = 1, 0, global_batch_size
+    if input_context is not None:
+        num_pipelines = input_context.num_input_pipelines
+        pipeline_id = input_context.input_pipeline_id
+        batch_size = input_context.get_per_replica_batch_size(global_batch_size)
+    spec = cached.feature_spec()
+
+    records = tf.data.TFRecordDataset(str(cached.path))
+    num_records = cached.num_records
+    if max_records is not None:
+        records = records.take(max_records)
+        num_records = min(num_records, max_records)
+    if not training:
+        num_fillers = -num_records % global_batch_size
+        filler = tf.data.Dataset.from_tensors(serialize_example(filler_features(spec), spec))
+        records = records.concatenate(filler.repeat(num_fillers))
+    records = records.enumerate()
+    if num_pipelines > 1:
+        records = records.shard(num_pipelines, pipeline_id)
+    if training:
+        records = records.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+        records = records.repeat()
+    records = records.batch(batch_size, drop_remainder=True)
+
+    def parse(index, serialized):
+        features = tf.io.parse_example(serialized, spec)
+        batch = {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in features.items()}
+        batch[EXAMPLE_WEIGHT] = tf.cast(index < num_records, tf.float32)
+        if with_index:
+            batch[RECORD_INDEX] = index
+        return batch
+
+    return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

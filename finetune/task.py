@@ -1,0 +1,150 @@
+"""The task protocol: what a fine-tuning task supplies to the shared trainer, CLI and export.
+
+A task is one class derived from `FinetuningTask`; the trainer (`finetune.trainer.Finetuning`), the
+CLI skeleton (`finetune.cli`), the feature cache (`finetune.cache`), the input pipeline
+(`finetune.inputs`), the encoder initialisation (`finetune.initialization`) and the export never
+change for a new task. Model Garden's tasks (build_model, build_inputs, build_losses,
+validation_step, aggregate_logs, reduce_aggregated_logs) are the model, made smaller.
+
+What a task fills in, and when each is called:
+
+Data
+    `splits`: `train_split`, `eval_splits` (labelled), `predict_splits` (unlabelled).
+    `check_data(splits)`: fails, naming the missing file, before any model is built.
+    `features(split, tokenizer, max_seq_length, cache_dir)`: the split's `CachedFeatures`; a task
+        reads its files and converts them inside `finetune.cache.cache_features`. Features are
+        dicts of fixed-shape int or float arrays (any shape: [T], [4, T], scalars) with the
+        task's spec; one example may give several records (SQuAD's windows), which the task
+        ties to their example with a feature of its own (e.g. `example_index`).
+
+Model
+    `build_model(config, options, dtype)`: the task model, its encoder kept as `model.encoder`
+        (the models of `albert_tf.heads`, or the task's own).
+    `train_metric_names`: the sums of `loss_sums` that training reports ("loss" first).
+    `loss_sums(model, features, training)`: sums over the batch, in float32, of the loss and of
+        the other training metrics, each row weighted by `features["example_weight"]`. Sums, not
+        means: the trainer divides by the global batch so replicas' shares add up exactly.
+    `predict_outputs(model, features)`: the per-record outputs that prediction gathers (a dict of
+        tensors with the batch dimension first).
+    `prediction_features`: record features handed back beside the outputs (labels, indices).
+
+Results
+    `evaluate(split, predictions, cached)`: the split's metrics (a dict of floats) from
+        `predictions` (the outputs and `prediction_features` of every record, in file order,
+        fillers removed); post-processing of records into answers happens here.
+    `write_predictions(split, predictions, cached, output_dir)`: writes the prediction files of
+        a split (eval or predict); returns their paths.
+
+Serving and runs
+    `export(model, spm_model_file, max_seq_length, export_dir)`: a SavedModel; the default exports
+        `serving_outputs(model)` on every signature of `albert_tf.export` (token ids, serialized
+        tf.Examples, raw text); a task with other text inputs overrides it.
+    `default_options(**given)`: the task's preset (the paper's hyperparameters) for the option
+        fields `PRESET_FIELDS`, with the values the user gave.
+    `run_info()`: what `output_dir/task.json` records, so that a run of another task (or another
+        label set) is refused there.
+
+Example (a new task's module; GLUE's is finetune/glue/task.py):
+    >>> class MyTask(FinetuningTask):
+    ...     name = "MyTask"
+    ...     train_metric_names = ("loss", "accuracy")
+    ...     prediction_features = ("label_ids",)
+    ...     def features(self, split, tokenizer, max_seq_length, cache_dir): ...
+    ...     def build_model(self, config, options, dtype):
+    ...         return AlbertClassifier(config, 3, options.classifier_dropout, dtype=dtype)
+    ...     def loss_sums(self, model, features, training):
+    ...         logits = model(model_inputs(features), training=training)
+    ...         sums = classifier_sums(logits, features["label_ids"], features["example_weight"], False)
+    ...         return {"loss": sums["loss"], "accuracy": sums["hits"]}
+    ...     def predict_outputs(self, model, features):
+    ...         return {"logits": model(model_inputs(features), training=False)}
+    ...     def evaluate(self, split, predictions, cached):
+    ...         return {"accuracy": float(np.mean(predictions["logits"].argmax(-1) == predictions["label_ids"]))}
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.features import EXAMPLE_WEIGHT
+
+SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
+# The option fields whose defaults a task's preset gives (the paper's per-task hyperparameters).
+PRESET_FIELDS = ("learning_rate", "train_batch_size", "num_train_steps", "num_warmup_steps",
+                 "max_seq_length", "classifier_dropout")
+
+
+def model_inputs(features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """The encoder's three inputs out of a batch of features."""
+    return {name: features[name] for name in SEQUENCE_INPUTS}
+
+
+class FinetuningTask:
+    """Base class of a fine-tuning task; see the module docstring for what a task fills in."""
+
+    name: str = ""
+    train_split: Optional[str] = "train"
+    eval_splits: Sequence[str] = ()
+    predict_splits: Sequence[str] = ()
+    train_metric_names: Sequence[str] = ("loss",)
+    prediction_features: Sequence[str] = ()
+
+    # ---- data --------------------------------------------------------------------------------
+
+    def check_data(self, splits: Sequence[str]) -> None:
+        """Fails before any model is built when a split's file is missing (the message names it)."""
+
+    def features(self, split: str, tokenizer, max_seq_length: int, cache_dir: str):
+        raise NotImplementedError
+
+    # ---- model -------------------------------------------------------------------------------
+
+    def build_model(self, config, options, dtype):
+        raise NotImplementedError
+
+    def loss_sums(self, model, features: Mapping[str, tf.Tensor], training: bool) -> dict[str, tf.Tensor]:
+        raise NotImplementedError
+
+    def predict_outputs(self, model, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        outputs = model(model_inputs(features), training=False)
+        return dict(outputs) if isinstance(outputs, Mapping) else {"outputs": outputs}
+
+    # ---- results -----------------------------------------------------------------------------
+
+    def evaluate(self, split: str, predictions: Mapping[str, np.ndarray], cached) -> dict[str, float]:
+        raise NotImplementedError
+
+    def write_predictions(self, split: str, predictions: Mapping[str, np.ndarray], cached,
+                          output_dir: str) -> list[str]:
+        return []
+
+    # ---- serving and runs --------------------------------------------------------------------
+
+    def serving_outputs(self, model):
+        """`outputs_fn(inputs, training)` of `albert_tf.export.export_saved_model`."""
+        return lambda inputs, training: model(inputs, training=training)
+
+    def export(self, model, spm_model_file: str, max_seq_length: int, export_dir: str) -> str:
+        """The task model as a SavedModel (replacing what `export_dir` held); returns the folder."""
+        from albert_tf.export import export_saved_model
+
+        if tf.io.gfile.exists(export_dir):
+            tf.io.gfile.rmtree(export_dir)
+        return export_saved_model(model, os.fspath(export_dir), spm_model_file, max_seq_length,
+                                  outputs_fn=self.serving_outputs(model))
+
+    def default_options(self, **given) -> dict:
+        """The preset's values of `PRESET_FIELDS` with `given` (a None keeps the preset's)."""
+        return {k: v for k, v in given.items() if v is not None}
+
+    def run_info(self) -> dict:
+        return {"task": self.name}
+
+
+def weights_of(features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+    """Each row's weight: 1 for a record, 0 for a filler of the last evaluation batch."""
+    return features[EXAMPLE_WEIGHT]

@@ -1,0 +1,177 @@
+"""The one fine-tuning trainer: any `finetune.task.FinetuningTask` on albert_tf's training loop.
+
+`Finetuning` supplies `albert_tf.training.TrainingLoop` with the task's model and loss (each
+replica's share of the global batch's sums) and the release's AdamW; strategies, XLA, mixed
+precision, checkpoints in `output_dir` (with dropout's seed states), resumption on the data the
+interrupted run would have read next, TensorBoard summaries, the progress bar and the Python driver
+are the loop's, as in pretraining.
+
+Batching happens in one place, `dataset_fn` (over `finetune.inputs.make_dataset`). Evaluation and
+prediction run the task's compiled forward pass on full batches (the last one completed with filler
+records of weight 0), gather every replica's outputs and put them back in file order: no record is
+dropped and none is counted twice.
+
+Example:
+    >>> options = FinetuneOptions(output_dir="/tmp/mrpc", train_batch_size=32, learning_rate=2e-5,
+    ...                           num_train_steps=800, num_warmup_steps=200)
+    >>> run = Finetuning(config, GlueTask("MRPC", "glue_data"), options, strategy)
+    >>> run.restore_or_initialize(lambda model: initialize_encoder(model, "pretrain_dir"))
+    >>> train(run, train_features)
+    >>> predictions, rate = run.predict(dev_features)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import training
+from albert_tf.config import AlbertConfig
+from albert_tf.features import EXAMPLE_WEIGHT
+from finetune import inputs
+from finetune.cache import CachedFeatures
+from finetune.task import FinetuningTask
+
+TASK_FILE = "task.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneOptions(training.TrainingOptions):
+    """How to fine-tune; a task's preset (`FinetuningTask.default_options`) fills the CLI's defaults.
+
+    `train_batch_size` and `eval_batch_size` are global batches, split across replicas.
+    `max_train_examples` keeps the first N training records (short CPU runs).
+    """
+
+    output_dir: str
+    train_batch_size: int = 32
+    eval_batch_size: int = 32
+    max_seq_length: int = 512
+    learning_rate: float = 2e-5
+    num_train_steps: int = 800
+    num_warmup_steps: int = 200
+    weight_decay: float = 0.01
+    classifier_dropout: float = 0.1
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 3
+    steps_per_loop: int = 50
+    mixed_precision: str = "none"
+    jit_compile: bool = True
+    max_train_examples: Optional[int] = None
+    seed: int = 12345
+    progress_bar: bool = False
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.max_train_examples is not None and self.max_train_examples < 1:
+            raise ValueError(f"max_train_examples must be positive, got {self.max_train_examples}")
+        if not 0.0 <= self.classifier_dropout < 1.0:
+            raise ValueError(f"classifier_dropout must be in [0, 1), got {self.classifier_dropout}")
+
+
+def check_task_of_output_dir(output_dir: str, task: FinetuningTask, write: bool):
+    """Refuses an output_dir holding another task's checkpoints: their heads have other shapes, or
+    worse, the same shape and other label meanings (RTE vs QNLI)."""
+    path = os.path.join(output_dir, TASK_FILE)
+    info = task.run_info()
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            saved = json.load(f)
+        if saved.get("task") != info["task"]:
+            raise ValueError(f"output_dir {output_dir} holds a {saved.get('task')} run, not {info['task']}; "
+                             f"use a fresh output_dir")
+    elif write:
+        tf.io.gfile.makedirs(output_dir)
+        with tf.io.gfile.GFile(path, "w") as f:
+            f.write(json.dumps(info) + "\n")
+
+
+class Finetuning(training.TrainingLoop):
+    """One fine-tuning run of `task`'s model on the training loop, with prediction."""
+
+    def __init__(self, config: AlbertConfig, task: FinetuningTask, options: FinetuneOptions, strategy=None):
+        if options.max_seq_length > config.max_position_embeddings:
+            raise ValueError(f"max_seq_length {options.max_seq_length} exceeds the model's "
+                             f"max_position_embeddings ({config.max_position_embeddings})")
+        self.task = task
+        super().__init__(config, options, strategy, optimizer_name="adamw")
+        self._forward = tf.function(self._forward_impl, jit_compile=options.jit_compile)
+        self._predict_step = tf.function(self._predict_step_fn)
+
+    def _check_output_dir(self):
+        super()._check_output_dir()
+        check_task_of_output_dir(self.options.output_dir, self.task, write=self.is_chief)
+
+    def _create_model(self, dtype):
+        return self.task.build_model(self.config, self.options, dtype)
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(self.task.train_metric_names)
+
+    def _loss_parts(self, batch, denominators):
+        sums = self.task.loss_sums(self.model, batch, training=True)
+        # Normalised by the global batch: the sum over replicas is the batch's mean.
+        batch_size = float(self.options.train_batch_size)
+        return {name: sums[name] / batch_size for name in self.metric_names}
+
+    # ---- input -------------------------------------------------------------------------------
+
+    def dataset_fn(self, cached: CachedFeatures, for_training: bool) -> training.DatasetFn:
+        """A `DatasetFn` of the cached features: shuffled and repeated for training, else one
+        pass in file order completed to full batches, each record with its position. The one
+        place where fine-tuning input is batched."""
+        options = self.options
+
+        def fn(input_context, batch_size):
+            return inputs.make_dataset(
+                cached, global_batch_size=batch_size * input_context.num_replicas_in_sync,
+                training=for_training, input_context=input_context, seed=options.seed,
+                with_index=not for_training,
+                max_records=options.max_train_examples if for_training else None,
+            )
+
+        return fn
+
+    # ---- prediction --------------------------------------------------------------------------
+
+    def _forward_impl(self, features):
+        return self.task.predict_outputs(self.model, features)
+
+    def _predict_step_fn(self, batch):
+        # Through a Python function: handed to strategy.run itself, the XLA-compiled forward pass
+        # reads every replica's variables from the first device, which XLA refuses.
+        outputs = self.strategy.run(lambda x: self._forward(x), args=(batch,))
+        kept = {name: batch[name] for name in (*self.task.prediction_features, EXAMPLE_WEIGHT, inputs.RECORD_INDEX)}
+        return {name: self.strategy.gather(value, axis=0) for name, value in {**outputs, **kept}.items()}
+
+    def predict(self, cached: CachedFeatures) -> tuple[dict[str, np.ndarray], float]:
+        """The task's outputs and `prediction_features` on every record of `cached`, in file
+        order, fillers removed; and the records per second."""
+        parts: dict[str, list] = {}
+        began = time.perf_counter()
+        for batch in self.distribute(self.dataset_fn(cached, for_training=False), self.per_replica_eval_batch):
+            for name, value in self._predict_step(batch).items():
+                parts.setdefault(name, []).append(value.numpy())
+        elapsed = time.perf_counter() - began
+        arrays = {name: np.concatenate(values) for name, values in parts.items()}
+        real = arrays.pop(EXAMPLE_WEIGHT) > 0
+        index = arrays.pop(inputs.RECORD_INDEX)[real]
+        order = np.argsort(index, kind="stable")
+        if not np.array_equal(index[order], np.arange(cached.num_records)):
+            raise RuntimeError(f"prediction saw {index.size} of the {cached.num_records} records "
+                               f"of {cached.path} (or some twice)")
+        return {name: value[real][order] for name, value in arrays.items()}, cached.num_records / elapsed
+
+
+def train(run: Finetuning, cached: CachedFeatures) -> dict:
+    """Trains (or resumes training) to `num_train_steps` with `albert_tf.training.run_loop`, no
+    evaluation on the way; returns its `{"step", "train", "eval" (None), "resumed_from",
+    "examples_per_second"}` (the last loop's metrics and the steady rate)."""
+    return training.run_loop(run, run.dataset_fn(cached, for_training=True))

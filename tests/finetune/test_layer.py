@@ -1,0 +1,268 @@
+"""The shared fine-tuning layer on a task that is not GLUE: features of any shape ([2, T] choices,
+float vectors), several records per example, prediction that returns every record once in file
+order, a task model that learns; the CLI skeleton's flags are the option fields; every encoder
+source is recognised and loads, a SavedModel in a fresh process too."""
+
+import dataclasses
+import json
+import pathlib
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+from albert_tf.checkpoint_names import encoder_weight_names
+from albert_tf.convert import write_preset
+from albert_tf.features import EXAMPLE_WEIGHT
+from albert_tf.heads import AlbertClassifier, AlbertMultipleChoice, classifier_sums
+from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.training import CONFIG_FILE, model_weights
+from finetune import cache, cli, initialization, inputs, trainer
+from finetune.task import PRESET_FIELDS, FinetuningTask, model_inputs
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
+CONFIG = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+SEQ = 8
+MARK = 7  # the token that marks the right choice
+
+
+def _toy_examples(n, seed):
+    """Questions of two choices; the right one holds token MARK. Odd questions are 'long': they
+    give two records (windows), the second a copy with its choices' other tokens redrawn."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for index in range(n):
+        label = int(rng.integers(0, 2))
+        for _ in range(1 + index % 2):
+            ids = rng.integers(10, 300, size=(2, SEQ))
+            ids[:, 0] = 2
+            ids[label, rng.integers(1, SEQ)] = MARK
+            records.append({"input_ids": ids, "input_mask": np.ones((2, SEQ), np.int64),
+                            "segment_ids": np.zeros((2, SEQ), np.int64), "label": label,
+                            "example_index": index, "score": rng.normal(size=2).astype(np.float32)})
+    return records
+
+
+class ToyChoiceTask(FinetuningTask):
+    """A task module as short as a real one: records of [2, T] choices, several per example."""
+
+    name = "Toy"
+    train_metric_names = ("loss", "accuracy")
+    prediction_features = ("example_index", "label", "score")
+
+    def __init__(self, num_examples=20, seed=0):
+        self.num_examples, self.seed, self.conversions = num_examples, seed, 0
+
+    def feature_spec(self, max_seq_length):
+        choices = tf.io.FixedLenFeature([2, max_seq_length], tf.int64)
+        scalar = tf.io.FixedLenFeature([], tf.int64)
+        return {"input_ids": choices, "input_mask": choices, "segment_ids": choices, "label": scalar,
+                "example_index": scalar, "score": tf.io.FixedLenFeature([2], tf.float32)}
+
+    def features(self, split, tokenizer, max_seq_length, cache_dir):
+        def convert(report):
+            self.conversions += 1
+            report.num_examples = self.num_examples
+            report.details["windows"] = "two for odd questions"
+            return iter(_toy_examples(self.num_examples, self.seed))
+
+        return cache.cache_features(task=self.name, split=split, spec=self.feature_spec(max_seq_length),
+                                    max_seq_length=max_seq_length, sources=[], settings=(self.num_examples, self.seed),
+                                    tokenizer=tokenizer, convert=convert, cache_dir=cache_dir)
+
+    def build_model(self, config, options, dtype):
+        return AlbertMultipleChoice(config, num_choices=2, dropout_rate=options.classifier_dropout, dtype=dtype)
+
+    def loss_sums(self, model, features, training):
+        logits = model(model_inputs(features), training=training)
+        sums = classifier_sums(logits, features["label"], features[EXAMPLE_WEIGHT], regression=False)
+        return {"loss": sums["loss"], "accuracy": sums["hits"]}
+
+    def predict_outputs(self, model, features):
+        return {"logits": model(model_inputs(features), training=False)}
+
+    def evaluate(self, split, predictions, cached):
+        # Post-processing: an example's answer is the argmax of its records' summed logits.
+        totals = np.zeros((cached.num_examples, 2))
+        np.add.at(totals, predictions["example_index"], predictions["logits"])
+        labels = np.zeros(cached.num_examples, np.int64)
+        labels[predictions["example_index"]] = predictions["label"]
+        return {"accuracy": float(np.mean(totals.argmax(axis=1) == labels))}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AlbertTokenizer(TINY_VOCAB)
+
+
+def _options(output_dir, **changes):
+    values = dict(output_dir=str(output_dir), train_batch_size=8, eval_batch_size=8, max_seq_length=SEQ,
+                  learning_rate=2e-3, num_train_steps=40, num_warmup_steps=4, classifier_dropout=0.0,
+                  save_checkpoints_steps=40, steps_per_loop=20, jit_compile=False, seed=3)
+    values.update(changes)
+    return trainer.FinetuneOptions(**values)
+
+
+def test_cache_keeps_any_shapes_and_is_written_once(tokenizer, tmp_path):
+    task = ToyChoiceTask(num_examples=5)
+    cached = task.features("dev", tokenizer, SEQ, tmp_path)
+    # 5 questions, the odd ones twice: 3 + 2 * 2 records.
+    assert (cached.num_examples, cached.num_records, cached.windows) == (5, 7, "two for odd questions")
+    assert cached.feature_spec() == task.feature_spec(SEQ)
+    again = task.features("dev", tokenizer, SEQ, tmp_path)
+    assert again == cached and task.conversions == 1
+    batches = list(inputs.make_dataset(cached, global_batch_size=4, training=False, with_index=True))
+    assert batches[0]["input_ids"].shape == (4, 2, SEQ) and batches[0]["input_ids"].dtype == tf.int32
+    assert batches[0]["score"].dtype == tf.float32 and batches[0]["score"].shape == (4, 2)
+    # 7 records and 1 filler of weight 0 make two full batches.
+    weights = np.concatenate([b[EXAMPLE_WEIGHT].numpy() for b in batches])
+    np.testing.assert_array_equal(weights, [1] * 7 + [0])
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        cached.nothing
+
+
+def test_prediction_returns_every_record_once_in_file_order(tokenizer, tmp_path):
+    task = ToyChoiceTask(num_examples=25)
+    cached = task.features("dev", tokenizer, SEQ, tmp_path / "features")
+    assert cached.num_records == 37  # not a multiple of the batch of 8
+    run = trainer.Finetuning(CONFIG, task, _options(tmp_path / "run"))
+    predictions, rate = run.predict(cached)
+    records = _toy_examples(25, 0)
+    assert rate > 0 and set(predictions) == {"logits", "example_index", "label", "score"}
+    np.testing.assert_array_equal(predictions["example_index"], [r["example_index"] for r in records])
+    np.testing.assert_allclose(predictions["score"], [r["score"] for r in records])
+    batch = {k: np.array([r[k] for r in records], np.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+    np.testing.assert_allclose(predictions["logits"], run.model(batch).numpy(), atol=1e-5, rtol=0)
+
+
+def test_a_task_model_learns_on_the_shared_trainer(tokenizer, tmp_path):
+    task = ToyChoiceTask(num_examples=24, seed=1)
+    cached = task.features("train", tokenizer, SEQ, tmp_path / "features")
+    run = trainer.Finetuning(CONFIG, task, _options(tmp_path / "run"))
+    run.restore_or_initialize()
+    before = task.evaluate("train", run.predict(cached)[0], cached)["accuracy"]
+    result = trainer.train(run, cached)
+    after = task.evaluate("train", run.predict(cached)[0], cached)["accuracy"]
+    assert result["step"] == 40 and set(result["train"]) >= {"loss", "accuracy"}
+    assert after >= 0.9 and after > before, (before, after)
+    assert json.loads((tmp_path / "run" / trainer.TASK_FILE).read_text()) == {"task": "Toy"}
+    # Another task's run in the same folder is refused.
+    other = ToyChoiceTask()
+    other.name = "Other"
+    with pytest.raises(ValueError, match="holds a Toy run, not Other"):
+        trainer.Finetuning(CONFIG, other, _options(tmp_path / "run"))
+
+
+# ---- the CLI skeleton ----------------------------------------------------------------------------
+
+
+class _PresetTask(ToyChoiceTask):
+    def default_options(self, **given):
+        preset = {"learning_rate": 3e-5, "train_batch_size": 32, "num_train_steps": 100, "num_warmup_steps": 10,
+                  "max_seq_length": 64, "classifier_dropout": 0.1}
+        return {**preset, **{k: v for k, v in given.items() if v is not None}}
+
+
+def test_cli_flags_are_the_option_fields():
+    flag_values = flags.FlagValues()
+    cli.define_flags(flag_values)
+    fields = {f.name for f in dataclasses.fields(trainer.FinetuneOptions)}
+    assert fields <= set(flag_values)
+    flag_values(["prog", "--output_dir=/tmp/x", "--learning_rate=1e-4", "--seed=5", "--jit_compile=false"])
+    options = cli.options_from_flags(flag_values, _PresetTask())
+    assert options == trainer.FinetuneOptions(
+        output_dir="/tmp/x", learning_rate=1e-4, train_batch_size=32, num_train_steps=100, num_warmup_steps=10,
+        max_seq_length=64, classifier_dropout=0.1, seed=5, jit_compile=False, progress_bar=True)
+    assert all(flag_values[name].default is None for name in PRESET_FIELDS)
+
+
+# ---- encoder sources -----------------------------------------------------------------------------
+
+
+def _random_encoder(seed):
+    keras.utils.set_random_seed(seed)
+    encoder = AlbertEncoder(CONFIG)
+    encoder.build()
+    return encoder
+
+
+def _write_tf1_checkpoint(encoder, folder):
+    """The encoder under the release's `bert/...` names, as its tarballs hold them."""
+    folder.mkdir()
+    names = encoder_weight_names(encoder, "tf1")
+    tensors = {n.source: n.to_source(n.variable.numpy()) for n in names}
+    prefix = str(folder / "model.ckpt-best")
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=list(tensors), shape_and_slices=[""] * len(tensors),
+                      tensors=list(tensors.values()))
+    CONFIG.to_json_file(folder / CONFIG_FILE)
+    (folder / initialization.TF1_VOCAB).write_bytes(TINY_VOCAB.read_bytes())
+    return folder
+
+
+def _assert_encoder_equal(model, encoder):
+    for ours, theirs in zip(model.encoder.weights, encoder.weights, strict=True):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=ours.path)
+
+
+def test_every_source_is_recognised_and_loads(tmp_path):
+    pretrainer = AlbertPretrainer(CONFIG)
+    pretrainer.build()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    CONFIG.to_json_file(run_dir / CONFIG_FILE)
+    tf.train.Checkpoint(model=model_weights(pretrainer)).write(str(run_dir / "ckpt-4"))
+    (run_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\n')
+    preset_encoder = _random_encoder(5)
+    preset = write_preset(preset_encoder, CONFIG, TINY_VOCAB, tmp_path / "preset")
+    tf1_encoder = _random_encoder(6)
+    tf1 = _write_tf1_checkpoint(tf1_encoder, tmp_path / "tf1")
+
+    cases = {"checkpoint": (str(run_dir), pretrainer.encoder, None),
+             "preset": (preset, preset_encoder, str(pathlib.Path(preset) / "spiece.model")),
+             "tf1_checkpoint": (str(tf1), tf1_encoder, str(tf1 / initialization.TF1_VOCAB))}
+    for kind, (path, encoder, vocab) in cases.items():
+        source = initialization.find_source(path)
+        assert (source.kind, source.config, source.spm_model_file) == (kind, CONFIG, vocab)
+        assert source.describe().endswith(path)
+        model = AlbertClassifier(CONFIG, 2)
+        initialization.initialize_encoder(model, path)
+        _assert_encoder_equal(model, encoder)
+    assert initialization.find_source(albert_config_file=str(run_dir / CONFIG_FILE)).kind == "random"
+    assert initialization.init_vocab_size(str(tf1)) == 300
+
+
+_FRESH_PROCESS = """
+import sys
+from albert_tf import AlbertConfig
+from albert_tf.heads import AlbertMultipleChoice
+from finetune import initialization
+assert "tensorflow_text" not in sys.modules
+source = initialization.find_source(sys.argv[1])
+model = AlbertMultipleChoice(source.config)
+initialization.initialize_encoder(model, sys.argv[1])
+print(source.kind, source.spm_model_file.endswith(".model"), float(model.encoder.weights[0].numpy().sum()))
+"""
+
+
+@pytest.mark.slow
+def test_a_saved_model_initialises_an_encoder_in_a_fresh_process(tmp_path):
+    # A process that never imported tensorflow_text: the export's SentencepieceOp must be registered
+    # by the loader itself (issue 20, item 1).
+    from albert_tf.export import export_encoder
+
+    encoder = _random_encoder(8)
+    export_encoder(encoder, tmp_path / "export", TINY_VOCAB, max_seq_length=16)
+    CONFIG.to_json_file(tmp_path / "export" / CONFIG_FILE)
+    process = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, str(tmp_path / "export")], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    kind, vocab, total = process.stdout.split()
+    assert (kind, vocab) == ("saved_model", "True")
+    assert float(total) == pytest.approx(float(encoder.weights[0].numpy().sum()), abs=1e-4)

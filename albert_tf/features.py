@@ -103,8 +103,6 @@ def _list_field(feature: tf.io.FixedLenFeature) -> str:
 def example_builder(spec: Mapping[str, tf.io.FixedLenFeature]) -> Callable[[Mapping], tf.train.Example]:
     """A function turning a dict of python lists (or scalars, or numpy arrays) into a tf.train.Example.
 
-    A feature of shape [A, B] takes an array of that shape (or a list of A rows), stored row-major.
-
     The keys must be exactly the spec's and each value must have the spec's length, so that what
     is written always parses with the same spec. The per-feature plan is worked out once, because
     writers call this for every record.
@@ -125,12 +123,9 @@ def example_builder(spec: Mapping[str, tf.io.FixedLenFeature]) -> Callable[[Mapp
         features = example.features.feature
         for name, field, length in plan:
             value = values[name]
-            # numpy arrays (of any rank: a [choices, T] feature is stored flat) and scalars
-            items = value.reshape(-1).tolist() if hasattr(value, "reshape") else value
+            items = value.tolist() if hasattr(value, "tolist") else value  # numpy arrays and scalars
             if isinstance(items, (int, float, bytes, str)):
                 items = [items]
-            elif items and isinstance(items[0], (list, tuple)):
-                items = [item for row in items for item in row]  # nested lists: row-major, as numpy
             if len(items) != length:
                 raise ValueError(f"feature {name!r} has {len(items)} values, the spec wants {length}")
             getattr(features[name], field).value.extend(items)

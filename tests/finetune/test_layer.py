@@ -44,8 +44,9 @@ def _toy_examples(n, seed):
             ids = rng.integers(10, 300, size=(2, SEQ))
             ids[:, 0] = 2
             ids[label, rng.integers(1, SEQ)] = MARK
-            records.append({"input_ids": ids, "input_mask": np.ones((2, SEQ), np.int64),
-                            "segment_ids": np.zeros((2, SEQ), np.int64), "label": label,
+            # [2, T] features are written flat, row after row (albert_tf.features).
+            records.append({"input_ids": ids.reshape(-1), "input_mask": np.ones(2 * SEQ, np.int64),
+                            "segment_ids": np.zeros(2 * SEQ, np.int64), "label": label,
                             "example_index": index, "score": rng.normal(size=2).astype(np.float32)})
     return records
 
@@ -138,7 +139,8 @@ def test_prediction_returns_every_record_once_in_file_order(tokenizer, tmp_path)
     assert rate > 0 and set(predictions) == {"logits", "example_index", "label", "score"}
     np.testing.assert_array_equal(predictions["example_index"], [r["example_index"] for r in records])
     np.testing.assert_allclose(predictions["score"], [r["score"] for r in records])
-    batch = {k: np.array([r[k] for r in records], np.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+    batch = {k: np.array([r[k].reshape(2, SEQ) for r in records], np.int32)
+             for k in ("input_ids", "input_mask", "segment_ids")}
     np.testing.assert_allclose(predictions["logits"], run.model(batch).numpy(), atol=1e-5, rtol=0)
 
 

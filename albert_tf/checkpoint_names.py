@@ -79,9 +79,9 @@ def encoder_weight_names(encoder, naming: str) -> list[WeightName]:
             "albert.encoder.embedding_hidden_mapping_in",
             naming,
         )
-    for g in range(config.num_hidden_groups):
+    for position, g in enumerate(config.used_groups):
         for k in range(config.inner_group_num):
-            block = encoder.blocks[g * config.inner_group_num + k]
+            block = encoder.blocks[position * config.inner_group_num + k]
             att, ffn = block.attention, block.feed_forward
             t = f"bert/encoder/transformer/group_{g}/inner_group_{k}"
             h = f"albert.encoder.albert_layer_groups.{g}.albert_layers.{k}"

@@ -31,7 +31,7 @@ class AlbertConfig:
 
     Field names are those of the original `albert_config.json`, so released configs load as they
     are. Cross-layer sharing follows the original's groups: layer `i` of `num_hidden_layers` runs
-    group `floor(i * num_hidden_groups / num_hidden_layers)`, and each group holds
+    group `int(i / num_hidden_layers * num_hidden_groups)` (`group_of_layer`), and each group holds
     `inner_group_num` transformer blocks. `sharing` picks among the paper's four modes (Table 4):
     "all" (the default, grouped as above), "attention" (one attention sublayer for every layer,
     a feed-forward sublayer per layer), "ffn" (the reverse) and "none" (BERT: a block per layer).
@@ -124,8 +124,17 @@ class AlbertConfig:
         return self.embedding_size != self.hidden_size
 
     def group_of_layer(self, layer_index: int) -> int:
-        """The group that layer `layer_index` runs, as in the original release."""
-        return layer_index * self.num_hidden_groups // self.num_hidden_layers
+        """The group that layer `layer_index` runs: `int(i / L * G)` in floating point, as the release.
+
+        Rounding makes this differ from `i * G // L` for some configs: with L = G = 22, layer 15
+        runs group 14 (15 / 22 * 22 = 14.999...), and no layer runs group 15 (see `used_groups`).
+        """
+        return int(layer_index / self.num_hidden_layers * self.num_hidden_groups)
+
+    @property
+    def used_groups(self) -> tuple[int, ...]:
+        """The groups that some layer runs, in order: the ones the release creates variables for."""
+        return tuple(sorted({self.group_of_layer(i) for i in range(self.num_hidden_layers)}))
 
     # ---- conversion ----------------------------------------------------------------------------
 

@@ -165,14 +165,17 @@ def _assign(model, naming: str, tensors: dict[str, np.ndarray], source: str,
 
     with_heads = isinstance(model, AlbertPretrainer)
     names = (pretrainer_weight_names if with_heads else encoder_weight_names)(model, naming)
-    try:
-        leftovers = assign_from(names, tensors, source=source)
-    except ValueError as error:
-        if with_heads and "missing tensors" in str(error):
-            # E.g. a masked-LM checkpoint without the sentence-order head.
-            raise ValueError(f"{error}; to convert the encoder alone, dropping the heads, pass "
-                             "encoder_only=True (--encoder_only)") from None
-        raise
+    encoder_names = {n.source for n in encoder_weight_names(model.encoder if with_heads else model, naming)}
+    missing = [n.source for n in names if n.source not in tensors]
+    if missing and with_heads and not encoder_names.intersection(missing):
+        # E.g. a masked-LM checkpoint without the sentence-order head.
+        raise ValueError(f"{source}: missing tensors {missing} (heads only); to convert the encoder "
+                         "alone, dropping the heads, pass encoder_only=True (--encoder_only)")
+    if missing:
+        raise ValueError(f"{source}: missing tensors {missing}, which an ALBERT model of this config "
+                         f"has (num_hidden_layers={model.config.num_hidden_layers}, num_hidden_groups="
+                         f"{model.config.num_hidden_groups}, groups used {list(model.config.used_groups)})")
+    leftovers = assign_from(names, tensors, source=source)
     unexpected = [name for name in leftovers if not skippable(name)]
     if unexpected:
         raise ValueError(f"{source}: unexpected tensors {unexpected} (not part of an ALBERT model of this config)")
@@ -237,6 +240,19 @@ def convert_tf1(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
 # ---- Hugging Face ------------------------------------------------------------------------------
 
 
+def _check_hf_groups(config: AlbertConfig, source: str) -> None:
+    """Hugging Face maps layer i to group `int(i / (L / G))`, the release `int(i / L * G)`; refuse
+    the few configs where float rounding makes them differ (e.g. L = G = 22), naming the layers."""
+    L, G = config.num_hidden_layers, config.num_hidden_groups
+    differ = [i for i in range(L) if int(i / (L / G)) != config.group_of_layer(i)]
+    if differ:
+        raise ValueError(
+            f"{source}: with num_hidden_layers={L} and num_hidden_groups={G}, Hugging Face runs "
+            f"layers {differ} in other groups than the release does ({[config.group_of_layer(i) for i in differ]}), "
+            "so the same weights would compute another function; no exact conversion exists"
+        )
+
+
 def config_from_hf(values: dict, source: str = "config.json", exact_gelu_as_tanh: bool = False) -> AlbertConfig:
     """Our config from a Hugging Face ALBERT `config.json`; other model types are an error."""
     if not isinstance(values, dict) or values.get("model_type") != "albert":
@@ -258,7 +274,9 @@ def config_from_hf(values: dict, source: str = "config.json", exact_gelu_as_tanh
     if position != "absolute":
         raise ValueError(f"{source}: position_embedding_type {position!r} is not ALBERT's 'absolute'")
     fields = {k: v for k, v in values.items() if k not in _HF_CONFIG_IGNORED and k != "hidden_act"}
-    return AlbertConfig.from_dict({**fields, "hidden_act": _HF_ACTIVATIONS[act]}, source=source)
+    config = AlbertConfig.from_dict({**fields, "hidden_act": _HF_ACTIVATIONS[act]}, source=source)
+    _check_hf_groups(config, source)
+    return config
 
 
 def config_to_hf(config: AlbertConfig, with_heads: bool = True) -> dict:
@@ -266,6 +284,7 @@ def config_to_hf(config: AlbertConfig, with_heads: bool = True) -> dict:
     if config.sharing != "all":
         raise ValueError(f"Hugging Face's ALBERT holds grouped all-shared models; this config has "
                          f"sharing={config.sharing!r}")
+    _check_hf_groups(config, "this config")
     values = config.to_dict()
     del values["sharing"]
     act = {"gelu": "gelu_new"}.get(config.hidden_act, config.hidden_act)

@@ -105,13 +105,16 @@ class AlbertEncoder(AlbertConfigModel):
         (num_hidden_layers * inner_group_num applications under "all", one per layer otherwise)."""
         c = self.config
         if c.sharing == "all":
+            # Only the groups some layer runs get blocks, as in the release, whose checkpoints hold
+            # no variables for the others (L = G = 22 has no group_15).
+            position = {g: p for p, g in enumerate(c.used_groups)}
             blocks = [
                 self._block(f"group_{g}_inner_group_{k}")
-                for g in range(c.num_hidden_groups)
+                for g in c.used_groups
                 for k in range(c.inner_group_num)
             ]
             applications = tuple(
-                c.group_of_layer(i) * c.inner_group_num + k
+                position[c.group_of_layer(i)] * c.inner_group_num + k
                 for i in range(c.num_hidden_layers)
                 for k in range(c.inner_group_num)
             )

@@ -83,6 +83,22 @@ def test_a_config_that_is_not_albert_is_rejected(tmp_path):
 def test_group_of_layer_follows_the_release():
     config = AlbertConfig(num_hidden_layers=12, num_hidden_groups=3)
     assert [config.group_of_layer(i) for i in range(12)] == [0] * 4 + [1] * 4 + [2] * 4
+    # The release's modeling.py computes the group in floating point; for every valid config with
+    # up to 64 layers ours is that, and in 39 layers of 18 configs it is not i * G // L.
+    differing_layers, differing_configs = 0, set()
+    for layers in range(1, 65):
+        for groups in (g for g in range(1, layers + 1) if layers % g == 0):
+            config = AlbertConfig(num_hidden_layers=layers, num_hidden_groups=groups, hidden_size=8,
+                                  num_attention_heads=1, intermediate_size=8, embedding_size=8)
+            release = [int(i / layers * groups) for i in range(layers)]
+            assert [config.group_of_layer(i) for i in range(layers)] == release, (layers, groups)
+            assert config.used_groups == tuple(sorted(set(release)))
+            floor = [i * groups // layers for i in range(layers)]
+            differing_layers += sum(a != b for a, b in zip(release, floor))
+            differing_configs |= {(layers, groups)} if release != floor else set()
+    assert (differing_layers, len(differing_configs)) == (39, 18)
+    l22 = AlbertConfig(num_hidden_layers=22, num_hidden_groups=22)
+    assert l22.group_of_layer(15) == 14 and 15 not in l22.used_groups and len(l22.used_groups) == 21
 
 
 def test_public_names_resolve_and_tensorflow_text_loads_lazily():

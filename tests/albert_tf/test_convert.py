@@ -333,6 +333,36 @@ def test_bad_tf1_checkpoints_are_named(tf1_reference, tmp_path):
     assert not any((tmp_path / f"o{i}").exists() for i in range(1, 6))
 
 
+def test_tf1_checkpoint_with_22_layers_in_22_groups_converts(tmp_path):
+    """The release runs layer i in group int(i / 22 * 22): layer 15 in group 14, so its checkpoint
+    has no group_15. Such a checkpoint converts, and each layer runs the release's group."""
+    config = SMALL.replace(num_hidden_layers=22, num_hidden_groups=22, inner_group_num=1)
+    release_groups = sorted({int(i / 22 * 22) for i in range(22)})
+    assert 15 not in release_groups
+    rng = np.random.default_rng(4)
+    tensors = {}
+    for name, shape in tf1_shapes(config).items():
+        group = name.split("/group_")[1].split("/")[0] if "/group_" in name else None
+        if group is None or int(group) in release_groups:
+            tensors[name] = rng.normal(0, 0.02, size=shape).astype(np.float32)
+    folder = tf1_tarball(tmp_path / "l22", config, tensors)
+    preset = convert.convert_tf1(folder, tmp_path / "preset")
+    encoder = AlbertPretrainer.from_preset(preset).encoder
+    assert len(encoder.blocks) == 21
+    query = "bert/encoder/transformer/group_{}/inner_group_0/attention_1/self/query/kernel"
+    for layer in (14, 15, 16):  # layers 14 and 15 share group 14's block; layer 16 runs group 16
+        group = int(layer / 22 * 22)
+        block = encoder.blocks[encoder._applications[layer]]
+        np.testing.assert_array_equal(block.attention.query.kernel.numpy(), tensors[query.format(group)])
+    # A checkpoint that truly lacks a group the config runs: the missing tensors are named, and
+    # --encoder_only (which drops heads) is not suggested.
+    lacking = tf1_tarball(tmp_path / "lacking", config,
+                          {k: v for k, v in tensors.items() if "/group_16/" not in k})
+    with pytest.raises(ValueError, match=r"missing tensors \['bert/encoder/transformer/group_16/") as error:
+        convert.convert_tf1(lacking, tmp_path / "o1")
+    assert "encoder_only" not in str(error.value) and "groups used" in str(error.value)
+
+
 def test_command_lines_convert_and_export(tf1_reference, tmp_path):
     _, tensors = tf1_reference
     folder = tf1_tarball(tmp_path / "albert_small", SMALL, tensors)

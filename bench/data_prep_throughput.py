@@ -12,6 +12,17 @@ Reference (from issue 3): the original google-research create_pretraining_data.p
 here, i.e. training consumes ~3 examples/s.
 
     python bench/data_prep_throughput.py [--corpus_dir ../shared/data/corpus] [--skip_tenfold]
+
+With --release, instead: the release's comparison on its 1.7 MB reference corpus
+(../shared/reference/release-pretraining-data/corpus.txt: max_seq_length 128, dupe_factor 20,
+seed 1), run side by side in one run, --repeats times each, medians and ratios: the original
+google-research/albert create_pretraining_data.py (--original_dir: a checkout holding it and its
+tokenization.py; it runs under TensorFlow's compat.v1), the local tool with 2 workers, and the Beam
+pipeline on the DirectRunner with 1 worker and with 2 processes; end-to-end wall time (interpreter
+start-up included), instances/s, and peak RSS of the largest process; then the corpus listed 10
+times: the same, to show that a worker's memory does not grow with the input.
+
+    python bench/data_prep_throughput.py --release --original_dir /tmp/albert --repeats 3
 """
 
 from __future__ import annotations
@@ -74,8 +85,8 @@ def _tree_sample(root_pid: int) -> tuple[float, float, dict[int, float]]:
     return max((rss.get(pid, 0.0) for pid in seen), default=0.0), pss, {pid: cpu.get(pid, 0.0) for pid in seen}
 
 
-def _run_measured(command: list[str]) -> dict:
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _run_measured(command: list[str], cwd=REPO_ROOT) -> dict:
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = {"single": 0.0, "tree": 0.0}
     cpu_by_pid: dict[int, float] = {}
 
@@ -148,11 +159,116 @@ def _reader_examples_per_s(pattern: str, batch_size: int, seconds: float = 5.0) 
     return batches * batch_size / (time.monotonic() - started)
 
 
+RELEASE_CORPUS = REPO_ROOT.parent / "shared" / "reference" / "release-pretraining-data" / "corpus.txt"
+SPM_MODEL = REPO_ROOT.parent / "shared" / "data" / "albert" / "30k-clean.model"
+RELEASE_FLAGS = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--dupe_factor=20", "--random_seed=1"]
+
+
+def _ours_command(kind: str, corpus: str, output_dir: str, repeat: int) -> list[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "data_prep.create_pretraining_data",
+        "--input_file=" + ",".join([corpus] * repeat),
+        f"--output_dir={output_dir}",
+        f"--spm_model_file={SPM_MODEL}",
+        *RELEASE_FLAGS,
+        "--num_output_shards=4",
+        "--noprogress",
+    ]
+    if kind == "local, 2 workers":
+        return command + ["--num_workers=2"]
+    if kind == "Beam DirectRunner, 1 worker":
+        return command + ["--runner=DirectRunner"]
+    return command + ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+def _original_command(original_dir: str, corpus: str, output_dir: str, repeat: int) -> list[str]:
+    os.makedirs(output_dir, exist_ok=True)
+    vocab = SPM_MODEL.with_suffix(".vocab")
+    return [
+        sys.executable,
+        str(pathlib.Path(original_dir) / "create_pretraining_data.py"),
+        "--input_file=" + ",".join([corpus] * repeat),
+        f"--output_file={output_dir}/original.tfrecord",
+        f"--vocab_file={vocab}",
+        f"--spm_model_file={SPM_MODEL}",
+        *RELEASE_FLAGS,
+    ]
+
+
+def _count_records(directory: str) -> int:
+    from albert_tf.tfrecord import read_records
+
+    total = 0
+    for path in sorted(pathlib.Path(directory).glob("*.tfrecord")):
+        with open(path, "rb") as f:
+            total += len(read_records(f))
+    return total
+
+
+def _median(values):
+    values = sorted(values)
+    return values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+
+
+def release_comparison(original_dir: str | None, repeats: int, tenfold: bool) -> None:
+    import shutil
+
+    corpus = str(RELEASE_CORPUS)
+    kinds = (["original create_pretraining_data.py"] if original_dir else []) + [
+        "local, 2 workers",
+        "Beam DirectRunner, 1 worker",
+        "Beam DirectRunner, 2 processes",
+    ]
+    sizes = (1, 10) if tenfold else (1,)
+    results: dict[tuple[str, int], list[dict]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for repeat in sizes:
+            for attempt in range(repeats if repeat == 1 else 1):
+                # the systems take turns within every repeat, so a load change on the shared machine hits all
+                for kind in kinds:
+                    if repeat > 1 and kind.startswith("original"):
+                        continue  # the original holds the whole corpus's instances in memory: 10x is minutes and GBs
+                    output_dir = f"{scratch}/{len(results)}-{attempt}"
+                    if kind.startswith("original"):
+                        measured = _run_measured(_original_command(original_dir, corpus, output_dir, repeat), original_dir)
+                    else:
+                        measured = _run_measured(_ours_command(kind, corpus, output_dir, repeat))
+                    measured["instances"] = _count_records(output_dir)
+                    results.setdefault((kind, repeat), []).append(measured)
+                    shutil.rmtree(output_dir, ignore_errors=True)
+    load = os.getloadavg()
+    print(f"\nmachine: {os.cpu_count()} cores, shared with other jobs; load average {load[0]:.1f} {load[1]:.1f} "
+          f"{load[2]:.1f} at the end; medians of {repeats} interleaved runs (the 10x rows: one run)\n")
+    print("| input | system | instances | wall s (end to end) | instances/s | vs original | largest process RSS |")
+    print("|---|---|---|---|---|---|---|")
+    base = None
+    for repeat in sizes:
+        for kind in kinds:
+            runs = results.get((kind, repeat))
+            if not runs:
+                continue
+            wall = _median([r["wall_s"] for r in runs])
+            rate = _median([r["instances"] / r["wall_s"] for r in runs])
+            if kind.startswith("original") and repeat == 1:
+                base = rate
+            ratio = f"{rate / base:.1f}x" if base else "not run"
+            mb = f"{_median([r['peak_single_mb'] for r in runs]):.0f} MB"
+            print(f"| {1.73 * repeat:.1f} MB | {kind} | {runs[0]['instances']:,} | {wall:.1f} | {rate:,.0f} | {ratio} | {mb} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus_dir", default=str(REPO_ROOT.parent / "shared" / "data" / "corpus"))
     parser.add_argument("--skip_tenfold", action="store_true", help="skip the 10x-input memory run")
+    parser.add_argument("--release", action="store_true", help="the release comparison on its reference corpus")
+    parser.add_argument("--original_dir", help="a google-research/albert checkout, for --release")
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if args.release:
+        release_comparison(args.original_dir, args.repeats, not args.skip_tenfold)
+        return
     corpus_glob = f"{args.corpus_dir}/*/*"
     corpus_mb = sum(p.stat().st_size for p in pathlib.Path(args.corpus_dir).glob("*/*")) / 1e6
     rows = []

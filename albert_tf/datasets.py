@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import glob
 import gzip
+import json
+import os
 import struct
 from typing import Sequence
 
 import tensorflow as tf
 
+from albert_tf.errors import UserError
 from albert_tf.features import EXAMPLE_WEIGHT, pretraining_feature_spec, serialize_example
 from albert_tf.tfrecord import masked_crc32c
 
+# What albert-create-pretraining-data writes beside its shards: how they were made and whether the
+# run finished ("complete"); read here so that training never starts on half a dataset.
+METADATA_FILE = "pretraining_data.json"
 SHUFFLE_BUFFER_RECORDS = 10_000
 _GZIP_SUFFIXES = (".gz", ".gzip")
 _COMPRESSIONS = {"auto": None, "none": "", "": "", "gzip": "GZIP"}
@@ -29,19 +35,41 @@ def expand_file_patterns(file_patterns: str | Sequence[str]) -> list[str]:
         file_patterns = file_patterns.split(",")
     patterns = [p.strip() for p in file_patterns if p and p.strip()]
     if not patterns:
-        raise ValueError("no input file pattern given")
+        raise UserError("no input file pattern given")
     files: list[str] = []
     seen: set[str] = set()
     for pattern in patterns:
         matches = sorted(tf.io.gfile.glob(pattern)) if "://" in pattern else sorted(glob.glob(pattern))
         matches = [m for m in matches if not tf.io.gfile.isdir(m)]
         if not matches:
-            raise ValueError(f"input pattern {pattern!r} matches no file")
+            raise UserError(f"input pattern {pattern!r} matches no file")
         for match in matches:  # a file named by two patterns is read once
             if match not in seen:
                 seen.add(match)
                 files.append(match)
     return files
+
+
+def check_complete(files: Sequence[str]) -> None:
+    """Refuses files whose folder's pretraining_data.json says the run that wrote them did not finish.
+
+    An interrupted data-prep run leaves its finished shards in place (a rerun completes it); read
+    as they are, they would be a silently smaller and differently mixed dataset.
+    """
+    for folder in sorted({os.path.dirname(f) for f in files}):
+        path = os.path.join(folder, METADATA_FILE)
+        if not tf.io.gfile.exists(path):
+            continue
+        try:
+            with tf.io.gfile.GFile(path) as f:
+                complete = json.load(f).get("complete")
+        except (ValueError, AttributeError, tf.errors.OpError) as error:
+            raise UserError(f"{path} is not readable JSON ({error}); is this folder data-prep output?") from None
+        if complete is False:
+            raise UserError(
+                f"{path} says the data-prep run that wrote these files did not finish (complete: false): "
+                "rerun albert-create-pretraining-data with the same flags to finish it"
+            )
 
 
 def count_records(path: str, compression: str = "") -> int:
@@ -57,24 +85,24 @@ def count_records(path: str, compression: str = "") -> int:
             f = gzip.GzipFile(fileobj=raw) if compression == "GZIP" else raw
             while header := f.read(12):
                 if len(header) < 12:
-                    raise ValueError(f"TFRecord file {path} is truncated: it ends inside the header at byte {offset}")
+                    raise UserError(f"TFRecord file {path} is truncated: it ends inside the header at byte {offset}")
                 length, length_crc = struct.unpack("<QI", header)
                 if masked_crc32c(header[:8]) != length_crc:
-                    raise ValueError(f"TFRecord file {path} is corrupted: bad record header at byte {offset}")
+                    raise UserError(f"TFRecord file {path} is corrupted: bad record header at byte {offset}")
                 if compression == "GZIP":
                     skipped = len(f.read(length + 4))
                 else:
                     f.seek(length + 4, 1)
                     skipped = min(length + 4, max(f.size() - offset - 12, 0))
                 if skipped < length + 4:
-                    raise ValueError(
+                    raise UserError(
                         f"TFRecord file {path} is truncated: the record at byte {offset} needs {length + 16} bytes, "
                         f"{skipped + 12} are left"
                     )
                 offset += length + 16
                 count += 1
     except (OSError, EOFError, tf.errors.OpError) as error:
-        raise ValueError(f"TFRecord file {path} is truncated or unreadable after byte {offset}: {error}") from error
+        raise UserError(f"TFRecord file {path} is truncated or unreadable after byte {offset}: {error}") from error
     return count
 
 
@@ -99,9 +127,27 @@ def _checked_records(filename: tf.Tensor, compression: tf.Tensor, expected: tf.T
     )
 
 
-def _parser(spec: dict, batch_size: int, num_records: int | None):
+# Token-id features checked against the model's vocabulary, when the reader is given its size.
+_TOKEN_ID_FEATURES = ("input_ids", "masked_lm_ids")
+
+
+def input_error(error: Exception) -> UserError | None:
+    """The reader's own check that failed in `error` as a UserError of one line, else None.
+
+    The checks of the input run inside tf.data, where a failure is an InvalidArgumentError whose
+    message is "assertion failed: [part] [value] [part] ..." followed by a graph trace.
+    """
+    if not isinstance(error, tf.errors.InvalidArgumentError) or "assertion failed: [" not in error.message:
+        return None
+    first = error.message.split("assertion failed: [", 1)[1].splitlines()[0].replace("\\'", "'")
+    return UserError(" ".join(part.strip("[] ") for part in first.rstrip("]").split("] [")))
+
+
+def _parser(spec: dict, batch_size: int, num_records: int | None, vocab_size: int | None = None):
     """Parses a batch of records; with `num_records` (evaluation) the batch is `(positions,
-    records)` and the rows from position `num_records` on, the fillers, get `example_weight` 0."""
+    records)` and the rows from position `num_records` on, the fillers, get `example_weight` 0.
+    With `vocab_size`, a token id outside [0, vocab_size) fails (under XLA the model's own check
+    of its ids is compiled away, and such an id reads garbage: a NaN loss some steps later)."""
     names = sorted(spec)
 
     def parse(*batch: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -125,6 +171,19 @@ def _parser(spec: dict, batch_size: int, num_records: int | None):
             )
             with tf.control_dependencies([check]):
                 values = tf.reshape(ragged[name].flat_values, [batch_size, length])
+            if vocab_size is not None and name in _TOKEN_ID_FEATURES:
+                bad = tf.logical_or(values < 0, values >= vocab_size)
+                check = tf.debugging.Assert(
+                    tf.logical_not(tf.reduce_any(bad)),
+                    [
+                        f"pretraining record feature {name!r} holds the token id",
+                        tf.boolean_mask(values, bad)[:1],
+                        f"outside the model's vocabulary of {vocab_size}: the data was made with another "
+                        "SentencePiece model than the config's vocab_size",
+                    ],
+                )
+                with tf.control_dependencies([check]):
+                    values = tf.identity(values)
             features[name] = values if values.dtype == tf.float32 else tf.cast(values, tf.int32)
         if num_records is not None:
             features[EXAMPLE_WEIGHT] = tf.cast(positions < num_records, tf.float32)
@@ -144,6 +203,7 @@ def pretraining_dataset(
     seed: int | None = None,
     deterministic: bool = False,
     compression: str = "auto",
+    vocab_size: int | None = None,
 ) -> tf.data.Dataset:
     """Batches of pretraining features: int32 tensors (float32 `masked_lm_weights`), static shapes.
 
@@ -158,6 +218,7 @@ def pretraining_dataset(
         seed: seed of the shuffles.
         deterministic: same order on every run (fixed seed 0 when `seed` is None, ordered interleave).
         compression: "auto" (".gz"/".gzip" suffix means GZIP), "gzip" or "none".
+        vocab_size: when given, token ids outside [0, vocab_size) are an error (see `input_error`).
 
     Returns:
         A dataset of dicts with `input_ids`, `input_mask`, `segment_ids`, `token_boundary`
@@ -172,6 +233,7 @@ def pretraining_dataset(
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
     files = expand_file_patterns(file_patterns)
+    check_complete(files)
     if deterministic and seed is None:
         seed = 0
     fixed = _COMPRESSIONS[compression.lower()]
@@ -186,6 +248,12 @@ def pretraining_dataset(
             shard_records = True
     counts = [count_records(f, c) for f, c in zip(files, compressions)]
     num_records = sum(counts)
+    if not num_records:
+        # Training repeats its input forever: an empty one would hang without a word.
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        split = input_context is not None and input_context.num_input_pipelines > 1 and not shard_records
+        share = " (this input pipeline's share)" if split else ""
+        raise UserError(f"the input files hold no records{share}: {shown}")
     if shard_records:  # this pipeline's share of the records, dealt out one by one
         num_records = len(range(input_context.input_pipeline_id, num_records, input_context.num_input_pipelines))
 
@@ -214,7 +282,7 @@ def pretraining_dataset(
         dataset = dataset.concatenate(fillers).enumerate()
     dataset = dataset.batch(batch_size, drop_remainder=True)
     dataset = dataset.map(
-        _parser(spec, batch_size, num_records=None if is_training else num_records),
+        _parser(spec, batch_size, num_records=None if is_training else num_records, vocab_size=vocab_size),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=deterministic or not is_training,
     )

@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -43,6 +44,7 @@ from tensorflow.core.framework import summary_pb2
 
 from albert_tf import optimization
 from albert_tf.config import AlbertConfig
+from albert_tf.errors import FlagError, UserError
 from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
 from albert_tf.validation import require_positive_ints
 
@@ -139,29 +141,38 @@ def expand_globs(patterns: str, flag: str = "input_file") -> list[str]:
     try:
         return expand_file_patterns(patterns)
     except ValueError as error:
-        raise ValueError(f"--{flag}: {error}") from None
+        raise FlagError(f"--{flag}: {error}") from None
 
 
 def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_per_seq: int):
-    """Fails when the first record's lengths differ from the flags, naming both values.
+    """Checks the input before a model is built: the data-prep run that wrote it finished, it holds
+    records, and the first record's lengths are the flags' (naming both values).
 
-    The tf.data parser would fail too, but only inside the first step and with a message about
-    tensor sizes that does not say which flag is wrong.
+    The tf.data reader would fail too, but only inside the first step and with a message about
+    tensor sizes that does not say which flag is wrong; and an empty training input would hang.
     """
-    for raw in tf.data.TFRecordDataset(files[0], compression_type=_compression(files[0])).take(1):
-        example = tf.train.Example.FromString(raw.numpy())
-        feature = example.features.feature
-        found = {
-            "max_seq_length": len(feature["input_ids"].int64_list.value),
-            "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value),
-        }
-        wanted = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq}
-        for name in found:
-            if found[name] != wanted[name]:
-                raise ValueError(
-                    f"{files[0]}: records were written with {name}={found[name]}, "
-                    f"but --{name}={wanted[name]}"
-                )
+    from albert_tf.datasets import check_complete
+
+    check_complete(files)
+    for path in files:
+        try:
+            first = [raw.numpy() for raw in tf.data.TFRecordDataset(path, compression_type=_compression(path)).take(1)]
+        except tf.errors.DataLossError as error:
+            raise UserError(f"{path} is not a TFRecord file, or it is corrupted: {error.message.splitlines()[0]}") from None
+        if first:
+            break
+    else:
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        raise UserError(f"the input files hold no records: {shown}")
+    feature = tf.train.Example.FromString(first[0]).features.feature
+    found = {
+        "max_seq_length": len(feature["input_ids"].int64_list.value),
+        "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value),
+    }
+    wanted = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq}
+    for name in found:
+        if found[name] != wanted[name]:
+            raise FlagError(f"{path}: records were written with {name}={found[name]}, but --{name}={wanted[name]}")
 
 
 def _compression(path: str) -> str:
@@ -518,6 +529,21 @@ def format_metrics(metrics: dict[str, float]) -> str:
     )
 
 
+@contextlib.contextmanager
+def _input_errors_named():
+    """A failed check of the reader's (a corrupted file, ids outside the vocabulary, lengths other
+    than the flags') becomes its one-line UserError; anything else passes unchanged."""
+    from albert_tf.datasets import input_error
+
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as error:
+        user_error = input_error(error)
+        if user_error is None:
+            raise
+        raise user_error from error
+
+
 def run_loop(
     run: TrainingLoop,
     dataset_fn: DatasetFn,
@@ -558,7 +584,8 @@ def run_loop(
             boundaries.append(eval_every - step % eval_every)
         num_steps = min(options.steps_per_loop, *boundaries)
         began = time.perf_counter()
-        metrics = run.train_steps(iterator, num_steps)
+        with _input_errors_named():
+            metrics = run.train_steps(iterator, num_steps)
         elapsed = time.perf_counter() - began
         step = run.current_step
         if not np.isfinite(metrics["loss"]):
@@ -647,11 +674,12 @@ class Pretraining(TrainingLoop):
     def evaluate(self, dataset) -> dict[str, float]:
         """Masked-LM and SOP loss and accuracy over `dataset` (a distributed dataset)."""
         totals = None
-        for i, features in enumerate(dataset):
-            if self.options.max_eval_steps and i >= self.options.max_eval_steps:
-                break
-            sums = {k: float(v) for k, v in self._eval_step(features).items()}
-            totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
+        with _input_errors_named():
+            for i, features in enumerate(dataset):
+                if self.options.max_eval_steps and i >= self.options.max_eval_steps:
+                    break
+                sums = {k: float(v) for k, v in self._eval_step(features).items()}
+                totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
         if not totals:
             raise ValueError("the eval input holds no records")
         metrics = {k: float(v) for k, v in losses_from_sums(totals).items()}
@@ -659,8 +687,10 @@ class Pretraining(TrainingLoop):
         return metrics
 
 
-def file_dataset_fn(files: list[str], options: PretrainingOptions, is_training: bool) -> DatasetFn:
-    """A `DatasetFn` reading pretraining TFRecords with albert_tf.datasets."""
+def file_dataset_fn(files: list[str], options: PretrainingOptions, is_training: bool,
+                    vocab_size: Optional[int] = None) -> DatasetFn:
+    """A `DatasetFn` reading pretraining TFRecords with albert_tf.datasets (token ids checked
+    against `vocab_size` when given)."""
     from albert_tf.datasets import pretraining_dataset
 
     def fn(input_context, batch_size):
@@ -673,6 +703,7 @@ def file_dataset_fn(files: list[str], options: PretrainingOptions, is_training: 
             input_context=input_context,
             seed=options.seed,
             deterministic=True,
+            vocab_size=vocab_size,
         )
 
     return fn
@@ -698,11 +729,11 @@ def pretrain(
     if train_dataset_fn is None:
         files = expand_globs(options.input_file, "input_file")
         check_record_shapes(files, options.max_seq_length, options.max_predictions_per_seq)
-        train_dataset_fn = file_dataset_fn(files, options, is_training=True)
+        train_dataset_fn = file_dataset_fn(files, options, is_training=True, vocab_size=config.vocab_size)
     if eval_dataset_fn is None and options.eval_input_file:
         eval_files = expand_globs(options.eval_input_file, "eval_input_file")
         check_record_shapes(eval_files, options.max_seq_length, options.max_predictions_per_seq)
-        eval_dataset_fn = file_dataset_fn(eval_files, options, is_training=False)
+        eval_dataset_fn = file_dataset_fn(eval_files, options, is_training=False, vocab_size=config.vocab_size)
 
     run = Pretraining(config, options, strategy)
     run.restore_or_initialize()

@@ -24,12 +24,13 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
+from albert_tf import datasets
 from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of
 from data_prep.instances import InstanceOptions, InstanceStats, MaskingVocab
 
-METADATA_FILE = "pretraining_data.json"
+METADATA_FILE = datasets.METADATA_FILE  # the training reader checks its "complete"
 STATS_DIR = "shard_stats"
 SPILL_DIR = "spill"
 INCOMPLETE_SUFFIX = ".incomplete"
@@ -346,6 +347,7 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
         totals.merge(record)
     input_stats = next(iter(shard_records.values()))["input"]
     counts = {**totals.to_dict(), **input_stats}
+    _refuse_empty_shards(output_dir, config, shard_records, counts)
     result = {
         "settings": settings,
         "complete": True,
@@ -357,6 +359,36 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
     }
     _write_json_atomically(metadata_path, result)
     return result
+
+
+def _refuse_empty_shards(output_dir: str, config: GenerationConfig, shard_records: dict, counts: dict) -> None:
+    """An output with no instances, or with a shard without any, is an error, and is removed.
+
+    Training on it would hang (no records) or read empty files; the fix is in the flags or input.
+    """
+    empty = [config.shard_name(i) for i, record in sorted(shard_records.items()) if not record["instances"]]
+    if not empty:
+        return
+    if len(empty) == config.num_output_shards:
+        message = (
+            f"the input's {_count(counts['documents'], 'document')} ({_count(counts['lines'], 'line')}) made no "
+            f"instance: too little text for --max_seq_length={config.options.max_seq_length}, or the wrong "
+            f"--input_format (now {config.input_format})"
+        )
+    else:
+        message = (
+            f"{len(empty)} of {config.num_output_shards} shards got no instance ({empty[0]}, ...): the input's "
+            f"{_count(counts['documents'], 'document')} are too few for --num_output_shards="
+            f"{config.num_output_shards} (documents are dealt to shards by a hash of their text); give fewer shards"
+        )
+    for name in [config.shard_name(i) for i in shard_records]:
+        for path in (os.path.join(output_dir, name), os.path.join(output_dir, STATS_DIR, name + ".json")):
+            if os.path.exists(path):
+                os.remove(path)
+    os.remove(os.path.join(output_dir, METADATA_FILE))
+    if not os.listdir(os.path.join(output_dir, STATS_DIR)):
+        os.rmdir(os.path.join(output_dir, STATS_DIR))
+    raise BadInputError(f"{message}; nothing was written to {output_dir}")
 
 
 def _worker_context():

@@ -1,5 +1,7 @@
 """Out-of-range inputs give a clear error, not silent garbage."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -41,3 +43,97 @@ def test_int64_inputs_from_tfrecords_are_accepted(encoder):
     ids = tf.constant([[2, 5, 3]], tf.int64)
     out = encoder({"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)})
     np.testing.assert_allclose(out["sequence_output"], encoder({"input_ids": tf.cast(ids, tf.int32)})["sequence_output"])
+
+
+# ---- pretraining input (issue 19: no hang, no silent wrong result) ---------------------------------
+
+SEQ, PREDICTIONS = 16, 4
+
+
+def _write_records(path, count, seq=SEQ, max_id=50):
+    from albert_tf import features
+
+    spec = features.pretraining_feature_spec(seq, PREDICTIONS)
+    rng = np.random.default_rng(0)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(count):
+            values = {
+                "input_ids": rng.integers(5, max_id + 1, seq).tolist(),
+                "input_mask": [1] * seq,
+                "segment_ids": [0] * (seq // 2) + [1] * (seq - seq // 2),
+                "token_boundary": [1] * seq,
+                "masked_lm_positions": [1, 2, 3, 4],
+                "masked_lm_ids": [7, 8, 9, max_id],
+                "masked_lm_weights": [1.0] * PREDICTIONS,
+                "next_sentence_labels": [1],
+            }
+            writer.write(features.serialize_example(values, spec))
+    return str(path)
+
+
+def _pretrain(tmp_path, input_file, **changes):
+    from albert_tf import training
+
+    values = dict(output_dir=str(tmp_path / "run"), input_file=input_file, train_batch_size=4, eval_batch_size=4,
+                  max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, num_train_steps=2, num_warmup_steps=0,
+                  save_checkpoints_steps=10, steps_per_loop=1, jit_compile=False)
+    values.update(changes)
+    return training.pretrain(TINY, training.PretrainingOptions(**values), export_fn=lambda model, path: None)
+
+
+def test_a_training_input_without_records_is_an_error_not_a_hang(tmp_path):
+    from albert_tf.datasets import pretraining_dataset
+    from albert_tf.errors import UserError
+
+    empty = _write_records(tmp_path / "empty.tfrecord", 0)
+    with pytest.raises(UserError, match=f"^the input files hold no records: {empty}$"):
+        _pretrain(tmp_path, empty)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(UserError, match=f"^the input files hold no records: {empty}$"):
+        pretraining_dataset(empty, batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS,
+                            is_training=True)
+
+
+def test_ids_outside_the_vocabulary_are_named_by_the_reader_under_xla(tmp_path):
+    from albert_tf.errors import UserError
+
+    records = _write_records(tmp_path / "big_vocab.tfrecord", 8, max_id=TINY.vocab_size + 3)
+    with pytest.raises(UserError) as error:
+        _pretrain(tmp_path, records, jit_compile=True)
+    assert re.fullmatch(
+        r"pretraining record feature 'input_ids' holds the token id (9[7-9]|100) outside the model's vocabulary "
+        r"of 97: the data was made with another SentencePiece model than the config's vocab_size",
+        str(error.value),
+    )
+
+
+def test_the_output_of_an_unfinished_data_prep_run_is_refused(tmp_path):
+    import json
+
+    from albert_tf.datasets import METADATA_FILE, pretraining_dataset
+    from albert_tf.errors import UserError
+
+    data = tmp_path / "data"
+    data.mkdir()
+    records = _write_records(data / "pretrain-00000-of-00004.tfrecord", 8)
+    (data / METADATA_FILE).write_text(json.dumps({"settings": {}, "complete": False}))
+    with pytest.raises(UserError) as error:
+        _pretrain(tmp_path, str(data / "pretrain-*.tfrecord"))
+    assert str(error.value) == (
+        f"{data / METADATA_FILE} says the data-prep run that wrote these files did not finish (complete: false): "
+        "rerun albert-create-pretraining-data with the same flags to finish it"
+    )
+    assert not (tmp_path / "run").exists()
+    (data / METADATA_FILE).write_text(json.dumps({"settings": {}, "complete": True}))
+    batch = next(iter(pretraining_dataset(records, batch_size=8, max_seq_length=SEQ,
+                                          max_predictions_per_seq=PREDICTIONS, is_training=False)))
+    assert batch["input_ids"].shape == (8, SEQ)
+
+
+def test_a_file_that_is_not_a_tfrecord_is_named(tmp_path):
+    from albert_tf.errors import UserError
+
+    text = tmp_path / "corpus.txt"
+    text.write_text("this is plain text, not a TFRecord file\n" * 20)
+    with pytest.raises(UserError, match=f"^{text} is not a TFRecord file, or it is corrupted: "):
+        _pretrain(tmp_path, str(text))

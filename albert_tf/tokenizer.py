@@ -130,6 +130,26 @@ def digit_comma_resplits(processor: spm.SentencePieceProcessor) -> dict[str, lis
     return table
 
 
+# The release's whole-word rule (`_is_start_piece_sp` in its create_pretraining_data.py) lets a
+# piece continue a word only if it is made of English letters and this punctuation; note that the
+# apostrophe, "<", "=" and ">" are not in it.
+_RELEASE_PUNCTUATION = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
+_WORD_CONTINUATION_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz") | _RELEASE_PUNCTUATION
+
+
+def is_word_start_piece(piece: str) -> bool:
+    """Whether whole-word masking starts a new word at `piece`, as the release decides.
+
+    A piece starts a word when it begins with "▁" or "<" (`<unk>`), is one punctuation character,
+    or holds any character (lowercased) that is not an English letter or that punctuation: digits,
+    apostrophes and non-English letters included. So `▁new` `york` is one word, `▁1` `99` two and
+    `▁u` `.` `s` `.` three (`.` alone starts one; `s.` would continue it).
+    """
+    if piece.startswith((SPIECE_UNDERLINE, "<")) or piece in _RELEASE_PUNCTUATION:
+        return True
+    return not all(c.lower() in _WORD_CONTINUATION_CHARACTERS for c in piece)
+
+
 def _load_processor(model: str | os.PathLike | bytes, name: str) -> spm.SentencePieceProcessor:
     processor = spm.SentencePieceProcessor()
     try:
@@ -321,8 +341,8 @@ class AlbertTokenizer:
         return self._sp.IsControl(piece_id)
 
     def word_start_flags(self) -> bytearray:
-        """Per id: 1 if the piece starts a word (begins with "▁"), as whole-word masking needs."""
-        return bytearray(1 if self._sp.IdToPiece(i).startswith(SPIECE_UNDERLINE) else 0 for i in range(self.vocab_size))
+        """Per id: 1 if whole-word masking starts a word at the piece (`is_word_start_piece`)."""
+        return bytearray(is_word_start_piece(self._sp.IdToPiece(i)) for i in range(self.vocab_size))
 
     def pack(
         self,

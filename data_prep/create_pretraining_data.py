@@ -56,7 +56,10 @@ flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per e
 flags.DEFINE_float(
     "masked_lm_prob", 0.15, "Fraction of tokens to mask (before the max_predictions_per_seq cap).", flag_values=FLAGS
 )
-flags.DEFINE_integer("ngram", 3, "Longest masked n-gram, in words; p(n) is proportional to 1/n.", flag_values=FLAGS)
+flags.DEFINE_integer(
+    "ngram", 3, "Longest masked n-gram, in words; p(n) is proportional to 1/n (a span is cut short at the "
+    "sequence end).", flag_values=FLAGS
+)
 flags.DEFINE_bool(
     "favor_shorter_ngram",
     True,
@@ -87,6 +90,13 @@ flags.DEFINE_bool(
     True,
     "Split a single-sentence chunk inside the sentence to keep it a sentence-order pair. "
     "--nostrict_sop keeps the original's behaviour: pair it with a random document, label 1.",
+    flag_values=FLAGS,
+)
+flags.DEFINE_bool(
+    "words_end_at_sep",
+    False,
+    "Start a new word after [SEP] always. By default, as the original, a B segment cut at its front "
+    "that begins inside a word joins that piece to A's last word for whole-word masking.",
     flag_values=FLAGS,
 )
 flags.DEFINE_bool(
@@ -137,6 +147,7 @@ def main(argv) -> int:
             short_seq_prob=FLAGS.short_seq_prob,
             random_next_sentence=FLAGS.random_next_sentence,
             strict_sop=FLAGS.strict_sop,
+            words_end_at_sep=FLAGS.words_end_at_sep,
         )
         config = GenerationConfig(
             input_files=tuple(input_files),

@@ -7,7 +7,6 @@ its reproducibility bugs fixed: every random choice, the n-gram length included,
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import itertools
 from typing import NamedTuple, Sequence
@@ -25,6 +24,9 @@ class InstanceOptions:
     boundary, so it still makes a sentence-order pair; the original paired it with a random document
     and labelled it 1 even in SOP mode (its issue 234). False restores that behaviour.
     `random_next_sentence`: BERT's next-sentence prediction instead of SOP (for ablations).
+    `words_end_at_sep`: a piece right after [SEP] always starts a new word. The original lets a
+    piece that does not start a word (B cut at its front by truncation) join the last word of A
+    across the [SEP]; False (the default) keeps that behaviour.
     """
 
     max_seq_length: int = 512
@@ -36,6 +38,7 @@ class InstanceOptions:
     short_seq_prob: float = 0.1
     random_next_sentence: bool = False
     strict_sop: bool = True
+    words_end_at_sep: bool = False
 
     def __post_init__(self):
         if self.max_seq_length < 5:
@@ -64,7 +67,7 @@ class MaskingVocab:
     cls_id: int
     sep_id: int
     mask_id: int
-    word_start: bytes  # per id: 1 if the piece begins with "▁"
+    word_start: bytes  # per id: 1 if a word starts at the piece (the release's rule, see AlbertTokenizer)
     replacement_ids: tuple[int, ...]  # ids a token may be replaced with: every non-special piece
 
     @classmethod
@@ -100,7 +103,7 @@ class InstanceStats:
         self.masked = 0
         self.labels = [0, 0]
         self.replacements = [0, 0, 0]  # [MASK], kept, random id
-        # n-gram lengths drawn when all n in 1..ngram were possible (the untruncated distribution)
+        # n-gram lengths drawn (before a span is cut short by the sequence end or the budget)
         self.ngram_draws = [0] * (ngram + 1)
         self.single_sentence_splits = 0
 
@@ -245,56 +248,57 @@ def create_masked_lm_predictions(
 ) -> tuple[list[int], list[int], list[int]]:
     """Masks whole-word n-grams; returns (masked tokens, sorted positions, original ids there).
 
-    Budget: round(len(tokens) * masked_lm_prob), at least 1, at most max_predictions_per_seq.
-    Candidates are visited in random order; a drawn n-gram that would overshoot the budget is
-    shortened, and skipped if even one word does not fit or it overlaps one already masked.
+    As the original: words are runs of pieces from a word-start piece (`token_boundary`) to the
+    next, [CLS] and [SEP] left out. Budget: round(len(tokens) * masked_lm_prob), at least 1, at most
+    max_predictions_per_seq. Words are visited in random order; from each an n-gram length is drawn
+    with p(n) ∝ 1/n over 1..ngram, and the span is cut short where the words run out (near the end
+    of the sequence p(n) is not re-weighted). A span that would overshoot the budget is shortened,
+    and skipped if even one word does not fit or it overlaps one already masked.
     """
     output = list(tokens)
     if options.masked_lm_prob == 0:
         return output, [], []
     cls_id, sep_id = vocab.cls_id, vocab.sep_id
-    # Words as [starts[w], ends[w]) spans. A piece right after [CLS]/[SEP] always starts a new one,
-    # so a word cut by truncation never joins a word of the other segment (the original let it).
-    n_tokens = len(tokens)
-    special = [t == cls_id or t == sep_id for t in tokens]
-    if options.do_whole_word_mask:
-        starts = [i for i in range(n_tokens) if not special[i] and (i == 0 or token_boundary[i] or special[i - 1])]
-    else:
-        starts = [i for i in range(n_tokens) if not special[i]]
-    ends = starts[1:] + [n_tokens]
-    for position in (i for i in range(1, n_tokens) if special[i]):
-        word = bisect.bisect_left(starts, position) - 1
-        if word >= 0 and ends[word] > position:
-            ends[word] = position
-    num_words = len(starts)
+    whole_words = options.do_whole_word_mask
+    bounded = options.words_end_at_sep
+    words: list[list[int]] = []
+    after_special = False
+    for i, t in enumerate(tokens):
+        if t == cls_id or t == sep_id:
+            after_special = True
+            continue
+        if whole_words and words and not token_boundary[i] and not (bounded and after_special):
+            words[-1].append(i)
+        else:
+            words.append([i])
+        after_special = False
+    num_words = len(words)
 
     budget = min(options.max_predictions_per_seq, max(1, int(round(len(tokens) * options.masked_lm_prob))))
     cumulative = options.ngram_cumulative()
-    full_ngram = options.ngram
+    total_weight = cumulative[-1]
     # Candidates in random order, drawn lazily (a Fisher-Yates shuffle stopped early): the budget is
     # usually met after a dozen words, and shuffling all of them dominated the run time.
     order = list(range(num_words))
-    remaining = num_words
     random_float = rng.random
     covered = bytearray(len(tokens))
     positions: list[int] = []
-    for k in range(remaining):
+    for k in range(num_words):
         if len(positions) >= budget:
             break
-        j = k + int(random_float() * (remaining - k))
+        j = k + int(random_float() * (num_words - k))
         order[k], order[j] = order[j], order[k]
         start = order[k]
-        max_n = min(full_ngram, num_words - start)
-        draw = random_float() * cumulative[max_n - 1]
+        draw = random_float() * total_weight
         n = 1
-        while draw >= cumulative[n - 1]:
+        while n < len(cumulative) and draw >= cumulative[n - 1]:
             n += 1
-        if stats is not None and max_n == full_ngram:
+        if stats is not None:
             stats.ngram_draws[n] += 1
         room = budget - len(positions)
-        while n > 1 and sum(ends[w] - starts[w] for w in range(start, start + n)) > room:
+        while n > 1 and sum(len(w) for w in words[start : start + n]) > room:
             n -= 1
-        chosen = [p for w in range(start, start + n) for p in range(starts[w], ends[w])]
+        chosen = [p for w in words[start : start + n] for p in w]
         if len(chosen) > room or any(covered[p] for p in chosen):
             continue
         for p in chosen:

@@ -98,3 +98,17 @@ def test_a_file_that_is_not_a_sentencepiece_model_is_refused_by_name(tmp_path):
         AlbertTokenizer(bogus)
     with pytest.raises(ValueError, match="missing.model is not a readable SentencePiece model"):
         AlbertTokenizer(tmp_path / "missing.model")
+
+
+def test_word_starts_follow_the_release_rule(tokenizer):
+    from albert_tf.tokenizer import is_word_start_piece
+
+    starts = {"▁new": True, "york": False, "York": False, "s.": False, "``": False, "99": True,
+              ".": True, "'s": True, "<unk>": True, "é": True, "x=": True}
+    assert {piece: is_word_start_piece(piece) for piece in starts} == starts
+    flags = tokenizer.word_start_flags()
+    pieces = tokenizer.tokenize("The U.S. spent $1,995 in 2012.")
+    ids = tokenizer.convert_tokens_to_ids(pieces)
+    # Digits and punctuation start words, not only "▁" pieces.
+    assert [p for p, i in zip(pieces, ids) if flags[i] and not p.startswith("▁")]
+    assert all(flags[i] for p, i in zip(pieces, ids) if p.startswith("▁"))

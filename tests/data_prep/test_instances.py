@@ -1,5 +1,6 @@
 """Unit behaviour of segmentation, truncation and masking on small hand-made inputs."""
 
+import dataclasses
 import math
 import random
 
@@ -65,6 +66,34 @@ def test_masking_piece_by_piece_when_whole_words_are_off():
         assert len(positions) == 5
         seen.update(positions)
     assert seen == {1, 2, 3, 4, 5, 7, 8}  # every non-special position, never 0, 6 or 9
+
+
+def test_ngram_length_near_the_end_keeps_one_over_n_and_cuts_the_span():
+    """[CLS] w1 w2 [SEP], budget 3, ngram 3. When w2 (the last word) is visited first it is masked
+    alone; then w1 draws n: n = 1 masks it, n >= 2 reaches the masked w2 and is skipped. As the
+    release draws n from p(n) ∝ 1/n whatever the words left, w1 is skipped with 1/2 + 1/3 out of
+    11/6, so one word alone ends masked with probability 1/2 * 5/11 (re-weighting p(n) over the
+    lengths that fit would give 1/2 * 1/3)."""
+    options = InstanceOptions(max_seq_length=8, masked_lm_prob=0.75, ngram=3)
+    tokens, boundary = [2, 10, 12, 3], [1, 1, 1, 1]
+    rng = random.Random(11)
+    trials = 20_000
+    alone = sum(len(create_masked_lm_predictions(tokens, boundary, rng, VOCAB, options)[1]) == 1
+                for _ in range(trials))
+    expected = 0.5 * 5 / 11
+    assert abs(alone / trials - expected) <= 4 * math.sqrt(expected * (1 - expected) / trials)
+
+
+def test_a_piece_after_sep_that_starts_no_word_joins_the_last_word_of_a_unless_asked():
+    # [CLS] 10 11 [SEP] 13 [SEP]: B starts with a continuing piece (front-truncated), which the
+    # release joins to A's last word: one word of 3 pieces, too long for a budget of 2.
+    tokens, boundary = [2, 10, 11, 3, 13, 3], [1, 1, 0, 1, 0, 1]
+    release = InstanceOptions(max_seq_length=8, max_predictions_per_seq=2, masked_lm_prob=0.5)
+    bounded = dataclasses.replace(release, words_end_at_sep=True)
+    for seed in range(20):
+        assert create_masked_lm_predictions(tokens, boundary, random.Random(seed), VOCAB, release)[1] == []
+        _, positions, _ = create_masked_lm_predictions(tokens, boundary, random.Random(seed), VOCAB, bounded)
+        assert positions in ([1, 2], [4])
 
 
 def test_no_masking_when_the_probability_is_zero():

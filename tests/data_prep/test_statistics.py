@@ -164,6 +164,16 @@ def test_no_special_or_padding_position_is_masked(uncapped, tokenizer):
         assert instance.masked_lm_positions == sorted(set(instance.masked_lm_positions))
 
 
+def release_word_start(piece: str) -> bool:
+    """The release's `_is_start_piece_sp`, restated: ▁ or <unk>, one punctuation character, or
+    any character besides English letters and that punctuation (which lacks ' < = >)."""
+    punctuation = set("!\"#$%&()*+,-./:;?@[\\]^_`{|}~")
+    letters = set("abcdefghijklmnopqrstuvwxyz")
+    if piece[0] in (SPIECE_UNDERLINE, "<") or piece in punctuation:
+        return True
+    return any(c.lower() not in letters | punctuation for c in piece)
+
+
 def test_whole_words_are_masked_whole(uncapped, tokenizer):
     generated, _ = uncapped
     partial = multi_piece_masked = 0
@@ -176,7 +186,9 @@ def test_whole_words_are_masked_whole(uncapped, tokenizer):
             if tokens[position] in (tokenizer.cls_id, tokenizer.sep_id):
                 previous_special = True
                 continue
-            if previous_special or piece.startswith(SPIECE_UNDERLINE):
+            # The release's rule, restated: a piece after [SEP] that starts no word joins the last
+            # word of A (only [CLS] opens the first word unconditionally).
+            if not words or release_word_start(piece):
                 words.append([position])
             else:
                 words[-1].append(position)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 from typing import Callable
@@ -33,6 +34,8 @@ from finetune.task import PRESET_FIELDS
 
 EVAL_RESULTS = "eval_results.json"
 EXPORT_DIR = "export"
+BEST_CHECKPOINT = "model.ckpt-best"  # the release's name
+BEST_RESULTS = "best_checkpoint.json"
 
 # The help of each option field's flag; a field without one is an error at import.
 _OPTION_HELP = {
@@ -125,6 +128,86 @@ def _features(task, split, tokenizer, max_seq_length, cache_dir):
     return cached
 
 
+class Evaluation:
+    """The evaluation splits of a run, scored at most once per step: their metrics (written to
+    TensorBoard's `eval/` at the step), their predictions, and the best checkpoint so far.
+
+    When `task.best_metric` (on the first evaluation split) beats the best recorded in
+    `BEST_RESULTS`, the run's state is written as `model.ckpt-best` in output_dir, as the release
+    kept its best checkpoint.
+    """
+
+    def __init__(self, run, task, splits: dict):
+        self.run, self.task, self.splits = run, task, splits
+        self.predictions: dict = {}
+        self._results, self._step = None, None
+        self._writer = None  # made on first use: run_loop writes the scalars of evaluations while training
+        self._best_path = os.path.join(run.options.output_dir, BEST_RESULTS)
+        # Read once, at the start: every worker then takes the same decisions (a checkpoint write
+        # may need them all).
+        best = self.best()
+        self._best_value = None if best is None else best["value"]
+
+    def results(self, write_summaries: bool = True) -> dict:
+        """`{"task", "global_step", <split>: {metrics, examples, skipped_rows, examples_per_second}}`;
+        the metrics go to TensorBoard unless `write_summaries` is False (`run_loop` writes them)."""
+        step = self.run.current_step
+        if self._step == step:
+            return self._results
+        results = {"task": self.task.name, "global_step": step}
+        for split, cached in self.splits.items():
+            predictions, rate = self.run.predict(cached)
+            split_results = self.task.evaluate(split, predictions, cached)
+            split_results.update(examples=cached.num_examples, skipped_rows=cached.num_skipped,
+                                 examples_per_second=rate)
+            results[split], self.predictions[split] = split_results, predictions
+        self._results, self._step = results, step
+        if write_summaries:
+            if self._writer is None:
+                self._writer = training.summary_writer(self.run.options, self.run.is_chief, "eval")
+            training.write_scalars(self._writer, self.scalars_of(results), step)
+            self._writer.flush()
+        self._keep_best(results)
+        return results
+
+    def scalars(self) -> dict:
+        """The metrics as `run_loop`'s evaluation callback wants them: `<split>/<metric>` floats."""
+        return self.scalars_of(self.results(write_summaries=False))
+
+    def best(self) -> dict | None:
+        if not os.path.exists(self._best_path):
+            return None
+        with open(self._best_path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def _keep_best(self, results: dict):
+        step = results["global_step"]
+        metric, splits = self.task.best_metric, list(self.splits)
+        if not metric or not splits or metric not in results[splits[0]]:
+            return
+        value = float(results[splits[0]][metric])
+        if math.isnan(value):
+            return
+        if self._best_value is not None and not value > self._best_value:
+            return
+        self._best_value = value
+        path = self.run.write_copy(BEST_CHECKPOINT)
+        if self.run.is_chief:
+            record = {"checkpoint": os.path.basename(path), "global_step": step, "split": splits[0],
+                      "metric": metric, "value": value}
+            partial = f"{self._best_path}.partial-{os.getpid()}"
+            with open(partial, "w", encoding="utf-8") as f:
+                f.write(json.dumps(record, indent=2) + "\n")
+            os.replace(partial, self._best_path)
+            logging.info("best %s %s so far (%.4f at step %d): %s", splits[0], metric, value, step, path)
+
+    def scalars_of(self, results: dict) -> dict:
+        """The task's metrics of each split as `<split>/<metric>` floats (counts and rates left out)."""
+        counts = ("examples", "skipped_rows", "examples_per_second")
+        return {f"{split}/{name}": float(value) for split in self.splits
+                for name, value in results[split].items() if isinstance(value, (int, float)) and name not in counts}
+
+
 def run_task(flag_values: flags.FlagValues, task) -> dict:
     """Runs what the parsed `flag_values` ask of `task`; returns a summary: `train` (the result of
     `finetune.trainer.train` or None), `eval` (what eval_results.json holds or None), `predictions`
@@ -159,25 +242,27 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
     run = trainer.Finetuning(config, task, options, strategy)
     run.restore_or_initialize(lambda model: initialization.initialize_encoder(model, F.init_checkpoint, F.preset))
     summary = {"train": None, "eval": None, "predictions": [], "export_dir": None, "model": run.model}
+    evaluation = None
+    if F.do_eval:
+        evaluation = Evaluation(run, task, {split: _features(task, split, tokenizer, options.max_seq_length, cache_dir)
+                                            for split in task.eval_splits})
     if F.do_train:
-        summary["train"] = trainer.train(run, _features(task, task.train_split, tokenizer, options.max_seq_length,
-                                                        cache_dir))
+        cached = _features(task, task.train_split, tokenizer, options.max_seq_length, cache_dir)
+        # With --do_eval, the evaluation splits are scored at every checkpoint: TensorBoard's eval/
+        # and model.ckpt-best.
+        summary["train"] = trainer.train(run, cached, evaluation.scalars if evaluation else None)
         logging.info("trained to step %d: %s", summary["train"]["step"],
                      training.format_metrics(summary["train"]["train"]))
 
-    if F.do_eval:
-        results = {"task": task.name, "global_step": run.current_step}
-        for split in task.eval_splits:
-            cached = _features(task, split, tokenizer, options.max_seq_length, cache_dir)
-            predictions, rate = run.predict(cached)
-            split_results = task.evaluate(split, predictions, cached)
-            split_results.update(examples=cached.num_examples, skipped_rows=cached.num_skipped,
-                                 examples_per_second=rate)
-            results[split] = split_results
-            logging.info("%s %s: %s", task.name, split, json.dumps(split_results))
-            if run.is_chief:
-                summary["predictions"] += task.write_predictions(split, predictions, cached, F.output_dir)
+    if evaluation is not None:
+        results = evaluation.results()
+        for split, split_results in results.items():
+            if split in task.eval_splits:
+                logging.info("%s %s: %s", task.name, split, json.dumps(split_results))
         if run.is_chief:
+            for split, cached in evaluation.splits.items():
+                summary["predictions"] += task.write_predictions(split, evaluation.predictions[split], cached,
+                                                                 F.output_dir)
             with open(os.path.join(F.output_dir, EVAL_RESULTS), "w", encoding="utf-8") as f:
                 f.write(json.dumps(results, indent=2) + "\n")
         summary["eval"] = results

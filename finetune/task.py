@@ -34,6 +34,8 @@ Results
         fillers removed); post-processing of records into answers happens here.
     `write_predictions(split, predictions, cached, output_dir)`: writes the prediction files of
         a split (eval or predict); returns their paths.
+    `best_metric`: the metric (of the first eval split, higher is better) by which the CLI keeps
+        the best checkpoint as `model.ckpt-best` when it evaluates while training.
 
 Serving and runs
     `export(model, spm_model_file, max_seq_length, export_dir)`: a SavedModel; the default exports
@@ -92,6 +94,9 @@ class FinetuningTask:
     predict_splits: Sequence[str] = ()
     train_metric_names: Sequence[str] = ("loss",)
     prediction_features: Sequence[str] = ()
+    # The metric of the first evaluation split whose highest value picks `model.ckpt-best`; None:
+    # no best checkpoint is kept.
+    best_metric: Optional[str] = None
 
     # ---- data --------------------------------------------------------------------------------
 

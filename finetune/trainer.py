@@ -121,6 +121,12 @@ class Finetuning(training.TrainingLoop):
         batch_size = float(self.options.train_batch_size)
         return {name: sums[name] / batch_size for name in self.metric_names}
 
+    def write_copy(self, name: str) -> str:
+        """Writes the whole state as checkpoint `name` in output_dir (every worker takes part; only
+        the chief's copy is kept), beside the numbered ones; returns its prefix."""
+        directory = self.options.output_dir if self.is_chief else self.manager.directory
+        return self.checkpoint.write(os.path.join(directory, name))
+
     # ---- input -------------------------------------------------------------------------------
 
     def dataset_fn(self, cached: CachedFeatures, for_training: bool) -> training.DatasetFn:
@@ -170,8 +176,9 @@ class Finetuning(training.TrainingLoop):
         return {name: value[real][order] for name, value in arrays.items()}, cached.num_records / elapsed
 
 
-def train(run: Finetuning, cached: CachedFeatures) -> dict:
-    """Trains (or resumes training) to `num_train_steps` with `albert_tf.training.run_loop`, no
-    evaluation on the way; returns its `{"step", "train", "eval" (None), "resumed_from",
-    "examples_per_second"}` (the last loop's metrics and the steady rate)."""
-    return training.run_loop(run, run.dataset_fn(cached, for_training=True))
+def train(run: Finetuning, cached: CachedFeatures, evaluate=None, eval_every_steps: Optional[int] = None) -> dict:
+    """Trains (or resumes training) to `num_train_steps` with `albert_tf.training.run_loop`;
+    `evaluate()`, if given, runs at every checkpoint (or every `eval_every_steps`) and at the end,
+    its metrics going to TensorBoard's `eval/`. Returns `{"step", "train", "eval", "resumed_from",
+    "examples_per_second"}` (the last loop's metrics, the last evaluation, the steady rate)."""
+    return training.run_loop(run, run.dataset_fn(cached, for_training=True), evaluate, eval_every_steps)

@@ -11,10 +11,14 @@ SavedModel of albert-export, a preset folder or a TF1 checkpoint of the original
 `--albert_config_file` is given. A rerun with the same `--output_dir` resumes from its latest
 checkpoint.
 
-Outputs in `--output_dir`: checkpoints, TensorBoard summaries, `eval_results.json` (the task's
-metrics on each evaluation split), the GLUE submission files (`<TASK>.tsv`, official label
-strings) and `export/`, a SavedModel whose `serve_text` signature takes raw sentences and returns
-`probabilities`, the predicted `label` and the `label_names` (`score` for STS-B).
+Outputs in `--output_dir`: checkpoints, TensorBoard summaries (`train/`; `eval/`: the dev metrics
+at every checkpoint with --do_train --do_eval), `model.ckpt-best` and `best_checkpoint.json` (the
+checkpoint of the best dev score, as the release kept), `eval_results.json` (the task's metrics on
+each evaluation split), `<split>_predictions.tsv` (each dev row's prediction and label), the GLUE
+submission files (`<TASK>.tsv`, official label strings) and `export/` (written after training, or
+when missing: a predict-only run leaves it), a SavedModel whose `serve_text` signature takes raw
+sentences and returns `probabilities`, the predicted `label` and the `label_names` (`score` for
+STS-B).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 from absl import flags
 
 from finetune import cli as skeleton
-from finetune.cli import EVAL_RESULTS, EXPORT_DIR  # noqa: F401  (the names GLUE's callers use)
+from finetune.cli import BEST_CHECKPOINT, BEST_RESULTS, EVAL_RESULTS, EXPORT_DIR  # noqa: F401  (names callers use)
 
 # Its own FlagValues, as every console script here: one process (the tests) may import several.
 FLAGS = flags.FlagValues()

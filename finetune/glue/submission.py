@@ -70,3 +70,27 @@ def write_submission(
     os.replace(partial, path)
     return path
 
+
+
+def write_predictions_with_labels(task: Task | str, split: str, outputs, label_ids,
+                                  output_dir: str | os.PathLike) -> pathlib.Path:
+    """Writes `<split>_predictions.tsv` of an evaluation split: `index<TAB>prediction<TAB>label`,
+    rows in file order, labels and predictions in the official strings (scores for STS-B)."""
+    task = get_task(task) if isinstance(task, str) else task
+    predictions = prediction_strings(task, outputs)
+    if task.is_regression:
+        labels = [f"{float(score):.3f}" for score in label_ids]
+    else:
+        labels = [task.labels[int(i)] for i in label_ids]
+    if len(labels) != len(predictions):
+        raise ValueError(f"{len(predictions)} predictions but {len(labels)} labels")
+    output_dir = pathlib.Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / f"{split}_predictions.tsv"
+    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    with open(partial, "w", encoding="utf-8", newline="\n") as f:
+        f.write("index\tprediction\tlabel\n")
+        for index, (prediction, label) in enumerate(zip(predictions, labels)):
+            f.write(f"{index}\t{prediction}\t{label}\n")
+    os.replace(partial, path)
+    return path

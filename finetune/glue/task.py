@@ -39,6 +39,7 @@ class GlueTask(FinetuningTask):
         self.eval_splits = self.glue.eval_splits
         self.predict_splits = self.glue.predict_splits
         self.train_metric_names = ("loss",) if self.glue.is_regression else ("loss", "accuracy")
+        self.best_metric = self.glue.metrics[0] if self.glue.metrics else None
 
     def check_data(self, splits):
         for split in splits:
@@ -70,11 +71,13 @@ class GlueTask(FinetuningTask):
         return results
 
     def write_predictions(self, split, predictions, cached, output_dir):
-        if split not in self.predict_splits:
-            return []
-        path = submission.write_submission(self.glue, split, predictions["logits"], output_dir,
-                                           num_examples=cached.num_examples)
-        return [str(path)]
+        """The submission file of a test split; `<split>_predictions.tsv` (index, prediction,
+        label, in the official strings) of an evaluation split."""
+        if split in self.predict_splits:
+            return [str(submission.write_submission(self.glue, split, predictions["logits"], output_dir,
+                                                    num_examples=cached.num_examples))]
+        return [str(submission.write_predictions_with_labels(self.glue, split, predictions["logits"],
+                                                             predictions["label_ids"], output_dir))]
 
     def serving_outputs(self, model):
         label_names = None if self.glue.is_regression else tf.constant(self.glue.labels)

@@ -122,6 +122,41 @@ def test_exported_classifier_labels_raw_text_in_a_fresh_process(mrpc_run, mrpc_d
 
 
 @pytest.mark.slow
+def test_dev_predictions_tensorboard_and_the_best_checkpoint(mrpc_run):
+    output_dir, summary = mrpc_run
+    lines = (output_dir / "dev_predictions.tsv").read_text().splitlines()
+    assert lines[0] == "index\tprediction\tlabel" and len(lines) == DEV_SIZES["MRPC"] + 1
+    rows = [line.split("\t") for line in lines[1:]]
+    assert [row[0] for row in rows] == [str(i) for i in range(DEV_SIZES["MRPC"])]
+    # The file's predictions are the ones scored: their accuracy is eval_results.json's.
+    accuracy = np.mean([row[1] == row[2] for row in rows])
+    assert accuracy == pytest.approx(_eval_results(output_dir)["dev"]["accuracy"], abs=1e-12)
+    # Dev accuracy at each checkpoint in TensorBoard's eval/, the best kept as model.ckpt-best.
+    logged = {}
+    for path in (output_dir / "eval").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag == "dev/accuracy":
+                    logged[event.step] = float(tf.make_ndarray(value.tensor))
+    assert sorted(logged) == [8, 16] and logged[16] == pytest.approx(accuracy)
+    best = json.loads((output_dir / cli.BEST_RESULTS).read_text())
+    assert best["value"] == pytest.approx(max(logged.values()), abs=1e-6)
+    assert logged[best["global_step"]] == pytest.approx(best["value"], abs=1e-6)
+    assert (output_dir / f"{cli.BEST_CHECKPOINT}.index").is_file()
+
+
+@pytest.mark.slow
+def test_a_predict_only_run_does_not_export_again(mrpc_run, mrpc_dir, config_file):
+    output_dir, summary = mrpc_run
+    exported = (pathlib.Path(summary["export_dir"]) / "saved_model.pb").stat().st_mtime_ns
+    submitted = (output_dir / "MRPC.tsv").read_text()
+    again = cli.finetune(_args("MRPC", mrpc_dir, output_dir, config_file, "--do_predict"))
+    assert again["export_dir"] is None
+    assert (pathlib.Path(summary["export_dir"]) / "saved_model.pb").stat().st_mtime_ns == exported
+    assert (output_dir / "MRPC.tsv").read_text() == submitted  # the same model, restored, predicts the same
+
+
+@pytest.mark.slow
 def test_a_saved_model_initialises_the_encoder(mrpc_run):
     # The exported classifier is a reusable SavedModel too: its encoder weights seed a new run.
     _, summary = mrpc_run

@@ -185,6 +185,56 @@ def test_cli_flags_are_the_option_fields():
     assert all(flag_values[name].default is None for name in PRESET_FIELDS)
 
 
+def _flag_values():
+    flag_values = flags.FlagValues()
+    cli.define_flags(flag_values)
+    return flag_values
+
+
+def _scalars(folder):
+    """TensorBoard scalars of the event files in `folder`: {tag: {step: value}}."""
+    found = {}
+    for path in sorted(pathlib.Path(folder).glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                found.setdefault(value.tag, {})[event.step] = float(tf.make_ndarray(value.tensor))
+    return found
+
+
+class _DevTask(_PresetTask):
+    eval_splits = ("dev",)
+    best_metric = "accuracy"
+
+    def features(self, split, tokenizer, max_seq_length, cache_dir):
+        self.seed = {"train": 1, "dev": 2}[split]
+        return super().features(split, tokenizer, max_seq_length, cache_dir)
+
+
+def test_evaluation_while_training_goes_to_tensorboard_and_keeps_the_best_checkpoint(tmp_path):
+    output_dir = tmp_path / "run"
+    argv = ["prog", f"--output_dir={output_dir}", f"--albert_config_file={tmp_path / 'config.json'}",
+            f"--spm_model_file={TINY_VOCAB}", f"--max_seq_length={SEQ}", "--train_batch_size=8",
+            "--num_train_steps=40", "--num_warmup_steps=4", "--learning_rate=2e-3", "--classifier_dropout=0",
+            "--save_checkpoints_steps=10", "--steps_per_loop=10", "--eval_batch_size=8", "--jit_compile=false",
+            "--seed=3", "--progress_bar=false", "--export=false", "--do_train", "--do_eval"]
+    CONFIG.to_json_file(tmp_path / "config.json")
+    summary = cli.finetune(argv, _flag_values(), lambda flag_values: _DevTask(num_examples=24))
+    dev = _scalars(output_dir / "eval")["dev/accuracy"]
+    assert sorted(dev) == [10, 20, 30, 40]  # at every checkpoint, once each
+    assert summary["eval"]["global_step"] == 40 and summary["eval"]["dev"]["accuracy"] == pytest.approx(dev[40])
+    best = json.loads((output_dir / cli.BEST_RESULTS).read_text())
+    best_step = min(step for step, value in dev.items() if value == max(dev.values()))
+    assert (best["global_step"], best["metric"], best["checkpoint"]) == (best_step, "accuracy", cli.BEST_CHECKPOINT)
+    assert best["value"] == pytest.approx(max(dev.values()))
+    # model.ckpt-best holds that step's weights: restored, it scores what was recorded.
+    task = _DevTask(num_examples=24)
+    run = trainer.Finetuning(CONFIG, task, _options(tmp_path / "other"))
+    run.checkpoint.read(str(output_dir / cli.BEST_CHECKPOINT)).assert_existing_objects_matched()
+    cached = task.features("dev", AlbertTokenizer(TINY_VOCAB), SEQ, output_dir / "features")
+    assert run.current_step == best_step
+    assert task.evaluate("dev", run.predict(cached)[0], cached)["accuracy"] == pytest.approx(best["value"])
+
+
 # ---- encoder sources -----------------------------------------------------------------------------
 
 

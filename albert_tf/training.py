@@ -31,6 +31,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import math
 import os
 import shutil
 import time
@@ -77,18 +78,25 @@ class TrainingOptions:
 
     def __post_init__(self):
         require_positive_ints({name: getattr(self, name) for name in self._positive})
+        if not (isinstance(self.learning_rate, (int, float)) and math.isfinite(self.learning_rate)
+                and self.learning_rate > 0):
+            # 0 trains nothing, a negative rate ascends the loss, NaN ruins the weights: and each
+            # would still run to the end and export.
+            raise FlagError(f"learning_rate must be a positive number, got {self.learning_rate!r}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise FlagError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
         if not 0 <= self.num_warmup_steps <= self.num_train_steps:
-            raise ValueError(
+            raise FlagError(
                 f"num_warmup_steps must be in [0, num_train_steps={self.num_train_steps}], "
                 f"got {self.num_warmup_steps}"
             )
         if self.mixed_precision not in MIXED_PRECISION_POLICIES:
-            raise ValueError(
+            raise FlagError(
                 f"mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}, "
                 f"got {self.mixed_precision!r}"
             )
         if not self.output_dir:
-            raise ValueError("output_dir must be given")
+            raise FlagError("output_dir must be given")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +137,7 @@ class PretrainingOptions(TrainingOptions):
     def __post_init__(self):
         super().__post_init__()
         if self.optimizer not in optimization.OPTIMIZERS:
-            raise ValueError(
+            raise FlagError(
                 f"optimizer must be one of {', '.join(optimization.OPTIMIZERS)}, got {self.optimizer!r}"
             )
 
@@ -201,23 +209,27 @@ def _worker_id(strategy) -> int:
 
 
 def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
-    """Refuses an `output_dir` that holds checkpoints of another config; records ours in it."""
+    """Refuses an `output_dir` that holds checkpoints of another config; records ours in it.
+
+    A config without checkpoints beside it (a first run that failed before its first save)
+    protects nothing: it is replaced.
+    """
     path = os.path.join(output_dir, CONFIG_FILE)
-    if tf.io.gfile.exists(path):
+    if tf.io.gfile.exists(path) and tf.train.latest_checkpoint(output_dir):
         with tf.io.gfile.GFile(path) as f:
             saved = AlbertConfig.from_dict(json.load(f), source=path)
         if saved != config:
             changed = {
                 k: (v, getattr(config, k)) for k, v in saved.to_dict().items() if getattr(config, k) != v
             }
-            raise ValueError(
+            raise UserError(
                 f"output_dir {output_dir} holds checkpoints of another config: "
                 + ", ".join(f"{k} {a} there vs {b} here" for k, (a, b) in changed.items())
                 + "; use a fresh output_dir or the same config"
             )
         return
     if tf.train.latest_checkpoint(output_dir):
-        raise ValueError(
+        raise UserError(
             f"output_dir {output_dir} holds checkpoints but no {CONFIG_FILE}: cannot tell which "
             f"config wrote them; use a fresh output_dir"
         )
@@ -427,16 +439,37 @@ class TrainingLoop:
             if initialize is not None:
                 logging.info("initialised from %s", initialize(self.model))
             return self.current_step
-        checkpoint = self.checkpoint
-        if self._seed_states and not any(name.startswith("rng/") for name, _ in tf.train.list_variables(latest)):
-            logging.warning("%s holds no dropout seed states (written by an older version): the "
-                            "resumed run draws other dropout masks than an uninterrupted one", latest)
-            checkpoint = tf.train.Checkpoint(model=self.checkpoint.model, optimizer=self.optimizer, step=self.step)
-        checkpoint.restore(latest).assert_consumed()
-        logging.info("resumed from %s at step %d", latest, self.current_step)
+        # Newest first: a checkpoint cut short (a full disk, a copy that stopped) is named and
+        # passed over for the one before it, rather than ending the run or starting from scratch.
+        candidates = [latest] + [p for p in reversed(self.manager.checkpoints) if p != latest]
+        for path in candidates:
+            try:
+                self._restore(path)
+                break
+            except (IndexError, ValueError, tf.errors.OpError) as error:
+                files = ", ".join(sorted(tf.io.gfile.glob(path + ".*"))) or path
+                logging.warning("checkpoint %s is unreadable (%s; its files: %s): trying the one before",
+                                path, str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
+                                files)
+        else:
+            raise UserError(
+                f"no checkpoint in {self.options.output_dir} could be read ({', '.join(candidates)}): they are "
+                "truncated or damaged; delete them to start again, or use another output_dir"
+            )
+        if path != latest:
+            logging.warning("resumed from %s, not from the unreadable latest %s", path, latest)
+        logging.info("resumed from %s at step %d", path, self.current_step)
         if initialize is not None:
             logging.info("starting weights not loaded: resuming instead")
         return self.current_step
+
+    def _restore(self, path: str):
+        checkpoint = self.checkpoint
+        if self._seed_states and not any(name.startswith("rng/") for name, _ in tf.train.list_variables(path)):
+            logging.warning("%s holds no dropout seed states (written by an older version): the "
+                            "resumed run draws other dropout masks than an uninterrupted one", path)
+            checkpoint = tf.train.Checkpoint(model=self.checkpoint.model, optimizer=self.optimizer, step=self.step)
+        checkpoint.restore(path).assert_consumed()
 
     def save(self) -> str:
         """Writes a checkpoint numbered by the step; returns its path."""
@@ -589,7 +622,10 @@ def run_loop(
         elapsed = time.perf_counter() - began
         step = run.current_step
         if not np.isfinite(metrics["loss"]):
-            raise FloatingPointError(f"loss is {metrics['loss']} at step {step}")
+            raise UserError(
+                f"loss is {metrics['loss']} at step {step}: training diverged (the checkpoints saved before are "
+                f"kept); lower --learning_rate (now {options.learning_rate:g}) or check the input"
+            )
         metrics["learning_rate"] = run.learning_rate_at(step)  # the rate of update `step`
         metrics["examples_per_second"] = num_steps * options.train_batch_size / elapsed
         rates.append((num_steps, elapsed))

@@ -20,6 +20,9 @@ from typing import BinaryIO, Callable, Iterator, Sequence
 from albert_tf.errors import UserError
 
 INPUT_FORMATS = ("sentence_per_line", "document_per_line")
+# A "sentence" this long is a whole text on one line: read as sentence_per_line it would become a
+# single document of one sentence, truncated to one instance, without a word.
+MAX_SENTENCE_CHARS = 1_000_000
 _MAX_LOGGED_BAD_LINES = 10
 
 
@@ -146,6 +149,7 @@ def iter_documents(
     stats = stats if stats is not None else InputStats()
     for path in files:
         document: list[str] = []
+        lines_before = stats.lines
         for line in _decoded_lines(path, skip_bad_lines, stats, opener):
             line = line.strip()
             if input_format == "document_per_line":
@@ -154,6 +158,12 @@ def iter_documents(
                     stats.documents += 1
                     yield sentences
             elif line:
+                if len(line) > MAX_SENTENCE_CHARS:
+                    raise BadInputError(
+                        f"{path}:{stats.lines - lines_before}: a line of {len(line):,} characters read as one sentence "
+                        f"(--input_format=sentence_per_line allows {MAX_SENTENCE_CHARS:,}); is the file one "
+                        "document a line (--input_format=document_per_line)?"
+                    )
                 document.append(line)
             elif document:
                 stats.documents += 1

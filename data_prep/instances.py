@@ -16,6 +16,9 @@ from albert_tf.tokenizer import AlbertTokenizer, truncate_pair_lengths
 Document = Sequence[Sequence[int]]  # sentences of piece ids
 
 
+MAX_SEQ_LENGTH = 8192  # far above any ALBERT's max_position_embeddings (512 in the released configs)
+
+
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
     """How documents become instances (the original's flags, with its defaults).
@@ -43,6 +46,10 @@ class InstanceOptions:
     def __post_init__(self):
         if self.max_seq_length < 5:
             raise ValueError(f"max_seq_length must be at least 5 ([CLS] a [SEP] b [SEP]), got {self.max_seq_length}")
+        if self.max_seq_length > MAX_SEQ_LENGTH:
+            # Every record is padded to this length: 100000 made 109 MB of records from 38 KB of text.
+            raise ValueError(f"max_seq_length must be at most {MAX_SEQ_LENGTH} (the released models read 512 "
+                             f"positions), got {self.max_seq_length}")
         if self.max_predictions_per_seq < 1:
             raise ValueError(f"max_predictions_per_seq must be positive, got {self.max_predictions_per_seq}")
         if not 0.0 <= self.masked_lm_prob <= 1.0:

@@ -137,3 +137,68 @@ def test_a_file_that_is_not_a_tfrecord_is_named(tmp_path):
     text.write_text("this is plain text, not a TFRecord file\n" * 20)
     with pytest.raises(UserError, match=f"^{text} is not a TFRecord file, or it is corrupted: "):
         _pretrain(tmp_path, str(text))
+
+
+def _options(output_dir, **changes):
+    from albert_tf import training
+
+    values = dict(output_dir=str(output_dir), train_batch_size=4, eval_batch_size=4, max_seq_length=SEQ,
+                  max_predictions_per_seq=PREDICTIONS, num_train_steps=10, num_warmup_steps=0, jit_compile=False)
+    values.update(changes)
+    return training.PretrainingOptions(**values)
+
+
+@pytest.mark.parametrize("learning_rate", [0.0, -1e-3, float("nan"), float("inf")])
+def test_a_learning_rate_that_cannot_train_is_refused(tmp_path, learning_rate):
+    from albert_tf.errors import FlagError
+
+    with pytest.raises(FlagError) as error:
+        _options(tmp_path, learning_rate=learning_rate)
+    assert str(error.value) == f"learning_rate must be a positive number, got {learning_rate!r}"
+    assert error.value.exit_code == 2
+
+
+def test_a_failed_first_run_does_not_lock_its_output_dir(tmp_path):
+    from albert_tf import training
+
+    training.check_output_dir(str(tmp_path), TINY, write=True)  # a first run that died before saving
+    wider = TINY.replace(intermediate_size=64)
+    training.check_output_dir(str(tmp_path), wider, write=True)
+    assert '"intermediate_size": 64' in (tmp_path / training.CONFIG_FILE).read_text()
+    run = training.Pretraining(wider, _options(tmp_path))
+    run.save()
+    with pytest.raises(ValueError, match="holds checkpoints of another config: intermediate_size 64 there vs 32"):
+        training.check_output_dir(str(tmp_path), TINY, write=True)
+
+
+def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_path, caplog):
+    from albert_tf import training
+
+    run = training.Pretraining(TINY, _options(tmp_path))
+    first = run.save()
+    run.step.assign(3)
+    latest = run.save()
+    data = tf.io.gfile.glob(latest + ".data-*")[0]
+    with open(data, "r+b") as f:
+        f.truncate(100)
+    resumed = training.Pretraining(TINY, _options(tmp_path))
+    with caplog.at_level("WARNING"):
+        assert resumed.restore_or_initialize() == 0
+    assert f"checkpoint {latest} is unreadable" in caplog.text and data in caplog.text
+    assert f"resumed from {first}, not from the unreadable latest {latest}" in caplog.text
+    with open(tf.io.gfile.glob(first + ".data-*")[0], "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(ValueError, match=f"no checkpoint in {tmp_path} could be read"):
+        training.Pretraining(TINY, _options(tmp_path)).restore_or_initialize()
+
+
+def test_export_of_a_missing_checkpoint_folder_names_it(tmp_path):
+    from albert_tf.errors import UserError
+    from albert_tf.export import load_model
+
+    missing = str(tmp_path / "no_such_run")
+    with pytest.raises(UserError) as error:
+        load_model("encoder", checkpoint=missing)
+    assert str(error.value) == f"--checkpoint {missing}: no such folder, nor a checkpoint prefix ({missing}.index)"
+    with pytest.raises(UserError, match=f"{tmp_path} holds no albert_config.json"):
+        load_model("encoder", checkpoint=str(tmp_path))

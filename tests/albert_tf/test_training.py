@@ -260,7 +260,7 @@ def test_bad_inputs_are_errors(tmp_path):
     with pytest.raises(ValueError, match="per-replica batch of 6 .* grad_accum_steps=4"):
         training.replica_batch_size(12, 2, grad_accum_steps=4)
 
-    training.check_output_dir(str(tmp_path), CONFIG, write=True)
+    training.Pretraining(CONFIG, options(tmp_path)).save()  # a config with checkpoints is kept
     other = CONFIG.replace(hidden_size=64)
     with pytest.raises(ValueError, match="another config: hidden_size 32 there vs 64 here"):
         training.Pretraining(other, options(tmp_path))

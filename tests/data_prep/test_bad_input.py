@@ -23,7 +23,7 @@ def _config(path, spm_model, **overrides):
 
 
 def _files(directory):
-    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*"))
+    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file())
 
 
 def test_an_input_that_makes_no_instance_is_an_error_not_empty_shards(tmp_path, spm_model):
@@ -55,3 +55,26 @@ def test_more_shards_than_documents_is_an_error_not_zero_byte_shards(tmp_path, s
     result = run_generation(_config(tmp_path / "two.txt", spm_model, num_output_shards=1), str(out), progress=False)
     assert all(n > 0 for n in result["shards"].values())
     assert json.loads((out / METADATA_FILE).read_text())["complete"] is True
+
+
+def test_a_huge_line_read_as_one_sentence_is_an_error(tmp_path, spm_model):
+    from data_prep.documents import MAX_SENTENCE_CHARS
+
+    (tmp_path / "a.txt").write_text("a first sentence.\n")
+    (tmp_path / "book.txt").write_text("one short line.\n" + "word " * (MAX_SENTENCE_CHARS // 5 + 1) + "\n")
+    config = GenerationConfig(input_files=(str(tmp_path / "a.txt"), str(tmp_path / "book.txt")),
+                              spm_model_file=spm_model, options=OPTIONS, dupe_factor=1)
+    with pytest.raises(BadInputError) as error:
+        run_generation(config, str(tmp_path / "out"), progress=False)
+    assert str(error.value) == (
+        f"{tmp_path / 'book.txt'}:2: a line of 1,000,004 characters read as one sentence "
+        "(--input_format=sentence_per_line allows 1,000,000); is the file one document a line "
+        "(--input_format=document_per_line)?"
+    )
+    assert _files(tmp_path / "out") == []
+
+
+def test_an_absurd_max_seq_length_is_refused():
+    with pytest.raises(ValueError, match=r"^max_seq_length must be at most 8192 \(the released models read 512 "
+                                         r"positions\), got 100000$"):
+        InstanceOptions(max_seq_length=100000)

@@ -16,7 +16,7 @@ import urllib.parse
 
 import tensorflow as tf
 
-STRATEGIES = ("tpu", "mirrored", "multi_worker", "one_device", "default")
+from albert_tf.choices import STRATEGIES
 
 # A TPU worker that answers at all answers within this; a dead address must fail in seconds, not
 # after the minutes that TensorFlow's own connection retries take.

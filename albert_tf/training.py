@@ -44,14 +44,12 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from albert_tf import optimization
+from albert_tf.choices import MIXED_PRECISION_HELP, MIXED_PRECISION_POLICIES  # noqa: F401 (re-exported)
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import FlagError, UserError
 from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
 from albert_tf.validation import require_positive_ints
 
-MIXED_PRECISION_POLICIES = {"none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
-MIXED_PRECISION_HELP = ("bf16 (TPU, GPUs from Ampere on, recent CPUs), fp16 with dynamic loss scaling "
-                        "(older GPUs), or none.")
 CONFIG_FILE = "albert_config.json"
 TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
 
@@ -557,9 +555,16 @@ def summary_writer(options, is_chief, name):
 
 
 def format_metrics(metrics: dict[str, float]) -> str:
-    return " ".join(
-        f"{k} {v:.4f}" if k != "examples_per_second" else f"{v:.1f} ex/s" for k, v in metrics.items()
-    )
+    """`name value` pairs; a learning rate keeps 3 significant digits (3e-05, not 0.0000)."""
+
+    def value(name, v):
+        if name == "examples_per_second":
+            return f"{v:.1f} ex/s"
+        if name == "learning_rate":
+            return f"{name} {v:.3g}"
+        return f"{name} {v:.4f}"
+
+    return " ".join(value(k, v) for k, v in metrics.items())
 
 
 @contextlib.contextmanager
@@ -633,14 +638,18 @@ def run_loop(
         if progress is not None:
             progress.update(num_steps)
             progress.set_postfix_str(format_metrics({k: metrics[k] for k in run.progress_metrics}))
-        logging.info("step %d/%d %s", step, total, format_metrics(metrics))
+        else:  # the progress bar already shows the step
+            logging.info("step %d/%d %s", step, total, format_metrics(metrics))
 
         if step % save_every == 0 or step == total:
             logging.info("saved %s", run.save())
         if evaluate is not None and (step % eval_every == 0 or step == total):
             eval_metrics = evaluate()
             write_scalars(eval_writer, eval_metrics, step)
-            logging.info("eval at step %d: %s", step, format_metrics(eval_metrics))
+            if progress is not None:
+                progress.write(f"eval at step {step}: {format_metrics(eval_metrics)}")
+            else:
+                logging.info("eval at step %d: %s", step, format_metrics(eval_metrics))
     if progress is not None:
         progress.close()
     for writer in (train_writer, eval_writer):

@@ -13,8 +13,12 @@ traceback. Any other exception is a bug of ours and keeps its traceback.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
+import importlib.util
 import os
 import sys
+import tempfile
 import traceback
 from typing import Callable
 
@@ -28,6 +32,66 @@ _verbose_flag: list[bool] = [False]  # set by run_main from the parsed --verbose
 def verbose() -> bool:
     """True when the running script was given --verbose, or ALBERT_TF_VERBOSE is set (not 0)."""
     return _verbose_flag[0] or os.environ.get(VERBOSE_ENV, "0") not in ("", "0", "false", "False")
+
+
+@contextlib.contextmanager
+def _stderr_captured():
+    """Sends what C++ code writes to file descriptor 2 into a temporary file for the duration.
+
+    TensorFlow's start-up lines ("All log messages before absl::InitializeLog()", oneDNN, CUDA,
+    "failed call to cuInit") are written before its log level is read, so TF_CPP_MIN_LOG_LEVEL
+    cannot silence them. They are kept and shown if the import fails.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            captured.seek(0)
+            sys.stderr.write(captured.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports `tensorflow`, whenever a script first needs it, with its start-up lines captured."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "tensorflow":
+            return None
+        sys.meta_path.remove(self)  # once: the real finders do the work
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            self._loader, spec.loader = spec.loader, self
+        return spec
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        with _stderr_captured():
+            self._loader.exec_module(module)
+
+
+def quiet_logs() -> None:
+    """A user sees the progress bar, the summary and real warnings: TensorFlow's C++ start-up lines
+    and INFO logs (absl's and TensorFlow's) are shown only with --verbose."""
+    if verbose():
+        from absl import logging
+
+        logging.set_verbosity(logging.INFO)
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if "tensorflow" not in sys.modules and not any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietTensorFlowImport())
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)
 
 
 def report_errors(main: Callable) -> Callable:
@@ -78,6 +142,7 @@ def run_main(
             sys.exit(2)
         _verbose_flag[0] = flag_values["verbose"].value
         flags.FLAGS(argv[:1])
+        quiet_logs()
         return remaining
 
     app.run(report_errors(main), flags_parser=parse)

@@ -12,7 +12,7 @@ SavedModel under `<output_dir>/export`.
 
 from absl import flags, logging
 
-from albert_tf import optimization, strategies, training
+from albert_tf import choices
 from albert_tf.cli.entry_point import run_main
 from albert_tf.errors import FlagError
 
@@ -36,7 +36,7 @@ flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate (after warmup).
 flags.DEFINE_integer("num_train_steps", 125000, "Updates in all; the learning rate reaches 0 there.", flag_values=FLAGS)
 flags.DEFINE_integer("num_warmup_steps", 3125, "Updates of linear warmup.", flag_values=FLAGS)
 flags.DEFINE_float("weight_decay", 0.01, "Weight decay of the non-LayerNorm, non-bias weights.", flag_values=FLAGS)
-flags.DEFINE_enum("optimizer", "lamb", list(optimization.OPTIMIZERS), "lamb (pretraining, as released) "
+flags.DEFINE_enum("optimizer", "lamb", list(choices.OPTIMIZERS), "lamb (pretraining, as released) "
                   "or adamw.", flag_values=FLAGS)
 flags.DEFINE_integer("save_checkpoints_steps", 5000, "Updates between checkpoints.", flag_values=FLAGS)
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.", flag_values=FLAGS)
@@ -44,10 +44,10 @@ flags.DEFINE_integer("steps_per_loop", 100, "Updates per call to the compiled lo
                      "also the interval of the progress line and summaries.", flag_values=FLAGS)
 flags.DEFINE_integer("grad_accum_steps", 1, "Micro-batches per update: the batch of each replica is "
                      "split in this many, their gradients summed, and applied once.", flag_values=FLAGS)
-flags.DEFINE_enum("mixed_precision", "none", list(training.MIXED_PRECISION_POLICIES),
-                  training.MIXED_PRECISION_HELP, flag_values=FLAGS)
+flags.DEFINE_enum("mixed_precision", "none", list(choices.MIXED_PRECISION_POLICIES),
+                  choices.MIXED_PRECISION_HELP, flag_values=FLAGS)
 flags.DEFINE_bool("jit_compile", True, "Compile the forward and backward pass with XLA.", flag_values=FLAGS)
-flags.DEFINE_enum("strategy", "one_device", list(strategies.STRATEGIES), "The tf.distribute strategy.", flag_values=FLAGS)
+flags.DEFINE_enum("strategy", "one_device", list(choices.STRATEGIES), "The tf.distribute strategy.", flag_values=FLAGS)
 flags.DEFINE_string("tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.", flag_values=FLAGS)
 flags.DEFINE_integer("max_eval_steps", None, "Evaluate at most this many batches (default: all).", flag_values=FLAGS)
 flags.DEFINE_integer("seed", 12345, "Seed of the initialisation and of the input shuffling.", flag_values=FLAGS)
@@ -74,13 +74,16 @@ def export(model, export_dir):
         export_encoder(model.encoder, export_dir, FLAGS.spm_model_file, FLAGS.max_seq_length)
         logging.info("exported the encoder with text signatures to %s", export_dir)
     else:
+        from albert_tf import training
+
         training.export_encoder(model, export_dir)
 
 
 def main(argv):
+    from albert_tf import strategies, training  # here, not above: --help must not load TensorFlow
+
     if len(argv) > 1:
         raise FlagError(f"unexpected arguments: {argv[1:]}")
-    logging.set_verbosity(logging.INFO)
     for name in ("input_file", "output_dir"):
         if not FLAGS[name].value:
             raise FlagError(f"--{name} is required")

@@ -29,7 +29,8 @@ from typing import Callable
 
 from absl import app, flags, logging
 
-from albert_tf import strategies, training
+from albert_tf import choices
+from albert_tf.cli.entry_point import quiet_logs
 from finetune.task import PRESET_FIELDS
 
 EVAL_RESULTS = "eval_results.json"
@@ -52,7 +53,7 @@ _OPTION_HELP = {
     "keep_checkpoint_max": "Checkpoints kept.",
     "steps_per_loop": "Updates per call to the compiled loop; also the interval of the progress line and "
                       "summaries.",
-    "mixed_precision": training.MIXED_PRECISION_HELP,
+    "mixed_precision": choices.MIXED_PRECISION_HELP,
     "jit_compile": "Compile the forward and backward pass with XLA.",
     "max_train_examples": "Train on the first N training records only (short CPU runs).",
     "seed": "Seed of the head's initialisation (and the encoder's when it starts from random weights), "
@@ -91,7 +92,7 @@ def define_flags(flag_values: flags.FlagValues):
     define("bool", "do_train", False, "Fine-tune on the train split.")
     define("bool", "do_eval", False, "Evaluate on the labelled split(s); writes eval_results.json.")
     define("bool", "do_predict", False, "Predict the unlabelled split(s); writes the task's prediction files.")
-    define("enum", "strategy", "one_device", "The tf.distribute strategy.", enum_values=list(strategies.STRATEGIES))
+    define("enum", "strategy", "one_device", "The tf.distribute strategy.", enum_values=list(choices.STRATEGIES))
     define("string", "tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.")
     define("bool", "export", True, "Export the task model as a SavedModel to <output_dir>/export after training "
            "(or when there is none yet).")
@@ -100,7 +101,7 @@ def define_flags(flag_values: flags.FlagValues):
         help_text = _OPTION_HELP[field.name]
         kind = field.type if isinstance(field.type, str) else field.type.__name__
         if field.name == "mixed_precision":
-            define("enum", field.name, default, help_text, enum_values=list(training.MIXED_PRECISION_POLICIES))
+            define("enum", field.name, default, help_text, enum_values=list(choices.MIXED_PRECISION_POLICIES))
         elif "bool" in kind:
             define("bool", field.name, default, help_text)
         elif "int" in kind:
@@ -212,6 +213,8 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
     """Runs what the parsed `flag_values` ask of `task`; returns a summary: `train` (the result of
     `finetune.trainer.train` or None), `eval` (what eval_results.json holds or None), `predictions`
     (the paths written), `export_dir` (or None) and `model` (the task model)."""
+    from albert_tf import strategies, training  # here: --help must not load TensorFlow
+
     F = flag_values
     options = options_from_flags(F, task)
     splits = (((task.train_split,) if F.do_train and task.train_split else ())
@@ -314,7 +317,7 @@ def console_main(doc: str, flag_values: flags.FlagValues, finetune_fn: Callable[
     try:
         # absl's own flags (logging) stay at their defaults, parsed so that logging does not complain.
         flags.FLAGS([argv[0]])
-        logging.set_verbosity(logging.INFO)
+        quiet_logs()
         print_summary(finetune_fn(argv))
     except (flags.Error, app.UsageError, ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -67,12 +67,14 @@ Example (a new task's module; GLUE's is finetune/glue/task.py):
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from albert_tf.features import EXAMPLE_WEIGHT
+
+if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not load it
+    import tensorflow as tf
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 # The option fields whose defaults a task's preset gives (the paper's per-task hyperparameters).
@@ -135,6 +137,8 @@ class FinetuningTask:
 
     def export(self, model, spm_model_file: str, max_seq_length: int, export_dir: str) -> str:
         """The task model as a SavedModel (replacing what `export_dir` held); returns the folder."""
+        import tensorflow as tf
+
         from albert_tf.export import export_saved_model
 
         if tf.io.gfile.exists(export_dir):

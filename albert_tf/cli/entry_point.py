@@ -78,6 +78,11 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader)
             self._loader.exec_module(module)
 
 
+def _capture_tensorflow_start_up() -> None:
+    if "tensorflow" not in sys.modules and not any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietTensorFlowImport())
+
+
 def quiet_logs() -> None:
     """A user sees the progress bar, the summary and real warnings: TensorFlow's C++ start-up lines
     and INFO logs (absl's and TensorFlow's) are shown only with --verbose."""
@@ -87,8 +92,7 @@ def quiet_logs() -> None:
         logging.set_verbosity(logging.INFO)
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if "tensorflow" not in sys.modules and not any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _QuietTensorFlowImport())
+    _capture_tensorflow_start_up()
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)
@@ -146,3 +150,10 @@ def run_main(
         return remaining
 
     app.run(report_errors(main), flags_parser=parse)
+
+
+# A script whose flags need TensorFlow to be defined (the fine-tuning scripts, whose flags are the
+# option fields of albert_tf.training) loads it when its module is imported, before run_main: the
+# start-up lines are captured from then on, unless the user asked for them.
+if not verbose() and "--verbose" not in sys.argv[1:]:
+    _capture_tensorflow_start_up()

@@ -19,8 +19,8 @@ seed 1), run side by side in one run, --repeats times each, medians and ratios: 
 google-research/albert create_pretraining_data.py (--original_dir: a checkout holding it and its
 tokenization.py; it runs under TensorFlow's compat.v1), the local tool with 2 workers, and the Beam
 pipeline on the DirectRunner with 1 worker and with 2 processes; end-to-end wall time (interpreter
-start-up included), instances/s, and peak RSS of the largest process; then the corpus listed 10
-times: the same, to show that a worker's memory does not grow with the input.
+start-up included), instances/s, and peak RSS of the largest process; then, at dupe_factor 2, the
+corpus listed once and ten times: a worker's memory does not grow with the input.
 
     python bench/data_prep_throughput.py --release --original_dir /tmp/albert --repeats 3
 """
@@ -221,41 +221,50 @@ def release_comparison(original_dir: str | None, repeats: int, tenfold: bool) ->
         "Beam DirectRunner, 1 worker",
         "Beam DirectRunner, 2 processes",
     ]
-    sizes = (1, 10) if tenfold else (1,)
-    results: dict[tuple[str, int], list[dict]] = {}
-    with tempfile.TemporaryDirectory() as scratch:
-        for repeat in sizes:
-            for attempt in range(repeats if repeat == 1 else 1):
-                # the systems take turns within every repeat, so a load change on the shared machine hits all
-                for kind in kinds:
-                    if repeat > 1 and kind.startswith("original"):
-                        continue  # the original holds the whole corpus's instances in memory: 10x is minutes and GBs
-                    output_dir = f"{scratch}/{len(results)}-{attempt}"
-                    if kind.startswith("original"):
-                        measured = _run_measured(_original_command(original_dir, corpus, output_dir, repeat), original_dir)
-                    else:
-                        measured = _run_measured(_ours_command(kind, corpus, output_dir, repeat))
-                    measured["instances"] = _count_records(output_dir)
-                    results.setdefault((kind, repeat), []).append(measured)
-                    shutil.rmtree(output_dir, ignore_errors=True)
-    load = os.getloadavg()
-    print(f"\nmachine: {os.cpu_count()} cores, shared with other jobs; load average {load[0]:.1f} {load[1]:.1f} "
-          f"{load[2]:.1f} at the end; medians of {repeats} interleaved runs (the 10x rows: one run)\n")
     print("| input | system | instances | wall s (end to end) | instances/s | vs original | largest process RSS |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|", flush=True)
+    results: dict[str, list[dict]] = {}
     base = None
-    for repeat in sizes:
+    with tempfile.TemporaryDirectory() as scratch:
+        for attempt in range(repeats):
+            # the systems take turns within every repeat, so a load change on the shared machine hits all
+            for kind in kinds:
+                output_dir = f"{scratch}/{kind[:5]}-{attempt}"
+                if kind.startswith("original"):
+                    measured = _run_measured(_original_command(original_dir, corpus, output_dir, 1), original_dir)
+                else:
+                    measured = _run_measured(_ours_command(kind, corpus, output_dir, 1))
+                measured["instances"] = _count_records(output_dir)
+                results.setdefault(kind, []).append(measured)
+                shutil.rmtree(output_dir, ignore_errors=True)
+                print(f"<!-- run {attempt + 1}: {kind}: {measured['instances']:,} instances, {measured['wall_s']:.1f} s, "
+                      f"{measured['peak_single_mb']:.0f} MB -->", flush=True)
         for kind in kinds:
-            runs = results.get((kind, repeat))
-            if not runs:
-                continue
+            runs = results[kind]
             wall = _median([r["wall_s"] for r in runs])
             rate = _median([r["instances"] / r["wall_s"] for r in runs])
-            if kind.startswith("original") and repeat == 1:
+            if kind.startswith("original"):
                 base = rate
             ratio = f"{rate / base:.1f}x" if base else "not run"
             mb = f"{_median([r['peak_single_mb'] for r in runs]):.0f} MB"
-            print(f"| {1.73 * repeat:.1f} MB | {kind} | {runs[0]['instances']:,} | {wall:.1f} | {rate:,.0f} | {ratio} | {mb} |")
+            print(f"| 1.7 MB, dupe 20 | {kind} | {runs[0]['instances']:,} | {wall:.1f} | {rate:,.0f} | {ratio} | {mb} |",
+                  flush=True)
+        if tenfold:
+            # Memory against input size: dupe_factor 2, the corpus listed once and ten times (the
+            # original is left out: it holds every instance of the corpus in memory at once).
+            for kind in kinds[-3:]:
+                for repeat in (1, 10):
+                    output_dir = f"{scratch}/{kind[:5]}-x{repeat}"
+                    command = [a if a != "--dupe_factor=20" else "--dupe_factor=2"
+                               for a in _ours_command(kind, corpus, output_dir, repeat)]
+                    measured = _run_measured(command)
+                    instances = _count_records(output_dir)
+                    shutil.rmtree(output_dir, ignore_errors=True)
+                    print(f"| {1.73 * repeat:.1f} MB, dupe 2 | {kind} | {instances:,} | {measured['wall_s']:.1f} | "
+                          f"{instances / measured['wall_s']:,.0f} | | {measured['peak_single_mb']:.0f} MB |", flush=True)
+    load = os.getloadavg()
+    print(f"\nmachine: {os.cpu_count()} cores, shared with other jobs; load average {load[0]:.1f} {load[1]:.1f} "
+          f"{load[2]:.1f} at the end; medians of {repeats} interleaved runs (the dupe-2 rows: one run each)")
 
 
 def main() -> None:

@@ -202,7 +202,8 @@ class ShardGenerator:
         self.window_tokens = 0
         self.documents = 0
         self._hook = record_hook
-        self._encode = example_encoder(pretraining_feature_layout(options.max_seq_length, options.max_predictions_per_seq))
+        layout = pretraining_feature_layout(options.max_seq_length, options.max_predictions_per_seq)
+        self._encode = example_encoder(layout)
         self._records = RecordShuffler(order_rng, spill_prefix)
 
     def add(self, document: list[list[int]]) -> int:

@@ -88,7 +88,8 @@ def test_gzip_shards_and_a_rerun_that_remakes_a_missing_shard(local, tmp_path, c
 
 def test_a_line_that_is_not_utf8_is_named_and_nothing_is_written(tmp_path, corpus, spm_model):
     out = tmp_path / "out"
-    with pytest.raises(BadInputError, match=r"^.*shakespeare-caesar\.txt:119: not valid UTF-8 .*--skip_bad_lines to skip such lines$"):
+    message = r"^.*shakespeare-caesar\.txt:119: not valid UTF-8 .*--skip_bad_lines to skip such lines$"
+    with pytest.raises(BadInputError, match=message):
         run_beam_generation(_config([corpus / "shakespeare-caesar.txt"], spm_model), str(out), IN_MEMORY)
     assert [p for p in out.rglob("*") if p.is_file()] == []
 

@@ -11,7 +11,7 @@ import dataclasses
 import itertools
 from typing import NamedTuple, Sequence
 
-from albert_tf.tokenizer import AlbertTokenizer, truncate_pair_lengths
+from albert_tf.tokenizer import SPIECE_UNDERLINE, AlbertTokenizer, truncate_pair_lengths
 
 Document = Sequence[Sequence[int]]  # sentences of piece ids
 
@@ -76,6 +76,9 @@ class MaskingVocab:
     mask_id: int
     word_start: bytes  # per id: 1 if a word starts at the piece (the release's rule, see AlbertTokenizer)
     replacement_ids: tuple[int, ...]  # ids a token may be replaced with: every non-special piece
+    # per id: 1 if the piece begins with "▁" (a word of the text starts there): where strict SOP may
+    # split a one-sentence chunk; None: word_start
+    space_start: bytes | None = None
 
     @classmethod
     def from_tokenizer(cls, tokenizer: AlbertTokenizer) -> "MaskingVocab":
@@ -87,6 +90,9 @@ class MaskingVocab:
             mask_id=tokenizer.mask_id,
             word_start=bytes(tokenizer.word_start_flags()),
             replacement_ids=replacement,
+            space_start=bytes(
+                p.startswith(SPIECE_UNDERLINE) for p in tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size))
+            ),
         )
 
 
@@ -213,7 +219,10 @@ def _split_chunk(chunk, target_seq_length, rng, vocab, options, other_documents,
         return tokens_a, tokens_b, 1, len(chunk) - a_end
     if single:
         sentence = chunk[0]
-        cuts = [k for k in range(1, len(sentence)) if vocab.word_start[sentence[k]]]
+        # At a space between words: the release's broader word starts would cut before a final
+        # "." and make one-piece segments.
+        starts = vocab.word_start if vocab.space_start is None else vocab.space_start
+        cuts = [k for k in range(1, len(sentence)) if starts[sentence[k]]]
         if not cuts:
             return None
         k = cuts[rng.randrange(len(cuts))]

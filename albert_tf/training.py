@@ -34,6 +34,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import time
 from typing import Callable, Optional
 
@@ -646,10 +647,12 @@ def run_loop(
         if evaluate is not None and (step % eval_every == 0 or step == total):
             eval_metrics = evaluate()
             write_scalars(eval_writer, eval_metrics, step)
-            if progress is not None:
-                progress.write(f"eval at step {step}: {format_metrics(eval_metrics)}")
-            else:
-                logging.info("eval at step %d: %s", step, format_metrics(eval_metrics))
+            if run.is_chief:  # a result the user wants, with or without the bar (which it must not break)
+                line = f"eval at step {step}: {format_metrics(eval_metrics)}"
+                if progress is not None:
+                    progress.write(line, file=sys.stderr)
+                else:
+                    print(line, file=sys.stderr, flush=True)
     if progress is not None:
         progress.close()
     for writer in (train_writer, eval_writer):

@@ -9,6 +9,18 @@ STRATEGIES = ("tpu", "mirrored", "multi_worker", "one_device", "default")
 
 OPTIMIZERS = ("lamb", "adamw")
 
+# The paper's pretraining schedule: 3,125 warmup updates of 125,000.
+PRETRAINING_STEPS, PRETRAINING_WARMUP_STEPS = 125_000, 3_125
+
+
+def scaled_warmup_steps(num_train_steps: int, reference_steps: int, reference_warmup_steps: int) -> int:
+    """Warmup for a run of `num_train_steps` at the reference schedule's ratio (at least 0, at
+    most the run): a short run keeps the recipe's shape instead of failing on its warmup."""
+    if reference_steps <= 0:
+        return 0
+    return max(0, min(num_train_steps, round(num_train_steps * reference_warmup_steps / reference_steps)))
+
+
 MIXED_PRECISION_POLICIES = {"none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 MIXED_PRECISION_HELP = ("bf16 (TPU, GPUs from Ampere on, recent CPUs), fp16 with dynamic loss scaling "
                         "(older GPUs), or none.")

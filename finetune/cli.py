@@ -116,7 +116,17 @@ def options_from_flags(flag_values: flags.FlagValues, task):
     """`FinetuneOptions` of the flags, the task's preset filling the preset fields not given."""
     from finetune.trainer import FinetuneOptions
 
-    preset = task.default_options(**{name: flag_values[name].value for name in PRESET_FIELDS})
+    given = {name: flag_values[name].value for name in PRESET_FIELDS}
+    if given.get("num_train_steps") is not None and given.get("num_warmup_steps") is None:
+        # A shorter (or longer) run keeps the preset's warmup ratio instead of failing on its warmup.
+        recipe = task.default_options()
+        if recipe.get("num_train_steps") and recipe.get("num_warmup_steps") is not None:
+            given["num_warmup_steps"] = choices.scaled_warmup_steps(
+                given["num_train_steps"], recipe["num_train_steps"], recipe["num_warmup_steps"])
+    steps, warmup = given.get("num_train_steps"), given.get("num_warmup_steps")
+    if steps is not None and warmup is not None and not 0 <= warmup <= steps:
+        raise app.UsageError(f"--num_warmup_steps={warmup} must be between 0 and --num_train_steps={steps}")
+    preset = task.default_options(**given)
     values = {field.name: flag_values[field.name].value for field in _option_fields()}
     values.update(preset)
     return FinetuneOptions(**values)

@@ -33,8 +33,9 @@ flags.DEFINE_integer("eval_batch_size", 64, "Global batch for evaluation.", flag
 flags.DEFINE_integer("max_seq_length", 512, "Sequence length the records were written with.", flag_values=FLAGS)
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record, as written.", flag_values=FLAGS)
 flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate (after warmup).", flag_values=FLAGS)
-flags.DEFINE_integer("num_train_steps", 125000, "Updates in all; the learning rate reaches 0 there.", flag_values=FLAGS)
-flags.DEFINE_integer("num_warmup_steps", 3125, "Updates of linear warmup.", flag_values=FLAGS)
+flags.DEFINE_integer("num_train_steps", choices.PRETRAINING_STEPS, "Updates in all; the learning rate reaches 0 there.", flag_values=FLAGS)
+flags.DEFINE_integer("num_warmup_steps", None, "Updates of linear warmup (default: the paper's 3,125 of "
+                     "125,000, scaled to --num_train_steps).", flag_values=FLAGS)
 flags.DEFINE_float("weight_decay", 0.01, "Weight decay of the non-LayerNorm, non-bias weights.", flag_values=FLAGS)
 flags.DEFINE_enum("optimizer", "lamb", list(choices.OPTIMIZERS), "lamb (pretraining, as released) "
                   "or adamw.", flag_values=FLAGS)
@@ -64,6 +65,16 @@ def load_config():
     if FLAGS.preset:
         return AlbertConfig.from_preset(FLAGS.preset)
     return AlbertConfig.from_json_file(FLAGS.albert_config_file)
+
+
+def warmup_steps() -> int:
+    """--num_warmup_steps, or the paper's warmup ratio applied to --num_train_steps."""
+    steps, warmup = FLAGS.num_train_steps, FLAGS.num_warmup_steps
+    if warmup is None:
+        return choices.scaled_warmup_steps(steps, choices.PRETRAINING_STEPS, choices.PRETRAINING_WARMUP_STEPS)
+    if not 0 <= warmup <= steps:
+        raise FlagError(f"--num_warmup_steps={warmup} must be between 0 and --num_train_steps={steps}")
+    return warmup
 
 
 def export(model, export_dir):
@@ -98,7 +109,7 @@ def main(argv):
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         learning_rate=FLAGS.learning_rate,
         num_train_steps=FLAGS.num_train_steps,
-        num_warmup_steps=FLAGS.num_warmup_steps,
+        num_warmup_steps=warmup_steps(),
         weight_decay=FLAGS.weight_decay,
         optimizer=FLAGS.optimizer,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,

@@ -30,7 +30,9 @@ from typing import Callable
 from absl import app, flags, logging
 
 from albert_tf import choices
+from albert_tf.cli import entry_point
 from albert_tf.cli.entry_point import quiet_logs
+from albert_tf.errors import UserError
 from finetune.task import PRESET_FIELDS
 
 EVAL_RESULTS = "eval_results.json"
@@ -231,6 +233,14 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
               + (tuple(task.eval_splits) if F.do_eval else ()) + (tuple(task.predict_splits) if F.do_predict else ()))
     if F.do_train and not task.train_split:
         raise app.UsageError(f"{task.name} has no training split")
+    if not F.do_train and not training.tf.train.latest_checkpoint(F.output_dir):
+        # Only the encoder comes from --init_checkpoint/--preset: the task's head would be random,
+        # and its scores, prediction files and export would look like results.
+        asked = " and ".join(f"--{name}" for name in ("do_eval", "do_predict") if F[name].value)
+        raise UserError(
+            f"{asked} without --do_train needs a fine-tuned model, and --output_dir {F.output_dir} holds no "
+            "checkpoint: add --do_train, or give the output_dir of a fine-tuning run"
+        )
     task.check_data(splits)
     # Before any other TensorFlow op: multi-worker collectives are configured at startup.
     strategy = strategies.get_strategy(F.strategy, tpu=F.tpu)
@@ -324,11 +334,23 @@ def console_main(doc: str, flag_values: flags.FlagValues, finetune_fn: Callable[
         print(doc)
         print(flag_values.get_help())
         sys.exit(0)
+    if "verbose" not in flag_values:
+        flags.DEFINE_bool("verbose", False, entry_point.VERBOSE_HELP, flag_values=flag_values)
+
+    def main():
+        try:
+            print_summary(finetune_fn(argv))
+        finally:
+            entry_point.set_verbose(flag_values["verbose"].value)
+
     try:
         # absl's own flags (logging) stay at their defaults, parsed so that logging does not complain.
         flags.FLAGS([argv[0]])
+        entry_point.set_verbose("--verbose" in argv[1:] or "--verbose=true" in argv[1:])
         quiet_logs()
-        print_summary(finetune_fn(argv))
+        # A user's error (albert_tf.errors.UserError, a missing file, a full disk) is one line with
+        # its exit code, as in every console script; the rest of ValueError too, with status 2.
+        entry_point.report_errors(main)()
     except (flags.Error, app.UsageError, ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

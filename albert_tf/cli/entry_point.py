@@ -25,7 +25,7 @@ from typing import Callable
 from absl import app, flags
 
 VERBOSE_ENV = "ALBERT_TF_VERBOSE"
-_VERBOSE_HELP = f"Show tracebacks of user errors (also: {VERBOSE_ENV}=1) and more log."
+VERBOSE_HELP = f"Show tracebacks of user errors (also: {VERBOSE_ENV}=1) and more log."
 _verbose_flag: list[bool] = [False]  # set by run_main from the parsed --verbose
 
 
@@ -98,6 +98,11 @@ def quiet_logs() -> None:
     logging.set_verbosity(logging.WARNING)
 
 
+def set_verbose(value: bool) -> None:
+    """Records the parsed --verbose of a script that parses its own flags."""
+    _verbose_flag[0] = bool(value)
+
+
 def report_errors(main: Callable) -> Callable:
     """`main` wrapped so that a user's error becomes `error: <one line>` and its exit code."""
     from albert_tf.errors import one_line
@@ -131,7 +136,7 @@ def run_main(
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if "verbose" not in flag_values:
-        flags.DEFINE_bool("verbose", False, _VERBOSE_HELP, flag_values=flag_values)
+        flags.DEFINE_bool("verbose", False, VERBOSE_HELP, flag_values=flag_values)
 
     def parse(argv: list[str]) -> list[str]:
         if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
@@ -144,7 +149,7 @@ def run_main(
         except flags.Error as error:
             print(f"error: {error} (see --help)", file=sys.stderr)
             sys.exit(2)
-        _verbose_flag[0] = flag_values["verbose"].value
+        set_verbose(flag_values["verbose"].value)
         flags.FLAGS(argv[:1])
         quiet_logs()
         return remaining

@@ -128,9 +128,25 @@ def read_examples(
     path = split_path(task, data_dir, split)
     examples: list[Example] = []
     skipped: list[BadRow] = []
-    # utf-8-sig: MRPC's header starts with a byte-order mark. newline="" lets csv see line ends.
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+    # Decoded line by line, so that a byte that is not UTF-8 is a bad row (file and line named,
+    # skippable) rather than an error of the whole file that names neither.
+    line_number = [0]
+
+    def decoded_lines(f):
+        for raw in f:
+            line_number[0] += 1
+            try:
+                # utf-8-sig on the first line: MRPC's header starts with a byte-order mark.
+                yield raw.decode("utf-8-sig" if line_number[0] == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                bad_row = BadRow(str(path), line_number[0],
+                                 f"not valid UTF-8 ({error.reason} at byte {error.start} of the line)")
+                if not skip_bad_rows or (layout.has_header and line_number[0] == 1):
+                    raise MalformedRowError(bad_row, " (skip_bad_rows counts and skips such rows)") from None
+                skipped.append(bad_row)
+
+    with open(path, "rb") as f:
+        rows = csv.reader(decoded_lines(f), delimiter="\t", quoting=csv.QUOTE_NONE)
         if layout.has_header:
             header = next(rows, None)
             if header is None:
@@ -139,21 +155,34 @@ def read_examples(
                 raise MalformedRowError(
                     BadRow(
                         str(path),
-                        rows.line_num,
+                        line_number[0],
                         f"header has {len(header)} fields, the {task.name} {split} layout has "
                         f"{layout.num_columns}: is this the right file?",
                     )
                 )
+            if _is_data_row(task, layout, split, header):
+                # Read as the header, the first example would be lost without a word.
+                raise MalformedRowError(BadRow(
+                    str(path), line_number[0],
+                    f"the first row is a data row, not the header of the {task.name} {split} layout: "
+                    "the file lacks its header row; add it (the GLUE download script's files have one)"))
         for row_number, fields in enumerate(rows):
             example_or_reason = _parse_row(task, layout, split, row_number, fields)
             if isinstance(example_or_reason, Example):
                 examples.append(example_or_reason)
                 continue
-            bad_row = BadRow(str(path), rows.line_num, example_or_reason)
+            bad_row = BadRow(str(path), line_number[0], example_or_reason)
             if not skip_bad_rows:
                 raise MalformedRowError(bad_row, " (skip_bad_rows counts and skips such rows)")
             skipped.append(bad_row)
     return SplitExamples(task=task, split=split, path=path, examples=examples, skipped=skipped)
+
+
+def _is_data_row(task: Task, layout: SplitLayout, split: str, header: list[str]) -> bool:
+    """Whether a header row holds data instead: a label the task knows, or a numeric row id."""
+    if layout.label is not None:
+        return isinstance(_parse_row(task, layout, split, 0, header), Example)
+    return layout.guid is not None and header[layout.guid].strip().isdigit()
 
 
 def _parse_row(

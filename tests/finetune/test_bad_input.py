@@ -1,0 +1,66 @@
+"""Fine-tuning given bad input (issue 19): no results from a random head, GLUE rows named by file and line."""
+
+import sys
+
+import pytest
+
+from albert_tf.errors import UserError
+from finetune.glue import cli
+from finetune.glue.readers import MalformedRowError, read_examples
+
+MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+
+
+def _mrpc(tmp_path, *rows, header=True, encoding="utf-8"):
+    folder = tmp_path / "MRPC"
+    folder.mkdir(exist_ok=True)
+    path = folder / "dev.tsv"
+    text = (MRPC_HEADER if header else "") + "".join(rows)
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    return path
+
+
+def test_eval_or_predict_without_a_fine_tuned_model_is_refused(tmp_path, small_data_dir, monkeypatch, capsys):
+    out = tmp_path / "out"
+    args = ["albert-finetune-glue", "--task=RTE", f"--data_dir={small_data_dir / 'glue'}", f"--output_dir={out}",
+            "--preset=albert_base_v2", "--do_eval", "--do_predict"]
+    with pytest.raises(UserError) as error:
+        cli.finetune(args)
+    assert str(error.value) == (
+        f"--do_eval and --do_predict without --do_train needs a fine-tuned model, and --output_dir {out} holds no "
+        "checkpoint: add --do_train, or give the output_dir of a fine-tuning run"
+    )
+    assert not out.exists()  # no eval_results.json, no submission, no export
+    monkeypatch.setattr(sys, "argv", args[:-1])
+    with pytest.raises(SystemExit) as exited:
+        cli.run()
+    assert exited.value.code == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: --do_eval without --do_train needs a fine-tuned model, and --output_dir {out} holds no "
+        "checkpoint: add --do_train, or give the output_dir of a fine-tuning run"
+    )
+
+
+def test_a_byte_that_is_not_utf8_is_named_with_file_and_line_and_can_be_skipped(tmp_path):
+    good = "1\t1\t2\tThe cat sat.\tA cat sat.\n"
+    path = _mrpc(tmp_path, good, "0\t3\t4\tbad \xff byte\tanother\n", good)
+    path.write_bytes(path.read_bytes().replace("\xff".encode("utf-8"), b"\xff"))
+    with pytest.raises(MalformedRowError) as error:
+        read_examples("MRPC", tmp_path, "dev")
+    assert str(error.value) == (
+        f"{path}:3: not valid UTF-8 (invalid start byte at byte 10 of the line) (skip_bad_rows counts and skips "
+        "such rows)"
+    )
+    read = read_examples("MRPC", tmp_path, "dev", skip_bad_rows=True)
+    assert len(read.examples) == 2 and [str(row) for row in read.skipped] == [
+        f"{path}:3: not valid UTF-8 (invalid start byte at byte 10 of the line)"]
+
+
+def test_a_tsv_without_its_header_row_is_refused(tmp_path):
+    path = _mrpc(tmp_path, "1\t1\t2\tThe cat sat.\tA cat sat.\n", "0\t3\t4\tOne.\tTwo.\n", header=False)
+    with pytest.raises(MalformedRowError) as error:
+        read_examples("MRPC", tmp_path, "dev")
+    assert str(error.value) == (
+        f"{path}:1: the first row is a data row, not the header of the MRPC dev layout: the file lacks its header "
+        "row; add it (the GLUE download script's files have one)"
+    )

@@ -75,7 +75,7 @@ def hf_tokenizer(spm_path):
 def hf_features(tokenizer, examples, training):
     encoded = tokenizer([e.question for e in examples], [e.context for e in examples], truncation="only_second",
                         max_length=ARGS.seq_length, stride=128, return_overflowing_tokens=True,
-                        return_offsets_mapping=True, padding="max_length")
+                        return_offsets_mapping=True, return_token_type_ids=True, padding="max_length")
     sample = encoded["overflow_to_sample_mapping"]
     starts, ends = [], []
     for i, offsets in enumerate(encoded["offset_mapping"]):
@@ -186,10 +186,8 @@ def main():
         n, size = len(records["input_ids"]), ARGS.predict_batch
         starts, ends = [], []
         for i in range(0, n, size):
-            chunk = {k: records[k][i : i + size] for k in INPUTS}
-            if len(chunk["input_ids"]) < size:  # one static shape for the compiled forward pass
-                chunk = {k: np.pad(v, [(0, size - len(v)), (0, 0)]) for k, v in chunk.items()}
-            out = forward(chunk)
+            # The last, smaller batch has its own compiled shape (traced in the warm-up).
+            out = forward({k: records[k][i : i + size] for k in INPUTS})
             starts.append(out["start_logits"].numpy()), ends.append(out["end_logits"].numpy())
         return postprocess.postprocess_v1(predict_examples, records, np.concatenate(starts)[:n],
                                           np.concatenate(ends)[:n]).answers

@@ -81,6 +81,25 @@ def multiple_choice_feature_spec(max_seq_length: int, num_choices: int = 4) -> d
     }
 
 
+def span_feature_spec(max_seq_length: int) -> dict[str, tf.io.FixedLenFeature]:
+    """Extractive question answering records (SQuAD): one window of a context per record.
+
+    `p_mask` is 1 where no answer can start or end; `start_positions`, `end_positions` the gold
+    span (0 = [CLS] when the window has none, then `is_impossible` is 1); `example_index` and
+    `window_index` tie the record to its question; `char_starts`, `char_ends` give each window
+    piece's characters in the context (-1 elsewhere) and `max_context` marks the pieces that have
+    their most context in this window (see finetune/squad/features.py).
+    """
+    import tensorflow as tf
+
+    require_positive_ints({"max_seq_length": max_seq_length})
+    sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+    scalar = tf.io.FixedLenFeature([], tf.int64)
+    names = ("input_ids", "input_mask", "segment_ids", "p_mask", "char_starts", "char_ends", "max_context")
+    scalars = ("start_positions", "end_positions", "is_impossible", "example_index", "window_index")
+    return {**{name: sequence for name in names}, **{name: scalar for name in scalars}}
+
+
 def _length(feature: tf.io.FixedLenFeature) -> int:
     length = 1
     for dim in feature.shape:

@@ -8,8 +8,8 @@ from albert_tf.tokenizer import AlbertTokenizer, normalize_text, normalize_with_
 
 
 @pytest.fixture(scope="module")
-def tokenizer(data_dir):
-    return AlbertTokenizer(data_dir / "albert" / "30k-clean.model")
+def tokenizer(small_data_dir):
+    return AlbertTokenizer(small_data_dir / "albert" / "30k-clean.model")
 
 
 def test_normalize_with_offsets_points_at_the_source_characters():

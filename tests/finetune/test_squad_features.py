@@ -9,8 +9,8 @@ from finetune.squad.readers import Answer, Example
 
 
 @pytest.fixture(scope="module")
-def tokenizer(data_dir):
-    return AlbertTokenizer(data_dir / "albert" / "30k-clean.model")
+def tokenizer(small_data_dir):
+    return AlbertTokenizer(small_data_dir / "albert" / "30k-clean.model")
 
 
 def test_windows_and_max_context_follow_the_release():

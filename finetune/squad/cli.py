@@ -1,0 +1,83 @@
+"""albert-finetune-squad: fine-tune ALBERT on SQuAD v1.1 or v2.0, predict and score a file, export it.
+
+    albert-finetune-squad --train_file train-v1.1.json --predict_file dev-v1.1.json \\
+        --init_checkpoint pretrain_run --output_dir squad1 --do_train --do_predict
+    albert-finetune-squad --version_2_with_negative --train_file train-v2.0.json \\
+        --predict_file dev-v2.0.json --preset albert_base --output_dir squad2 --do_train --do_predict
+
+The flags are the release's (run_squad_v1/v2.py): `--do_predict` answers every question of
+`--predict_file` and scores the answers with the official metrics (as `--do_eval` does). The
+learning rate, batch, steps and warmup default to the paper's (ALBERT.md §6: v1.1 5e-5, 48, 3649,
+365; v2.0 3e-5, 48, 8144, 814) and sequence 384; each flag overrides its value.
+
+Outputs in `--output_dir`: checkpoints, `predictions.json` (question id -> answer),
+`nbest_predictions.json`, `null_odds.json` (v2.0: the no-answer logit of each question),
+`eval_results.json` (v1.1: exact_match, f1; v2.0: exact, f1, HasAns_*, NoAns_*, best_exact,
+best_f1 and their thresholds, and the null_score_diff_threshold applied) and `export/`, a
+SavedModel whose `serve_text(question, context)` returns the answer text, its character start and
+end, its score and (v2.0) the no-answer probability.
+"""
+
+from __future__ import annotations
+
+from absl import app, flags
+
+from finetune import cli as skeleton
+
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("train_file", None, "SQuAD JSON to train on (train-v1.1.json, train-v2.0.json).", flag_values=FLAGS)
+flags.DEFINE_string("predict_file", None, "SQuAD JSON to answer and score (dev-v1.1.json, dev-v2.0.json).",
+                    flag_values=FLAGS)
+flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: questions may have no answer "
+                  "(is_impossible); the answerability head is trained and a no-answer threshold applied.",
+                  flag_values=FLAGS)
+flags.DEFINE_integer("doc_stride", 128, "Pieces between the starts of two windows of a long context.", flag_values=FLAGS)
+flags.DEFINE_integer("max_query_length", 64, "Question pieces kept (the first ones).", flag_values=FLAGS)
+flags.DEFINE_integer("n_best_size", 20, "Candidates per question in nbest_predictions.json (and start/end "
+                     "logits paired, v1.1).", flag_values=FLAGS)
+flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.", flag_values=FLAGS)
+flags.DEFINE_integer("start_n_top", 5, "v2.0: starts kept by the beam.", flag_values=FLAGS)
+flags.DEFINE_integer("end_n_top", 5, "v2.0: ends kept for each start.", flag_values=FLAGS)
+flags.DEFINE_float("null_score_diff_threshold", None, "v2.0: answer \"\" where the null odds reach this "
+                   "(default: the release's, the threshold that maximises F1 on --predict_file).", flag_values=FLAGS)
+skeleton.define_flags(FLAGS)
+
+
+def make_task(flag_values):
+    from finetune.squad.task import SquadTask
+
+    return SquadTask(flag_values.train_file, flag_values.predict_file, flag_values.version_2_with_negative,
+                     flag_values.doc_stride, flag_values.max_query_length, flag_values.n_best_size,
+                     flag_values.max_answer_length, flag_values.start_n_top, flag_values.end_n_top,
+                     flag_values.null_score_diff_threshold)
+
+
+def finetune(argv) -> dict:
+    """Runs the command line `argv` (argv[0] is the program name) in this process; returns the
+    skeleton's summary (`train`, `eval`, `predictions`, `export_dir`, `model`)."""
+    FLAGS.unparse_flags()
+    FLAGS(argv)
+    if not FLAGS.output_dir:
+        raise app.UsageError("--output_dir is required")
+    # The release's --do_predict answers --predict_file and scores it: that is the layer's eval.
+    FLAGS.do_eval = FLAGS.do_eval or FLAGS.do_predict
+    FLAGS.do_predict = False
+    if FLAGS.do_train and not FLAGS.train_file:
+        raise app.UsageError("--do_train needs --train_file")
+    if FLAGS.do_eval and not FLAGS.predict_file:
+        raise app.UsageError("--do_predict needs --predict_file")
+    if not (FLAGS.do_train or FLAGS.do_eval):
+        raise app.UsageError("give at least one of --do_train and --do_predict")
+    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "start_n_top", "end_n_top"):
+        if FLAGS[name].value < 1:
+            raise app.UsageError(f"--{name} must be positive, got {FLAGS[name].value}")
+    return skeleton.run_task(FLAGS, make_task(FLAGS))
+
+
+def run():
+    """Console-script entry point: errors in the input are one line, not a traceback."""
+    skeleton.console_main(__doc__, FLAGS, finetune)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,151 @@
+"""SQuAD v1.1 and v2.0 on the shared fine-tuning layer (see finetune/task.py for the protocol).
+
+Readers, features, post-processing, metrics, the v2.0 head and the SavedModel are in this package;
+v1.1's model is `albert_tf.heads.AlbertSpanLabeler`. The split "train" is `train_file`, "dev" is
+`predict_file`, scored with the official metrics; v2.0's no-answer threshold is the release's
+(the one that maximises F1 on the predicted file) unless one is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+from albert_tf.features import EXAMPLE_WEIGHT, span_feature_spec
+from albert_tf.heads import AlbertSpanLabeler
+from finetune.cache import cache_features
+from finetune.squad import features, metrics, postprocess, readers, serving
+from finetune.squad.model import AlbertSquadV2, v1_loss_sums, v2_loss_sums
+from finetune.task import FinetuningTask, model_inputs
+
+FEATURE_VERSION = 1
+# The paper's hyperparameters (ALBERT.md §6): learning rate, batch, steps, warmup.
+PRESETS = {
+    False: {"learning_rate": 5e-5, "train_batch_size": 48, "num_train_steps": 3649, "num_warmup_steps": 365},
+    True: {"learning_rate": 3e-5, "train_batch_size": 48, "num_train_steps": 8144, "num_warmup_steps": 814},
+}
+
+
+class SquadTask(FinetuningTask):
+    """SQuAD v1.1, or v2.0 with `version_2_with_negative`, on `train_file` and `predict_file`."""
+
+    train_metric_names = ("loss",)
+    prediction_features = ("example_index", "char_starts", "char_ends", "max_context")
+
+    def __init__(self, train_file=None, predict_file=None, version_2_with_negative=False, doc_stride=128,
+                 max_query_length=64, n_best_size=20, max_answer_length=30, start_n_top=5, end_n_top=5,
+                 null_score_diff_threshold=None):
+        self.files = {"train": train_file, "dev": predict_file}
+        self.version_2 = version_2_with_negative
+        self.name = "SQuAD-v2.0" if self.version_2 else "SQuAD-v1.1"
+        self.train_split = "train" if train_file else None
+        self.eval_splits = ("dev",) if predict_file else ()
+        self.doc_stride, self.max_query_length = doc_stride, max_query_length
+        self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
+        self.start_n_top, self.end_n_top = start_n_top, end_n_top
+        self.null_score_diff_threshold = null_score_diff_threshold
+        self._export_threshold = null_score_diff_threshold
+        self._results: dict[str, tuple] = {}
+
+    def examples(self, split):
+        return readers.read_squad(self.files[split], self.version_2)
+
+    def check_data(self, splits):
+        for split in splits:
+            if not os.path.isfile(self.files[split] or ""):
+                raise FileNotFoundError(f"no SQuAD file {self.files[split]} ({split})")
+            self.examples(split)  # a bad file stops here, one line naming the question
+
+    def features(self, split, tokenizer, max_seq_length, cache_dir):
+        settings = features.FeatureSettings(max_seq_length, self.doc_stride, self.max_query_length)
+
+        def convert(report):
+            examples = self.examples(split)
+            report.num_examples = len(examples)
+            yield from features.convert_examples(examples, tokenizer, settings)
+
+        return cache_features(task=self.name, split=split, spec=span_feature_spec(max_seq_length),
+                              max_seq_length=max_seq_length, sources=[self.files[split]],
+                              settings=(FEATURE_VERSION, settings), tokenizer=tokenizer, convert=convert,
+                              cache_dir=cache_dir)
+
+    def build_model(self, config, options, dtype):
+        if self.version_2:
+            return AlbertSquadV2(config, self.start_n_top, self.end_n_top, options.classifier_dropout, dtype=dtype)
+        return AlbertSpanLabeler(config, dtype=dtype)
+
+    def _inputs(self, features_, with_start=False):
+        inputs = model_inputs(features_)
+        if self.version_2:
+            inputs["p_mask"] = features_["p_mask"]
+            if with_start:
+                inputs["start_positions"] = features_["start_positions"]
+        return inputs
+
+    def loss_sums(self, model, features_, training):
+        outputs = model(self._inputs(features_, with_start=True), training=training)
+        if self.version_2:
+            return {"loss": v2_loss_sums(outputs, features_, features_[EXAMPLE_WEIGHT])["loss"]}
+        return v1_loss_sums(outputs["start_logits"], outputs["end_logits"], features_, features_[EXAMPLE_WEIGHT])
+
+    def predict_outputs(self, model, features_):
+        return dict(model(self._inputs(features_), training=False))
+
+    def answers(self, split, predictions):
+        """Post-processed answers of `split` and, v2.0, the threshold used."""
+        examples = self.examples(split)
+        if not self.version_2:
+            return postprocess.postprocess_v1(examples, predictions, predictions["start_logits"],
+                                              predictions["end_logits"], self.n_best_size,
+                                              self.max_answer_length), None
+        args = (examples, predictions, predictions, self.n_best_size, self.max_answer_length)
+        threshold = self.null_score_diff_threshold
+        if threshold is None:
+            # The release: answer everything, take the threshold that maximises F1, answer again.
+            first = postprocess.postprocess_v2(*args)
+            dataset = readers.load_json(self.files[split])["data"]
+            threshold = metrics.evaluate_v2(dataset, first.answers, first.null_odds)["best_f1_thresh"]
+        return postprocess.postprocess_v2(*args, null_score_diff_threshold=threshold), threshold
+
+    def evaluate(self, split, predictions, cached):
+        result, threshold = self.answers(split, predictions)
+        dataset = readers.load_json(self.files[split])["data"]
+        if self.version_2:
+            scores = metrics.evaluate_v2(dataset, result.answers, result.null_odds)
+            scores["null_score_diff_threshold"] = threshold
+            # The exported model answers "" where these predictions do.
+            self._export_threshold = threshold
+        else:
+            scores = metrics.evaluate_v1(dataset, result.answers)
+        self._results[split] = result
+        return scores
+
+    def write_predictions(self, split, predictions, cached, output_dir):
+        result = self._results.pop(split, None) or self.answers(split, predictions)[0]
+        files = {"predictions.json": result.answers, "nbest_predictions.json": result.nbest}
+        if self.version_2:
+            files["null_odds.json"] = result.null_odds
+        paths = []
+        for name, values in files.items():
+            path = os.path.join(output_dir, name)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(json.dumps(values, indent=2) + "\n")
+            paths.append(path)
+        return paths
+
+    def export(self, model, spm_model_file, max_seq_length, export_dir):
+        if tf.io.gfile.exists(export_dir):
+            tf.io.gfile.rmtree(export_dir)
+        settings = features.FeatureSettings(max_seq_length, self.doc_stride, self.max_query_length)
+        return serving.export_squad(model, export_dir, spm_model_file, settings, self.version_2, self.n_best_size,
+                                    self.max_answer_length, self._export_threshold)
+
+    def default_options(self, **given):
+        preset = {**PRESETS[self.version_2], "max_seq_length": 384, "classifier_dropout": 0.1}
+        preset.update({k: v for k, v in given.items() if v is not None})
+        return preset
+
+    def run_info(self):
+        return {"task": self.name}

@@ -1,0 +1,124 @@
+"""albert-finetune-squad end to end: bad input is one line; the chain learns; the SavedModel answers
+like predictions.json.
+
+The chain: a tiny model from random weights fine-tuned on about 200 questions must answer those
+same questions (EM >= 90): only then do windows, labels, post-processing and metrics agree.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from finetune.squad import cli, metrics, readers
+from tests.finetune.test_squad_serving import FRESH
+
+CONFIG = {"vocab_size": 30000, "embedding_size": 32, "hidden_size": 64, "num_hidden_layers": 2,
+          "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 128,
+          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+TRAINING = ["--max_seq_length=128", "--doc_stride=64", "--max_query_length=32", "--learning_rate=2e-3",
+            "--num_train_steps=1000", "--num_warmup_steps=100", "--train_batch_size=32", "--eval_batch_size=64",
+            "--steps_per_loop=100", "--progress_bar=false"]
+
+
+def _argv(tmp_path, small_data_dir, *flags):
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(CONFIG))
+    return ["albert-finetune-squad", f"--albert_config_file={config}",
+            f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}",
+            f"--output_dir={tmp_path / 'run'}", *flags]
+
+
+def test_bad_files_are_one_line_and_write_nothing(tmp_path, small_data_dir):
+    v2 = small_data_dir / "squad" / "dev-v2.0.article0.json"
+    with pytest.raises(readers.SquadFormatError, match="question 'c42edddd0f45b968cc4c512e5'.*--version_2_with_negative"):
+        cli.finetune(_argv(tmp_path, small_data_dir, f"--predict_file={v2}", "--do_predict"))
+    moved = json.loads(v2.read_text())
+    moved["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] += 3
+    bad = tmp_path / "moved.json"
+    bad.write_text(json.dumps(moved))
+    with pytest.raises(readers.SquadFormatError, match="answer_start .* points at .*not at the answer text 'France'"):
+        cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={bad}", "--do_train", "--version_2_with_negative"))
+    assert not (tmp_path / "run").exists()
+    # The console script: exit status 2 and one line on stderr.
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"data": [')
+    run = subprocess.run([sys.executable, "-m", "finetune.squad.cli",
+                          *_argv(tmp_path, small_data_dir, f"--train_file={broken}", "--do_train")[1:]],
+                         capture_output=True, text=True)
+    assert run.returncode == 2
+    lines = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert lines == [f"error: {broken}: not valid JSON: Expecting value at line 1 column 11"]
+    assert not (tmp_path / "run").exists()
+
+
+def _first_questions(path, count, out):
+    data = json.loads(path.read_text())
+    kept, total = [], 0
+    for article in data["data"]:
+        paragraphs = []
+        for paragraph in article["paragraphs"]:
+            if total >= count:
+                break
+            paragraphs.append(paragraph)
+            total += len(paragraph["qas"])
+        if paragraphs:
+            kept.append({"title": article["title"], "paragraphs": paragraphs})
+    out.write_text(json.dumps({"version": data["version"], "data": kept}))
+    return out
+
+
+def _serve(export_dir, examples, tmp_path):
+    pairs = tmp_path / "pairs.json"
+    pairs.write_text(json.dumps([[e.question, e.context] for e in examples]))
+    script = tmp_path / "fresh.py"
+    script.write_text(FRESH)
+    run = subprocess.run([sys.executable, str(script), str(export_dir), str(pairs)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_chain_learns_v1_and_serves_its_answers(tmp_path, small_data_dir):
+    data = _first_questions(small_data_dir / "squad" / "dev-v1.1.articles1-2.json", 200, tmp_path / "v1.json")
+    summary = cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={data}", f"--predict_file={data}",
+                                 "--do_train", "--do_predict", *TRAINING))
+    run = tmp_path / "run"
+    results = json.loads((run / "eval_results.json").read_text())["dev"]
+    print("v1.1 chain:", results)
+    predictions = json.loads((run / "predictions.json").read_text())
+    examples = readers.read_squad(data)
+    assert len(predictions) == len(examples) == 204
+    assert results["exact_match"] >= 90.0
+    official = metrics.evaluate_v1(json.loads(data.read_text())["data"], predictions)
+    assert official["exact_match"] == pytest.approx(results["exact_match"])
+    nbest = json.loads((run / "nbest_predictions.json").read_text())
+    assert all(1 <= len(v) <= 20 and v[0]["text"] == predictions[k] for k, v in nbest.items())
+    # The SavedModel, in a process without this package, answers as predictions.json (100 questions).
+    served = _serve(summary["export_dir"], examples[:100], tmp_path)
+    assert served["answer_text"] == [predictions[e.qas_id] for e in examples[:100]]
+
+
+@pytest.mark.slow
+def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir):
+    data = small_data_dir / "squad" / "dev-v2.0.article0.json"  # 208 questions, 112 unanswerable
+    summary = cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={data}", f"--predict_file={data}",
+                                 "--version_2_with_negative", "--do_train", "--do_predict", *TRAINING))
+    run = tmp_path / "run"
+    results = json.loads((run / "eval_results.json").read_text())["dev"]
+    predictions = json.loads((run / "predictions.json").read_text())
+    null_odds = json.loads((run / "null_odds.json").read_text())
+    print("v2.0 chain:", results)
+    assert results["exact"] >= 90.0
+    assert results["HasAns_total"] == 96 and results["NoAns_total"] == 112
+    assert results["NoAns_exact"] >= 90.0 and results["HasAns_exact"] >= 80.0
+    official = metrics.evaluate_v2(json.loads(data.read_text())["data"], predictions, null_odds)
+    assert official["exact"] == pytest.approx(results["exact"])
+    # "" wherever the null odds reach the threshold the run chose.
+    threshold = results["null_score_diff_threshold"]
+    assert all(predictions[q] == "" for q in predictions if null_odds[q] >= threshold)
+    examples = readers.read_squad(data, version_2_with_negative=True)
+    served = _serve(summary["export_dir"], examples[:100], tmp_path)
+    assert served["answer_text"] == [predictions[e.qas_id] for e in examples[:100]]
+    assert served["null_odds"] == pytest.approx([null_odds[e.qas_id] for e in examples[:100]], abs=1e-4)

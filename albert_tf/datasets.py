@@ -18,12 +18,17 @@ from typing import Sequence
 import tensorflow as tf
 
 from albert_tf.errors import UserError
-from albert_tf.features import EXAMPLE_WEIGHT, pretraining_feature_spec, serialize_example
+from albert_tf.features import (
+    EXAMPLE_WEIGHT,
+    PRETRAINING_METADATA_FILE,
+    pretraining_feature_spec,
+    serialize_example,
+)
 from albert_tf.tfrecord import masked_crc32c
 
 # What albert-create-pretraining-data writes beside its shards: how they were made and whether the
 # run finished ("complete"); read here so that training never starts on half a dataset.
-METADATA_FILE = "pretraining_data.json"
+METADATA_FILE = PRETRAINING_METADATA_FILE
 SHUFFLE_BUFFER_RECORDS = 10_000
 _GZIP_SUFFIXES = (".gz", ".gzip")
 _COMPRESSIONS = {"auto": None, "none": "", "": "", "gzip": "GZIP"}

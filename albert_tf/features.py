@@ -15,6 +15,9 @@ from albert_tf.validation import require_positive_ints
 # Not in the records: the reader adds it to evaluation batches, 1 for a record and 0 for a filler
 # row completing the last step; the pretraining losses weight examples by it where it is present.
 EXAMPLE_WEIGHT = "example_weight"
+# Written by data prep beside the pretraining records (settings, counts, "complete"); the reader
+# checks it. Here, not in datasets.py, so that data prep never imports TensorFlow.
+PRETRAINING_METADATA_FILE = "pretraining_data.json"
 
 if TYPE_CHECKING:
     import tensorflow as tf

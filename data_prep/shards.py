@@ -24,13 +24,13 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
-from albert_tf import datasets
+from albert_tf.features import PRETRAINING_METADATA_FILE
 from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of
 from data_prep.instances import InstanceOptions, InstanceStats, MaskingVocab
 
-METADATA_FILE = datasets.METADATA_FILE  # the training reader checks its "complete"
+METADATA_FILE = PRETRAINING_METADATA_FILE  # the training reader checks its "complete"
 STATS_DIR = "shard_stats"
 SPILL_DIR = "spill"
 INCOMPLETE_SUFFIX = ".incomplete"

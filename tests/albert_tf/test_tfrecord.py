@@ -82,7 +82,8 @@ def test_a_wrong_length_or_name_is_refused():
 
 def test_writing_records_does_not_import_tensorflow():
     code = (
-        "import sys, albert_tf.tfrecord as t, albert_tf.features as f, data_prep.shards\n"
+        "import sys, albert_tf.tfrecord as t, albert_tf.features as f, data_prep.shards, data_prep.generation\n"
+        "import data_prep.create_pretraining_data\n"
         "t.example_encoder(f.pretraining_feature_layout(8, 2))\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))\n"
     )

@@ -34,8 +34,8 @@ albert-pretrain --input_file="$OUT/records/train/*.tfrecord" \
 
 echo "== 4/5 SavedModel of the pretrainer (text in, masked-LM and SOP logits out)"
 rm -rf "$OUT/export_pretrainer"
-albert-export --checkpoint="$OUT/model" --model=pretrainer --spm_model_file="$OUT/vocab.model" \
-  --max_seq_length=128 --output="$OUT/export_pretrainer"
+albert-export --init_checkpoint="$OUT/model" --model=pretrainer --spm_model_file="$OUT/vocab.model" \
+  --max_seq_length=128 --output_dir="$OUT/export_pretrainer"
 
 echo "== 5/5 masked sentences filled in by the model (one from the training text, one unseen)"
 # After a few CPU minutes the model has learnt where frequent words go, little more: expect

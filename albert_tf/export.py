@@ -260,9 +260,9 @@ def load_model(kind: str, preset: str | None = None, checkpoint: str | None = No
 
     run_dir = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
     if not os.path.isdir(checkpoint) and not tf.io.gfile.exists(checkpoint + ".index"):
-        raise UserError(f"--checkpoint {checkpoint}: no such folder, nor a checkpoint prefix ({checkpoint}.index)")
+        raise UserError(f"--init_checkpoint {checkpoint}: no such folder, nor a checkpoint prefix ({checkpoint}.index)")
     if not os.path.exists(os.path.join(run_dir, CONFIG_FILE)):
-        raise UserError(f"--checkpoint {checkpoint}: {run_dir} holds no {CONFIG_FILE}; give the output_dir of "
+        raise UserError(f"--init_checkpoint {checkpoint}: {run_dir} holds no {CONFIG_FILE}; give the output_dir of "
                         "albert-pretrain or a checkpoint prefix in it")
     pretrainer = AlbertPretrainer(AlbertConfig.from_json_file(os.path.join(run_dir, CONFIG_FILE)))
     pretrainer.build()

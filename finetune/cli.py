@@ -32,6 +32,7 @@ from absl import app, flags, logging
 from albert_tf import choices
 from albert_tf.cli import entry_point
 from albert_tf.cli.entry_point import quiet_logs
+from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
 from albert_tf.errors import UserError
 from finetune.task import PRESET_FIELDS
 
@@ -112,6 +113,8 @@ def define_flags(flag_values: flags.FlagValues):
             define("float", field.name, default, help_text)
         else:
             define("string", field.name, default if default is not dataclasses.MISSING else None, help_text)
+
+    define_release_flags(flag_values)
 
 
 def options_from_flags(flag_values: flags.FlagValues, task):
@@ -310,6 +313,7 @@ def finetune(argv, flag_values: flags.FlagValues, make_task: Callable, required=
     and runs it (`run_task`)."""
     flag_values.unparse_flags()
     flag_values(argv)
+    apply_release_flags(flag_values)
     for name in (*required, "output_dir"):
         if not flag_values[name].value:
             raise app.UsageError(f"--{name} is required")

@@ -137,6 +137,9 @@ def run_main(
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if "verbose" not in flag_values:
         flags.DEFINE_bool("verbose", False, VERBOSE_HELP, flag_values=flag_values)
+    from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
+
+    define_release_flags(flag_values)
 
     def parse(argv: list[str]) -> list[str]:
         if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
@@ -150,6 +153,7 @@ def run_main(
             print(f"error: {error} (see --help)", file=sys.stderr)
             sys.exit(2)
         set_verbose(flag_values["verbose"].value)
+        apply_release_flags(flag_values)
         flags.FLAGS(argv[:1])
         quiet_logs()
         return remaining

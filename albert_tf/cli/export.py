@@ -1,7 +1,9 @@
 """albert-export: a preset or a pretraining run's checkpoint -> a SavedModel for serving and reuse.
 
-    albert-export --preset DIR --model encoder --output DIR [--max_seq_length 128]
-    albert-export --checkpoint RUN_DIR --spm_model_file 30k-clean.model --model pretrainer --output DIR
+    albert-export --preset DIR --model encoder --output_dir DIR [--max_seq_length 128]
+    albert-export --init_checkpoint RUN_DIR --spm_model_file 30k-clean.model --model pretrainer --output_dir DIR
+
+(--output and --checkpoint, the names of earlier versions, still work.)
 
 The SavedModel's signatures are `serving_default` (token ids), `serve_examples` (serialized
 tf.Examples), `serve_text` (raw strings) and `tokenize`; see `albert_tf.export`.
@@ -17,14 +19,17 @@ from albert_tf.errors import FlagError
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_string("preset", None, "Preset folder (config.json, model.weights.h5, spiece.model), "
                     "e.g. written by albert-convert.", flag_values=FLAGS)
-flags.DEFINE_string("checkpoint", None, "Instead of --preset: the output_dir of albert-pretrain (its "
+flags.DEFINE_string("init_checkpoint", None, "Instead of --preset: the output_dir of albert-pretrain (its "
                     "albert_config.json and latest checkpoint), or a checkpoint prefix in such a folder.",
                     flag_values=FLAGS)
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (default: the preset's "
-                    "spiece.model; required with --checkpoint).", flag_values=FLAGS)
+                    "spiece.model; required with --init_checkpoint).", flag_values=FLAGS)
 flags.DEFINE_enum("model", "encoder", ["encoder", "pretrainer"], "Which model to export.", flag_values=FLAGS)
-flags.DEFINE_string("output", None, "Output folder of the SavedModel (must not exist or be empty).",
+flags.DEFINE_string("output_dir", None, "Output folder of the SavedModel (must not exist or be empty).",
                     flag_values=FLAGS)
+# The names of earlier versions, kept: --output and --checkpoint.
+flags.DEFINE_alias("output", "output_dir", flag_values=FLAGS)
+flags.DEFINE_alias("checkpoint", "init_checkpoint", flag_values=FLAGS)
 flags.DEFINE_integer("max_seq_length", 128, "Length serve_text pads/truncates to and serve_examples parses.",
                      flag_values=FLAGS)
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Length of masked_lm_positions in serve_examples "
@@ -35,30 +40,30 @@ flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for t
 
 def main(argv):
     del argv
-    if bool(FLAGS.preset) == bool(FLAGS.checkpoint):
-        raise FlagError("give exactly one of --preset and --checkpoint")
-    if not FLAGS.output:
-        raise FlagError("--output is required")
-    if os.path.exists(FLAGS.output) and os.listdir(FLAGS.output):
-        raise FlagError(f"--output {FLAGS.output} is not empty")
+    if bool(FLAGS.preset) == bool(FLAGS.init_checkpoint):
+        raise FlagError("give exactly one of --preset and --init_checkpoint")
+    if not FLAGS.output_dir:
+        raise FlagError("--output_dir is required")
+    if os.path.exists(FLAGS.output_dir) and os.listdir(FLAGS.output_dir):
+        raise FlagError(f"--output_dir {FLAGS.output_dir} is not empty")
     spm_model_file = FLAGS.spm_model_file
     if spm_model_file is None:
         if not FLAGS.preset:
-            raise FlagError("--spm_model_file is required with --checkpoint")
+            raise FlagError("--spm_model_file is required with --init_checkpoint")
         from albert_tf.convert import PRESET_VOCAB
 
         spm_model_file = os.path.join(FLAGS.preset, PRESET_VOCAB)
 
     from albert_tf.export import export_encoder, export_pretrainer, load_model
 
-    model = load_model(FLAGS.model, preset=FLAGS.preset, checkpoint=FLAGS.checkpoint)
+    model = load_model(FLAGS.model, preset=FLAGS.preset, checkpoint=FLAGS.init_checkpoint)
     if FLAGS.model == "pretrainer":
-        export_pretrainer(model, FLAGS.output, spm_model_file, FLAGS.max_seq_length,
+        export_pretrainer(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
                           FLAGS.max_predictions_per_seq, do_lower_case=FLAGS.do_lower_case)
     else:
-        export_encoder(model, FLAGS.output, spm_model_file, FLAGS.max_seq_length,
+        export_encoder(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
                        do_lower_case=FLAGS.do_lower_case)
-    print(f"wrote the {FLAGS.model} SavedModel to {FLAGS.output}")
+    print(f"wrote the {FLAGS.model} SavedModel to {FLAGS.output_dir}")
 
 
 def run():

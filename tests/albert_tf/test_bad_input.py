@@ -199,6 +199,6 @@ def test_export_of_a_missing_checkpoint_folder_names_it(tmp_path):
     missing = str(tmp_path / "no_such_run")
     with pytest.raises(UserError) as error:
         load_model("encoder", checkpoint=missing)
-    assert str(error.value) == f"--checkpoint {missing}: no such folder, nor a checkpoint prefix ({missing}.index)"
+    assert str(error.value) == f"--init_checkpoint {missing}: no such folder, nor a checkpoint prefix ({missing}.index)"
     with pytest.raises(UserError, match=f"{tmp_path} holds no albert_config.json"):
         load_model("encoder", checkpoint=str(tmp_path))

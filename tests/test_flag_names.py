@@ -1,0 +1,67 @@
+"""One vocabulary across the tools, and the original release's flag names as aliases (issue 20, item 8)."""
+
+import pytest
+
+from albert_tf.cli import export, pretrain
+from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
+
+
+def _parse(flag_values, *args):
+    flag_values.unparse_flags()
+    flag_values(["prog", *args])
+    apply_release_flags(flag_values)
+    return flag_values
+
+
+def test_export_names_its_folders_as_the_other_tools_and_keeps_the_old_names():
+    try:
+        flags = _parse(export.FLAGS, "--output_dir=out", "--init_checkpoint=run")
+        assert (flags.output_dir, flags.init_checkpoint) == ("out", "run")
+        flags = _parse(export.FLAGS, "--output=old_out", "--checkpoint=old_run")
+        assert (flags.output_dir, flags.init_checkpoint) == ("old_out", "old_run")
+    finally:
+        export.FLAGS.unparse_flags()
+
+
+def test_pretraining_takes_the_release_names():
+    define_release_flags(pretrain.FLAGS)  # what run_main does before parsing
+    try:
+        flags = _parse(pretrain.FLAGS, "--train_step=40", "--warmup_step=4", "--iterations_per_loop=7",
+                       "--use_tpu", "--tpu_name=my-tpu")
+        assert (flags.num_train_steps, flags.num_warmup_steps, flags.steps_per_loop) == (40, 4, 7)
+        assert (flags.strategy, flags.tpu) == ("tpu", "my-tpu")
+        assert _parse(pretrain.FLAGS).strategy == "one_device"
+    finally:
+        pretrain.FLAGS.unparse_flags()
+
+
+def test_glue_takes_the_release_names():
+    from finetune.glue import cli
+
+    try:
+        flags = _parse(cli.FLAGS, "--task_name=MRPC", "--train_step=40", "--warmup_step=4",
+                       "--predict_batch_size=16", "--iterations_per_loop=5")
+        assert (flags.task, flags.num_train_steps, flags.num_warmup_steps) == ("MRPC", 40, 4)
+        assert (flags.eval_batch_size, flags.steps_per_loop) == (16, 5)
+    finally:
+        cli.FLAGS.unparse_flags()
+
+
+def test_the_release_output_file_names_the_output_folder():
+    from data_prep import create_pretraining_data
+
+    define_release_flags(create_pretraining_data.FLAGS)
+    try:
+        assert _parse(create_pretraining_data.FLAGS, "--output_file=records").output_dir == "records"
+    finally:
+        create_pretraining_data.FLAGS.unparse_flags()
+
+
+@pytest.mark.parametrize("alias", ["--train_step=3", "--task_name=X"])
+def test_an_alias_of_a_flag_the_tool_lacks_is_an_unknown_flag(alias):
+    from absl import flags
+
+    define_release_flags(export.FLAGS)
+    with pytest.raises(flags.UnrecognizedFlagError):
+        _parse(export.FLAGS, alias)
+    export.FLAGS.unparse_flags()

@@ -31,6 +31,8 @@ _LAZY = {
     "export_encoder": "albert_tf.export",
     "export_pretrainer": "albert_tf.export",
     "export_saved_model": "albert_tf.export",
+    "AlbertTextClassifier": "albert_tf.text_classifier",
+    "AlbertTextPreprocessor": "albert_tf.text_preprocessor",
 }
 
 
@@ -46,6 +48,8 @@ __all__ = [
     "AlbertEncoder",
     "AlbertGraphTokenizer",
     "AlbertPretrainer",
+    "AlbertTextClassifier",
+    "AlbertTextPreprocessor",
     "AlbertTokenizer",
     "SavedModelLayer",
     "classification_feature_spec",

@@ -1,0 +1,216 @@
+"""A text classifier as keras-hub users know it: `from_preset`, then `fit`, `predict` and `export`
+on raw strings.
+
+`AlbertTextClassifier` joins an `albert_tf.heads.AlbertClassifier` (encoder, pooled output,
+dropout, dense) and an `AlbertTextPreprocessor`; `fit`, `evaluate` and `predict` take strings (or
+pairs of strings) and run the preprocessor in the input pipeline, as keras-hub's tasks do. It is
+compiled on creation with keras-hub's defaults (Adam at 5e-5, sparse categorical cross-entropy on
+logits, accuracy); `compile` again for others. The command-line fine-tuning with the paper's
+presets is finetune/glue (docs/finetuning.md); this is the few-lines path.
+
+Example:
+    >>> classifier = AlbertTextClassifier.from_preset("albert_base_preset", num_classes=2)
+    >>> classifier.fit(x=["A gem of a film.", "Dull."], y=[1, 0], batch_size=2, epochs=3)
+    >>> classifier.predict(["What a delight."])          # logits [1, 2]
+    >>> classifier.save_to_preset("my_classifier")       # from_preset("my_classifier") reloads it
+    >>> classifier.export("exported")                    # serve_text: raw strings in, probabilities out
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.heads.classifier import AlbertClassifier
+from albert_tf.text_preprocessor import AlbertTextPreprocessor
+
+TASK_CONFIG = "text_classifier.json"
+TASK_WEIGHTS = "text_classifier.weights.h5"
+_TOKENIZE_CHUNK = 1024  # strings tokenized per call of the in-graph preprocessor
+
+
+def _is_pair(x) -> bool:
+    return isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], str)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertTextClassifier(keras.Model):
+    """An ALBERT classifier with its preprocessor, trained and called on raw text.
+
+    Args:
+        classifier: an `AlbertClassifier` (num_labels classes; 1 for a regressor).
+        preprocessor: an `AlbertTextPreprocessor`.
+
+    `call` takes the packed token ids (what the preprocessor returns) and gives the logits;
+    `fit`, `evaluate` and `predict` take strings [N], or a pair `(texts_a, texts_b)`, with labels.
+    """
+
+    def __init__(self, classifier: AlbertClassifier, preprocessor: AlbertTextPreprocessor, **kwargs):
+        super().__init__(**kwargs)
+        self.classifier = classifier
+        self.preprocessor = preprocessor
+
+    @property
+    def num_classes(self) -> int:
+        return self.classifier.num_labels
+
+    def call(self, inputs, training=None):
+        return self.classifier(inputs, training=training)
+
+    def build(self, input_shape=None):
+        self.classifier.build()
+        self.built = True
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "classifier": keras.saving.serialize_keras_object(self.classifier),
+                "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["classifier"] = keras.saving.deserialize_keras_object(config["classifier"])
+        config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
+        return cls(**config)
+
+    # ---- presets -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_preset(cls, preset_dir, num_classes: int | None = None, sequence_length: int = 128,
+                    dropout_rate: float = 0.1, **kwargs) -> "AlbertTextClassifier":
+        """A classifier on a preset folder: a fine-tuned one (written by `save_to_preset`) comes back
+        whole; an encoder or pretrainer preset (`albert-convert`) gets a new head of `num_classes`."""
+        from albert_tf.convert import PRESET_VOCAB, read_preset_config
+        from albert_tf.encoder import AlbertEncoder
+
+        preset_dir = os.fspath(preset_dir)
+        config = read_preset_config(preset_dir)
+        vocab = os.path.join(preset_dir, PRESET_VOCAB)
+        task_config = os.path.join(preset_dir, TASK_CONFIG)
+        if os.path.isfile(task_config):
+            with open(task_config, encoding="utf-8") as f:
+                saved = json.load(f)
+            if num_classes is not None and num_classes != saved["num_classes"]:
+                raise ValueError(f"{preset_dir} holds a classifier of {saved['num_classes']} classes, "
+                                 f"not {num_classes}")
+            model = cls._build(config, vocab, saved["num_classes"], saved["sequence_length"],
+                               saved["dropout_rate"], **kwargs)
+            model.classifier.load_weights(os.path.join(preset_dir, TASK_WEIGHTS))
+            return model
+        if num_classes is None:
+            raise ValueError(f"{preset_dir} holds no classifier head: give num_classes")
+        model = cls._build(config, vocab, num_classes, sequence_length, dropout_rate, **kwargs)
+        encoder = AlbertEncoder.from_preset(preset_dir)
+        for ours, theirs in zip(model.classifier.encoder.weights, encoder.weights, strict=True):
+            ours.assign(theirs)
+        return model
+
+    @classmethod
+    def _build(cls, config, vocab, num_classes, sequence_length, dropout_rate, **kwargs):
+        if sequence_length > config.max_position_embeddings:
+            raise ValueError(f"sequence_length {sequence_length} exceeds the model's max_position_embeddings "
+                             f"({config.max_position_embeddings})")
+        classifier = AlbertClassifier(config, num_classes, dropout_rate, dtype=kwargs.pop("dtype", None))
+        model = cls(classifier, AlbertTextPreprocessor(vocab, sequence_length), **kwargs)
+        model.build()
+        model.compile()
+        return model
+
+    def save_to_preset(self, preset_dir) -> str:
+        """Writes the classifier as a preset folder that `from_preset` reloads whole."""
+        from albert_tf.convert import PRESET_CONFIG, PRESET_VOCAB
+
+        preset_dir = os.fspath(preset_dir)
+        if os.path.exists(preset_dir) and os.listdir(preset_dir):
+            raise FileExistsError(f"output directory {preset_dir} is not empty")
+        os.makedirs(preset_dir, exist_ok=True)
+        self.classifier.config.to_json_file(os.path.join(preset_dir, PRESET_CONFIG))
+        shutil.copyfile(self.preprocessor.spm_model_file, os.path.join(preset_dir, PRESET_VOCAB))
+        self.classifier.save_weights(os.path.join(preset_dir, TASK_WEIGHTS))
+        with open(os.path.join(preset_dir, TASK_CONFIG), "w", encoding="utf-8") as f:
+            json.dump({"num_classes": self.num_classes, "sequence_length": self.preprocessor.sequence_length,
+                       "dropout_rate": self.classifier.dropout_rate}, f, indent=2)
+        return preset_dir
+
+    # ---- training and prediction on raw text -------------------------------------------------
+
+    def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
+        """keras-hub's defaults: Adam at 5e-5, cross-entropy on logits (squared error for one
+        output), accuracy."""
+        regression = self.num_classes == 1
+        if optimizer == "auto":
+            optimizer = keras.optimizers.Adam(5e-5)
+        if loss == "auto":
+            loss = (keras.losses.MeanSquaredError() if regression
+                    else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        if metrics == "auto":
+            metrics = [] if regression else [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def _dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
+        """Strings (or a pair of string lists) and labels as a tf.data pipeline of packed batches,
+        tokenized once (not once per epoch); a `tf.data.Dataset` of `(texts, labels)` is
+        preprocessed batch by batch as it comes."""
+        if isinstance(x, tf.data.Dataset):
+            def preprocess(*element):
+                features = self.preprocessor(element[0])
+                return features if len(element) == 1 else (features, *element[1:])
+
+            return x.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        texts = tuple(np.asarray(t, dtype=object).astype(str) for t in x) if _is_pair(x) else \
+            np.asarray(x, dtype=object).astype(str)
+        size = len(texts[0]) if _is_pair(x) else len(texts)
+        chunks = []
+        for begin in range(0, size, _TOKENIZE_CHUNK):
+            part = tuple(t[begin:begin + _TOKENIZE_CHUNK] for t in texts) if _is_pair(x) else \
+                texts[begin:begin + _TOKENIZE_CHUNK]
+            chunks.append({k: v.numpy() for k, v in self.preprocessor(part).items()})
+        features = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]} if chunks else {}
+        dataset = tf.data.Dataset.from_tensor_slices(features if y is None else (features, np.asarray(y)))
+        if shuffle:
+            dataset = dataset.shuffle(size, seed=seed, reshuffle_each_iteration=True)
+        return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+    def fit(self, x=None, y=None, batch_size=32, shuffle=True, seed=None, validation_data=None, **kwargs):
+        """`keras.Model.fit` on raw strings [N] (or a pair of [N] string lists) and labels [N]."""
+        if validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
+            validation_data = self._dataset(*validation_data, batch_size=batch_size)
+        # The pipeline shuffles (Keras ignores `shuffle` for a tf.data input).
+        return super().fit(self._dataset(x, y, batch_size, shuffle=shuffle, seed=seed),
+                           validation_data=validation_data, shuffle=False, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=32, **kwargs):
+        return super().evaluate(self._dataset(x, y, batch_size), **kwargs)
+
+    def predict(self, x, batch_size=32, **kwargs):
+        """Logits [N, num_classes] of raw strings (or a pair of string lists)."""
+        return super().predict(self._dataset(x, batch_size=batch_size), **kwargs)
+
+    # ---- serving -----------------------------------------------------------------------------
+
+    def export(self, path, labels=None) -> str:
+        """A SavedModel with the signatures of `albert_tf.export` (raw text in `serve_text`)
+        returning `probabilities` (and the predicted `label` when `labels` names the classes);
+        a regressor returns its `score`."""
+        from albert_tf.export import export_saved_model
+
+        names = None if labels is None else tf.constant(list(labels))
+        classifier = self.classifier
+
+        def outputs_fn(inputs, training):
+            logits = classifier(inputs, training=training)
+            if self.num_classes == 1:
+                return {"score": logits[:, 0]}
+            outputs = {"probabilities": tf.nn.softmax(logits, axis=-1)}
+            if names is not None:
+                outputs["label"] = tf.gather(names, tf.argmax(logits, axis=-1))
+            return outputs
+
+        return export_saved_model(classifier, path, self.preprocessor.spm_model_file,
+                                  self.preprocessor.sequence_length, outputs_fn=outputs_fn,
+                                  do_lower_case=self.preprocessor.do_lower_case)

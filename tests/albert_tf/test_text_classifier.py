@@ -1,0 +1,113 @@
+"""The Keras-native API: AlbertTextClassifier.from_preset, then fit / predict / export on raw
+strings; its preprocessor gives the Python tokenizer's ids; save_to_preset and from_preset give the
+same model back; the export answers raw text with the probabilities of predict."""
+
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertEncoder
+from albert_tf.convert import write_preset
+from albert_tf.text_classifier import AlbertTextClassifier
+from albert_tf.text_preprocessor import AlbertTextPreprocessor
+from albert_tf.tokenizer import AlbertTokenizer
+
+TINY_VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"
+CONFIG = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+SEQ = 16
+FILLER = "the a of house river king night long old little man came went saw there".split()
+
+
+def _sentences(n, seed):
+    """Sentences of filler words with "good" (label 1) or "bad" (label 0) somewhere in them."""
+    rng = np.random.default_rng(seed)
+    texts, labels = [], []
+    for _ in range(n):
+        label = int(rng.integers(0, 2))
+        words = list(rng.choice(FILLER, size=5))
+        words.insert(int(rng.integers(0, 6)), "good" if label else "bad")
+        texts.append(" ".join(words).capitalize() + ".")
+        labels.append(label)
+    return texts, np.array(labels)
+
+
+@pytest.fixture(scope="module")
+def preset(tmp_path_factory):
+    keras.utils.set_random_seed(0)
+    encoder = AlbertEncoder(CONFIG)
+    encoder.build()
+    return write_preset(encoder, CONFIG, TINY_VOCAB, tmp_path_factory.mktemp("preset") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def trained(preset):
+    keras.utils.set_random_seed(1)
+    classifier = AlbertTextClassifier.from_preset(preset, num_classes=2, sequence_length=SEQ)
+    # XLA's compile time would dominate a CPU test of a few steps.
+    classifier.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=False)
+    texts, labels = _sentences(96, seed=2)
+    history = classifier.fit(texts, labels, batch_size=16, epochs=8, seed=3, verbose=0)
+    return classifier, history
+
+
+def test_preprocessor_gives_the_python_tokenizers_ids():
+    preprocessor = AlbertTextPreprocessor(str(TINY_VOCAB), sequence_length=SEQ)
+    tokenizer = AlbertTokenizer(str(TINY_VOCAB))
+    texts, _ = _sentences(4, seed=5)
+    seconds = ["A longer second sentence that is cut to fit the sequence."] * 4
+    for packed, expected in ((preprocessor(texts), [tokenizer.pack(tokenizer.encode(t), max_seq_length=SEQ)
+                                                    for t in texts]),
+                             (preprocessor((texts, seconds)), [tokenizer.pack(tokenizer.encode(a), tokenizer.encode(b),
+                                                                              max_seq_length=SEQ)
+                                                               for a, b in zip(texts, seconds)])):
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            np.testing.assert_array_equal(packed[key].numpy(), [row[key] for row in expected], err_msg=key)
+    clone = AlbertTextPreprocessor.from_config(preprocessor.get_config())
+    np.testing.assert_array_equal(clone(texts)["input_ids"], preprocessor(texts)["input_ids"])
+
+
+def test_from_preset_loads_the_encoder_and_a_new_head(preset):
+    classifier = AlbertTextClassifier.from_preset(preset, num_classes=3, sequence_length=SEQ)
+    classifier.compile(jit_compile=False)
+    encoder = AlbertEncoder.from_preset(preset)
+    for ours, theirs in zip(classifier.classifier.encoder.weights, encoder.weights, strict=True):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    assert classifier.predict(["One sentence.", "Another one."], verbose=0).shape == (2, 3)
+    assert classifier.predict((["A pair"], ["of sentences."]), verbose=0).shape == (1, 3)
+    with pytest.raises(ValueError, match="give num_classes"):
+        AlbertTextClassifier.from_preset(preset)
+
+
+def test_fit_on_raw_text_learns(trained):
+    classifier, history = trained
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    texts, labels = _sentences(64, seed=9)  # sentences not trained on
+    logits = classifier.predict(texts, batch_size=16, verbose=0)
+    assert np.mean(logits.argmax(axis=1) == labels) >= 0.9
+    loss, accuracy = classifier.evaluate(texts, labels, batch_size=16, verbose=0)
+    assert accuracy == pytest.approx(np.mean(logits.argmax(axis=1) == labels))
+    # predict is the model on the preprocessor's packed ids.
+    direct = classifier(classifier.preprocessor(texts[:8]), training=False).numpy()
+    np.testing.assert_allclose(logits[:8], direct, atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_save_to_preset_and_export_on_raw_text(trained, tmp_path):
+    classifier, _ = trained
+    texts, _ = _sentences(6, seed=11)
+    logits = classifier.predict(texts, verbose=0)
+    again = AlbertTextClassifier.from_preset(classifier.save_to_preset(tmp_path / "fine_tuned"))
+    again.compile(jit_compile=False)
+    assert (again.num_classes, again.preprocessor.sequence_length) == (2, SEQ)
+    np.testing.assert_allclose(again.predict(texts, verbose=0), logits, atol=1e-6, rtol=0)
+
+    classifier.export(tmp_path / "export", labels=["negative", "positive"])
+    served = tf.saved_model.load(str(tmp_path / "export")).signatures["serve_text"](text=tf.constant([[t] for t in texts]))
+    probabilities = tf.nn.softmax(logits).numpy()
+    np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-5, rtol=0)
+    assert [label.decode() for label in served["label"].numpy()] == [
+        ("negative", "positive")[i] for i in probabilities.argmax(axis=1)]

@@ -314,7 +314,16 @@ def read_hf_weights(input_dir: str | os.PathLike) -> dict[str, np.ndarray]:
     if os.path.isfile(pytorch_path):
         import torch
 
-        state = torch.load(pytorch_path, map_location="cpu", weights_only=True)
+        import pickle
+
+        try:
+            # weights_only: tensors are read, a pickled Python object (which could run code) is refused.
+            state = torch.load(pytorch_path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as error:
+            from albert_tf.errors import UserError
+
+            raise UserError(f"{pytorch_path} holds pickled Python objects, not only tensors: refused, as loading "
+                            f"them could run code ({str(error).splitlines()[0][:200]})") from None
         return {k: v.detach().float().numpy() if v.is_floating_point() else v.numpy() for k, v in state.items()}
     raise FileNotFoundError(f"no {HF_SAFETENSORS} or {HF_PYTORCH} in {input_dir}")
 

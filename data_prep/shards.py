@@ -24,6 +24,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
+from albert_tf.errors import one_line
 from albert_tf.features import PRETRAINING_METADATA_FILE
 from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
@@ -235,10 +236,12 @@ def _worker_main(config, output_dir, shard_ids, messages, parent_alive) -> None:
         messages.put(("done", None, None))
     except _ParentGone:
         pass
-    except BadInputError as error:
-        messages.put(("error", str(error), None))
-    except BaseException:  # the parent must learn why, whatever it was
-        messages.put(("error", traceback.format_exc(), None))
+    except BaseException as error:  # the parent must learn why, whatever it was
+        described = one_line(error)  # the user's or the machine's (bad input, a full disk): one line
+        if described is not None:
+            messages.put(("error", described[0], None))
+        else:  # a bug of ours: its traceback
+            messages.put(("bug", traceback.format_exc(), None))
 
 
 def check_output_dir(output_dir: str, settings: dict, config: GenerationConfig) -> dict | None:
@@ -436,7 +439,7 @@ def _run_workers(config, output_dir, pending, num_workers, progress) -> None:
         for worker in workers:
             worker.start()
         alive_read.close()
-        finished, error = 0, None
+        finished, error, bug = 0, None, False
         try:
             while finished < num_workers and error is None:
                 try:
@@ -451,14 +454,17 @@ def _run_workers(config, output_dir, pending, num_workers, progress) -> None:
                 elif kind == "done":
                     finished += 1
                 else:
-                    error = first
+                    error, bug = first, kind == "bug"
         finally:
+            # Stopped early (an error, or Ctrl-C / SIGINT in this loop): the workers stop too.
             for worker in workers:
-                if worker.is_alive() and error is not None:
+                if worker.is_alive() and finished < num_workers:
                     worker.terminate()
             for worker in workers:
                 worker.join()
             alive_write.close()
+        if bug:
+            raise RuntimeError(f"a worker process failed:\n{error}")
         if error is not None:
             raise BadInputError(error)
     finally:

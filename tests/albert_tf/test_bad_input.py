@@ -202,3 +202,28 @@ def test_export_of_a_missing_checkpoint_folder_names_it(tmp_path):
     assert str(error.value) == f"--init_checkpoint {missing}: no such folder, nor a checkpoint prefix ({missing}.index)"
     with pytest.raises(UserError, match=f"{tmp_path} holds no albert_config.json"):
         load_model("encoder", checkpoint=str(tmp_path))
+
+
+class _Payload:
+    """Pickled, it would create a file when loaded."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_pickle_payload_in_a_pytorch_checkpoint_is_refused_and_never_run(tmp_path):
+    import torch
+
+    from albert_tf.convert import HF_PYTORCH, read_hf_weights
+    from albert_tf.errors import UserError
+
+    marker = tmp_path / "ran"
+    torch.save({"albert.embeddings.word_embeddings.weight": torch.zeros(2, 2), "x": _Payload(str(marker))},
+               tmp_path / HF_PYTORCH)
+    with pytest.raises(UserError, match=f"^{tmp_path / HF_PYTORCH} holds pickled Python objects, not only tensors: "
+                                        "refused, as loading them could run code"):
+        read_hf_weights(tmp_path)
+    assert not marker.exists()

@@ -78,3 +78,36 @@ def test_an_absurd_max_seq_length_is_refused():
     with pytest.raises(ValueError, match=r"^max_seq_length must be at most 8192 \(the released models read 512 "
                                          r"positions\), got 100000$"):
         InstanceOptions(max_seq_length=100000)
+
+
+@pytest.mark.slow  # a subprocess with two workers: about a minute on a shared 2-core machine
+def test_sigint_to_the_parent_stops_its_workers_and_leaves_no_partial_shard(tmp_path, data_dir, spm_model):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "data_prep.create_pretraining_data",
+               f"--input_file={data_dir / 'corpus' / 'gutenberg' / 'austen-persuasion.txt'}", f"--output_dir={out}",
+               f"--spm_model_file={spm_model}", "--max_seq_length=64", "--max_predictions_per_seq=5",
+               "--dupe_factor=40", "--num_output_shards=2", "--num_workers=2", "--noprogress"]
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    process = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None and not list(out.glob("*.incomplete")):
+            time.sleep(0.01)
+        assert process.poll() is None, "the run ended before it could be interrupted"
+        interrupted = time.monotonic()
+        os.kill(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        waited = time.monotonic() - interrupted
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130 and stderr.splitlines()[-1] == "error: interrupted"
+    # Before, the parent waited for its workers to write every shard (about a minute here).
+    assert waited < 15, f"{waited:.1f} s from SIGINT to exit"
+    assert not list(out.glob("pretrain-*"))  # neither a complete nor a partial shard

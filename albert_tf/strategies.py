@@ -23,7 +23,8 @@ from albert_tf.choices import STRATEGIES
 TPU_CONNECT_TIMEOUT_S = 5.0
 
 
-def get_strategy(name: str, tpu: str | None = None, *, connect_timeout_s: float = TPU_CONNECT_TIMEOUT_S):
+def get_strategy(name: str, tpu: str | None = None, *, connect_timeout_s: float = TPU_CONNECT_TIMEOUT_S,
+                 cpu_devices: int | None = None):
     """Returns the `tf.distribute.Strategy` called `name` (one of `STRATEGIES`).
 
     Args:
@@ -31,6 +32,9 @@ def get_strategy(name: str, tpu: str | None = None, *, connect_timeout_s: float 
         tpu: for "tpu": a Cloud TPU name, a "grpc://host:port" address or "local" (a TPU VM);
             None reads the `TPU_NAME` environment variable.
         connect_timeout_s: how long a TPU worker address may take to accept a connection.
+        cpu_devices: for "mirrored" on a machine without GPUs: split the CPU into this many logical
+            devices, one replica each, so that multi-replica runs can be tried on a laptop. It must
+            come before TensorFlow's runtime starts (the first op).
 
     Raises:
         ValueError: `name` is not a known strategy, or "tpu" has no TPU to name.
@@ -39,8 +43,12 @@ def get_strategy(name: str, tpu: str | None = None, *, connect_timeout_s: float 
     """
     if name == "tpu":
         return _tpu_strategy(tpu, connect_timeout_s)
+    if cpu_devices is not None and name != "mirrored":
+        raise ValueError(f"cpu_devices={cpu_devices} is for the 'mirrored' strategy, not {name!r}")
     if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
+        if cpu_devices is None:
+            return tf.distribute.MirroredStrategy()
+        return tf.distribute.MirroredStrategy(_logical_cpus(cpu_devices))
     if name == "multi_worker":
         _check_tf_config()
         return tf.distribute.MultiWorkerMirroredStrategy()
@@ -50,6 +58,19 @@ def get_strategy(name: str, tpu: str | None = None, *, connect_timeout_s: float 
     if name == "default":
         return tf.distribute.get_strategy()
     raise ValueError(f"unknown strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
+
+
+def _logical_cpus(count: int) -> list[str]:
+    if count < 1:
+        raise ValueError(f"cpu_devices must be at least 1, got {count}")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+    except RuntimeError as error:  # the runtime has started: devices can no longer be split
+        if len(tf.config.list_logical_devices("CPU")) != count:
+            raise RuntimeError(f"cpu_devices={count}: TensorFlow has already started with "
+                               f"{len(tf.config.list_logical_devices('CPU'))} CPU device(s)") from error
+    return [device.name for device in tf.config.list_logical_devices("CPU")]
 
 
 def _check_tf_config():

@@ -96,6 +96,8 @@ def define_flags(flag_values: flags.FlagValues):
     define("bool", "do_eval", False, "Evaluate on the labelled split(s); writes eval_results.json.")
     define("bool", "do_predict", False, "Predict the unlabelled split(s); writes the task's prediction files.")
     define("enum", "strategy", "one_device", "The tf.distribute strategy.", enum_values=list(choices.STRATEGIES))
+    define("integer", "cpu_devices", None, "With --strategy=mirrored on a machine without GPUs: split the CPU "
+           "into this many logical devices, one replica each (to try multi-replica runs).")
     define("string", "tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.")
     define("bool", "export", True, "Export the task model as a SavedModel to <output_dir>/export after training "
            "(or when there is none yet).")
@@ -246,7 +248,7 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
         )
     task.check_data(splits)
     # Before any other TensorFlow op: multi-worker collectives are configured at startup.
-    strategy = strategies.get_strategy(F.strategy, tpu=F.tpu)
+    strategy = strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
 
     from albert_tf.tokenizer import AlbertTokenizer
     from finetune import initialization, trainer

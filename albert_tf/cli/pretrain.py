@@ -49,6 +49,9 @@ flags.DEFINE_enum("mixed_precision", "none", list(choices.MIXED_PRECISION_POLICI
                   choices.MIXED_PRECISION_HELP, flag_values=FLAGS)
 flags.DEFINE_bool("jit_compile", True, "Compile the forward and backward pass with XLA.", flag_values=FLAGS)
 flags.DEFINE_enum("strategy", "one_device", list(choices.STRATEGIES), "The tf.distribute strategy.", flag_values=FLAGS)
+flags.DEFINE_integer("cpu_devices", None, "With --strategy=mirrored on a machine without GPUs: split the "
+                     "CPU into this many logical devices, one replica each (to try multi-replica runs).",
+                     flag_values=FLAGS)
 flags.DEFINE_string("tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.", flag_values=FLAGS)
 flags.DEFINE_integer("max_eval_steps", None, "Evaluate at most this many batches (default: all).", flag_values=FLAGS)
 flags.DEFINE_integer("seed", 12345, "Seed of the initialisation and of the input shuffling.", flag_values=FLAGS)
@@ -124,7 +127,10 @@ def main(argv):
         progress_bar=FLAGS.progress_bar,
     )
     # First, before any other TensorFlow op: multi-worker collectives must be configured at startup.
-    strategy = strategies.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu)
+    try:
+        strategy = strategies.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu, cpu_devices=FLAGS.cpu_devices)
+    except ValueError as error:
+        raise FlagError(f"--strategy={FLAGS.strategy}: {error}") from error
     result = training.pretrain(config, options, strategy=strategy, export_fn=export)
     summary = f"finished at step {result['step']}: train " + training.format_metrics(result["train"])
     if result["eval"]:

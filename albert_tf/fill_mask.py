@@ -42,12 +42,14 @@ def masked_inputs(text: str, tokenizer: AlbertTokenizer, max_seq_length: int) ->
 
 
 def fill_mask(text: str, predict: PredictFn, tokenizer: AlbertTokenizer, top_k: int = 5,
-              max_seq_length: int = 512) -> list[list[tuple[str, float]]]:
+              max_seq_length: int | None = None) -> list[list[tuple[str, float]]]:
     """For each [MASK] of `text`, the `top_k` pieces and their probabilities.
 
     `predict` maps the inputs of `masked_inputs` to masked-LM logits [1, masks, vocab]; control
     pieces ([CLS], [SEP], [MASK], <pad>) are never proposed.
     """
+    if max_seq_length is None:  # the model's own length (a SavedModel's predictor knows it)
+        max_seq_length = getattr(predict, "max_seq_length", 512)
     logits = np.asarray(predict(masked_inputs(text, tokenizer, max_seq_length)), np.float64)[0]
     never = [i for i in range(tokenizer.vocab_size) if tokenizer.is_control(i)] + [tokenizer.unk_id]
     logits[:, never] = -np.inf
@@ -73,4 +75,8 @@ def saved_model_predictor(saved_model_dir: str) -> tuple[PredictFn, AlbertTokeni
     def predict(inputs):
         return loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in inputs.items()})["mlm_logits"].numpy()
 
+    # The length it was exported for (at most its max_position_embeddings): a longer text is an
+    # error of the user's, named before the model sees it.
+    if hasattr(loaded, "max_seq_length"):
+        predict.max_seq_length = int(loaded.max_seq_length.numpy())
     return predict, tokenizer

@@ -17,6 +17,11 @@ import urllib.parse
 import tensorflow as tf
 
 from albert_tf.choices import STRATEGIES
+from albert_tf.errors import FlagError, UserError
+
+
+class StrategyUnavailable(UserError, RuntimeError):
+    """The TPU or the cluster asked for is not there: the user's setup, one line in a console script."""
 
 # A TPU worker that answers at all answers within this; a dead address must fail in seconds, not
 # after the minutes that TensorFlow's own connection retries take.
@@ -57,7 +62,7 @@ def get_strategy(name: str, tpu: str | None = None, *, connect_timeout_s: float 
         return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
     if name == "default":
         return tf.distribute.get_strategy()
-    raise ValueError(f"unknown strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
+    raise FlagError(f"unknown strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
 
 
 def _logical_cpus(count: int) -> list[str]:
@@ -76,7 +81,7 @@ def _logical_cpus(count: int) -> list[str]:
 def _check_tf_config():
     raw = os.environ.get("TF_CONFIG")
     if not raw:
-        raise RuntimeError(
+        raise StrategyUnavailable(
             "strategy 'multi_worker' needs the TF_CONFIG environment variable (cluster.worker "
             "addresses and this process's task index); it is not set"
         )
@@ -85,22 +90,22 @@ def _check_tf_config():
         workers = config["cluster"]["worker"]
         index = int(config["task"]["index"])
     except (ValueError, KeyError, TypeError) as error:
-        raise RuntimeError(f"TF_CONFIG is not a usable multi-worker config ({error!r}): {raw}") from error
+        raise StrategyUnavailable(f"TF_CONFIG is not a usable multi-worker config ({error!r}): {raw}") from error
     if config["task"].get("type", "worker") == "worker" and not 0 <= index < len(workers):
-        raise RuntimeError(f"TF_CONFIG task index {index} is outside the {len(workers)} workers")
+        raise StrategyUnavailable(f"TF_CONFIG task index {index} is outside the {len(workers)} workers")
 
 
 def _tpu_strategy(tpu, connect_timeout_s):
     tpu = tpu or os.environ.get("TPU_NAME")
     if not tpu:
-        raise ValueError(
+        raise FlagError(
             "strategy 'tpu' needs a TPU: pass --tpu=<name, grpc://host:port or 'local'> "
             "or set TPU_NAME"
         )
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
     except Exception as error:  # the Cloud TPU API lookup fails in many ways; all mean "no TPU".
-        raise RuntimeError(f"no TPU named {tpu!r} could be resolved: {error}") from error
+        raise StrategyUnavailable(f"no TPU named {tpu!r} could be resolved: {error}") from error
     master = resolver.master()
     if master:
         _probe(master, connect_timeout_s, tpu)
@@ -108,7 +113,7 @@ def _tpu_strategy(tpu, connect_timeout_s):
     try:
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (tf.errors.OpError, ValueError) as error:
-        raise RuntimeError(f"TPU {tpu!r} did not initialise: {str(error).splitlines()[0]}") from error
+        raise StrategyUnavailable(f"TPU {tpu!r} did not initialise: {str(error).splitlines()[0]}") from error
     return tf.distribute.TPUStrategy(resolver)
 
 
@@ -121,7 +126,7 @@ def _probe(master: str, timeout_s: float, tpu: str):
         with socket.create_connection((host, port), timeout=timeout_s):
             return
     except OSError as error:
-        raise RuntimeError(
+        raise StrategyUnavailable(
             f"no TPU reachable for --tpu={tpu!r}: {host}:{port} did not accept a connection "
             f"within {timeout_s:.0f} s ({error}, after {time.monotonic() - start:.1f} s)"
         ) from error

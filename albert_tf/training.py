@@ -165,7 +165,8 @@ def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_p
         try:
             first = [raw.numpy() for raw in tf.data.TFRecordDataset(path, compression_type=_compression(path)).take(1)]
         except tf.errors.DataLossError as error:
-            raise UserError(f"{path} is not a TFRecord file, or it is corrupted: {error.message.splitlines()[0]}") from None
+            first_line = error.message.splitlines()[0]
+            raise UserError(f"{path} is not a TFRecord file, or it is corrupted: {first_line}") from None
         if first:
             break
     else:
@@ -213,6 +214,8 @@ def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
     A config without checkpoints beside it (a first run that failed before its first save)
     protects nothing: it is replaced.
     """
+    if tf.io.gfile.exists(output_dir) and not tf.io.gfile.isdir(output_dir):
+        raise FlagError(f"--output_dir {output_dir} is a file, not a folder")
     path = os.path.join(output_dir, CONFIG_FILE)
     if tf.io.gfile.exists(path) and tf.train.latest_checkpoint(output_dir):
         with tf.io.gfile.GFile(path) as f:
@@ -447,9 +450,9 @@ class TrainingLoop:
                 break
             except (IndexError, ValueError, tf.errors.OpError) as error:
                 files = ", ".join(sorted(tf.io.gfile.glob(path + ".*"))) or path
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 logging.warning("checkpoint %s is unreadable (%s; its files: %s): trying the one before",
-                                path, str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
-                                files)
+                                path, reason, files)
         else:
             raise UserError(
                 f"no checkpoint in {self.options.output_dir} could be read ({', '.join(candidates)}): they are "

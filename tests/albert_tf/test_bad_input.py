@@ -227,3 +227,39 @@ def test_a_pickle_payload_in_a_pytorch_checkpoint_is_refused_and_never_run(tmp_p
                                         "refused, as loading them could run code"):
         read_hf_weights(tmp_path)
     assert not marker.exists()
+
+
+def test_fill_mask_checks_the_text_against_the_models_own_length(data_dir):
+    from albert_tf.errors import UserError
+    from albert_tf.fill_mask import fill_mask
+    from albert_tf.tokenizer import AlbertTokenizer
+
+    tokenizer = AlbertTokenizer(str(data_dir / "albert" / "30k-clean.model"))
+    calls = []
+
+    def predict(inputs):  # as saved_model_predictor's: it knows the length it was exported for
+        calls.append(inputs)
+        raise AssertionError("the model must not see a text longer than it reads")
+
+    predict.max_seq_length = 8
+    with pytest.raises(UserError, match=r"^the text is \d+ tokens long with \[CLS\] and \[SEP\]; at most 8 fit$"):
+        fill_mask("a long sentence with a [MASK] in the middle of it", predict, tokenizer)
+    assert calls == []
+
+
+def test_an_output_dir_that_is_a_file_is_named(tmp_path):
+    from albert_tf import training
+    from albert_tf.errors import FlagError
+
+    (tmp_path / "run").write_text("not a folder")
+    with pytest.raises(FlagError, match=f"^--output_dir {tmp_path / 'run'} is a file, not a folder$"):
+        training.check_output_dir(str(tmp_path / "run"), TINY, write=True)
+
+
+def test_strategy_tpu_without_a_tpu_is_a_flag_error(monkeypatch):
+    from albert_tf import strategies
+    from albert_tf.errors import FlagError
+
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    with pytest.raises(FlagError, match=r"^strategy 'tpu' needs a TPU: pass --tpu="):
+        strategies.get_strategy("tpu")

@@ -38,6 +38,15 @@ flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for t
                   flag_values=FLAGS)
 
 
+def _run_vocabulary(checkpoint: str) -> str | None:
+    """The spiece.model that albert-pretrain keeps in its output_dir (a checkpoint prefix's folder)."""
+    from albert_tf.cli.pretrain import RUN_VOCAB
+
+    run_dir = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+    kept = os.path.join(run_dir, RUN_VOCAB)
+    return kept if os.path.exists(kept) else None
+
+
 def main(argv):
     del argv
     if bool(FLAGS.preset) == bool(FLAGS.init_checkpoint):
@@ -49,10 +58,15 @@ def main(argv):
     spm_model_file = FLAGS.spm_model_file
     if spm_model_file is None:
         if not FLAGS.preset:
-            raise FlagError("--spm_model_file is required with --init_checkpoint")
-        from albert_tf.convert import PRESET_VOCAB
+            kept = _run_vocabulary(FLAGS.init_checkpoint)
+            if kept is None:
+                raise FlagError("--spm_model_file is required: the run folder of --init_checkpoint holds no "
+                                "spiece.model (albert-pretrain keeps the one it was given)")
+            spm_model_file = kept
+        else:
+            from albert_tf.convert import PRESET_VOCAB
 
-        spm_model_file = os.path.join(FLAGS.preset, PRESET_VOCAB)
+            spm_model_file = os.path.join(FLAGS.preset, PRESET_VOCAB)
 
     from albert_tf.export import export_encoder, export_pretrainer, load_model
 

@@ -10,6 +10,11 @@ Flags keep the names of the original `run_pretraining.py` where it had them. A r
 SavedModel under `<output_dir>/export`.
 """
 
+import glob
+import json
+import os
+import shutil
+
 from absl import flags, logging
 
 from albert_tf import choices
@@ -30,8 +35,10 @@ flags.DEFINE_string("init_checkpoint", None, "Start from the weights of this che
 flags.DEFINE_integer("train_batch_size", 4096, "Global batch of one update, over all replicas and "
                      "accumulated micro-batches.", flag_values=FLAGS)
 flags.DEFINE_integer("eval_batch_size", 64, "Global batch for evaluation.", flag_values=FLAGS)
-flags.DEFINE_integer("max_seq_length", 512, "Sequence length the records were written with.", flag_values=FLAGS)
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record, as written.", flag_values=FLAGS)
+flags.DEFINE_integer("max_seq_length", None, "Sequence length the records were written with (default: read "
+                     "from the pretraining_data.json beside them).", flag_values=FLAGS)
+flags.DEFINE_integer("max_predictions_per_seq", None, "Masked positions per record, as written (default: "
+                     "read from the pretraining_data.json beside them).", flag_values=FLAGS)
 flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate (after warmup).", flag_values=FLAGS)
 flags.DEFINE_integer("num_train_steps", choices.PRETRAINING_STEPS, "Updates in all; the learning rate reaches 0 there.", flag_values=FLAGS)
 flags.DEFINE_integer("num_warmup_steps", None, "Updates of linear warmup (default: the paper's 3,125 of "
@@ -70,6 +77,40 @@ def load_config():
     return AlbertConfig.from_json_file(FLAGS.albert_config_file)
 
 
+# The run folder keeps the vocabulary it was given, so that albert-export (and a rerun) need not.
+RUN_VOCAB = "spiece.model"
+
+
+def record_lengths() -> tuple[int, int]:
+    """--max_seq_length and --max_predictions_per_seq, each read from the records' own
+    pretraining_data.json (written by albert-create-pretraining-data) when not given."""
+    from albert_tf.features import PRETRAINING_METADATA_FILE
+
+    given = {"max_seq_length": FLAGS.max_seq_length, "max_predictions_per_seq": FLAGS.max_predictions_per_seq}
+    if None not in given.values():
+        return given["max_seq_length"], given["max_predictions_per_seq"]
+    files = sorted(f for pattern in FLAGS.input_file.split(",") for f in glob.glob(pattern.strip()))
+    metadata = os.path.join(os.path.dirname(files[0]), PRETRAINING_METADATA_FILE) if files else None
+    if metadata is None or not os.path.exists(metadata):
+        missing = [f"--{name}" for name, value in given.items() if value is None]
+        raise FlagError(f"give {' and '.join(missing)}: no {PRETRAINING_METADATA_FILE} beside the records of "
+                        f"--input_file={FLAGS.input_file} to read it from")
+    with open(metadata) as f:
+        settings = json.load(f)["settings"]
+    return tuple(settings[name] if value is None else value for name, value in given.items())
+
+
+def run_vocabulary() -> str | None:
+    """--spm_model_file, kept in the run folder; or the one a previous run of the folder kept."""
+    kept = os.path.join(FLAGS.output_dir, RUN_VOCAB)
+    if FLAGS.spm_model_file:
+        os.makedirs(FLAGS.output_dir, exist_ok=True)
+        if not os.path.exists(kept) or os.path.abspath(kept) != os.path.abspath(FLAGS.spm_model_file):
+            shutil.copyfile(FLAGS.spm_model_file, kept)
+        return kept
+    return kept if os.path.exists(kept) else None
+
+
 def warmup_steps() -> int:
     """--num_warmup_steps, or the paper's warmup ratio applied to --num_train_steps."""
     steps, warmup = FLAGS.num_train_steps, FLAGS.num_warmup_steps
@@ -81,11 +122,12 @@ def warmup_steps() -> int:
 
 
 def export(model, export_dir):
-    """The encoder as a SavedModel; with --spm_model_file, with albert_tf.export's text signatures."""
-    if FLAGS.spm_model_file:
+    """The encoder as a SavedModel; with a vocabulary, with albert_tf.export's text signatures."""
+    vocabulary = run_vocabulary()
+    if vocabulary:
         from albert_tf.export import export_encoder
 
-        export_encoder(model.encoder, export_dir, FLAGS.spm_model_file, FLAGS.max_seq_length)
+        export_encoder(model.encoder, export_dir, vocabulary, record_lengths()[0])
         logging.info("exported the encoder with text signatures to %s", export_dir)
     else:
         from albert_tf import training
@@ -102,14 +144,16 @@ def main(argv):
         if not FLAGS[name].value:
             raise FlagError(f"--{name} is required")
     config = load_config()
+    max_seq_length, max_predictions_per_seq = record_lengths()
+    run_vocabulary()
     options = training.PretrainingOptions(
         output_dir=FLAGS.output_dir,
         input_file=FLAGS.input_file,
         eval_input_file=FLAGS.eval_input_file or "",
         train_batch_size=FLAGS.train_batch_size,
         eval_batch_size=FLAGS.eval_batch_size,
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions_per_seq,
         learning_rate=FLAGS.learning_rate,
         num_train_steps=FLAGS.num_train_steps,
         num_warmup_steps=warmup_steps(),

@@ -6,10 +6,15 @@ Every SavedModel written here has the signatures
   of the model, e.g. `masked_lm_positions` [B, P] of the pretrainer) -> the model's outputs;
 - `serve_examples`: serialized `tf.train.Example`s [B] in the feature spec of `albert_tf.features`
   -> the same outputs;
-- `serve_text`: strings `text` [B, S] with S = 1 (one segment) or S = 2 (a pair), tokenized,
-  packed, truncated and padded to `max_seq_length` in the graph -> the same outputs;
-- `tokenize`: `text` [B, S] -> the packed `input_ids`, `input_mask`, `segment_ids`, so a client
-  can see what `serve_text` fed the model (and pick masked positions on it);
+- `serve_text`: strings `text` [B] (one segment each, what a TF Serving REST call
+  `{"instances": ["..."]}` sends) or [B, S] with S = 1 (one segment) or S = 2 (a pair),
+  tokenized, packed and truncated to `max_seq_length` in the graph, and padded only to the
+  smallest of a few bucket lengths that holds the batch's longest row (`albert_tf.length_buckets`:
+  16, 32, 64, ... up to `max_seq_length`) -> the same outputs; sequence outputs have that
+  bucket's length;
+- `tokenize`: `text` [B] or [B, S] -> the packed `input_ids`, `input_mask`, `segment_ids` [B, T]
+  that `serve_text` feeds the model (T its bucket length), so a client can see them (and pick
+  masked positions on them);
 
 and it is a reusable SavedModel the TF-Hub way: the loaded object is callable as
 `obj(inputs, training=False)` on a dict of int32 [B, T] tensors, and has `variables`,
@@ -22,13 +27,14 @@ A consumer needs only tensorflow and tensorflow_text (for the SentencePiece op);
 from __future__ import annotations
 
 import os
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import keras
 import tensorflow as tf
 
 from albert_tf.features import classification_feature_spec, pretraining_feature_spec
 from albert_tf.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.length_buckets import bucket_lengths, check_bucket_lengths
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 SIGNATURES = ("serving_default", "serve_examples", "serve_text", "tokenize")
@@ -57,7 +63,8 @@ class _Exported(tf.Module):
     """The object that `tf.saved_model.save` writes; its attributes become the SavedModel's."""
 
     def __init__(self, outputs_fn: OutputsFn, tokenizer: AlbertGraphTokenizer,
-                 max_seq_length: int, extra_inputs: Mapping[str, tf.io.FixedLenFeature]):
+                 max_seq_length: int, extra_inputs: Mapping[str, tf.io.FixedLenFeature],
+                 length_buckets: tuple[int, ...], text_segments: int | None):
         super().__init__(name=None)
         # The model is not an attribute: tracking it would save every weight a second time, beside
         # the plain variable lists of the root object.
@@ -65,6 +72,8 @@ class _Exported(tf.Module):
         self._tokenizer = tokenizer
         self.vocab_file = tokenizer.model_asset
         self._max_seq_length = max_seq_length
+        self._length_buckets = length_buckets
+        self._text_segments = text_segments
         self._extra = dict(extra_inputs)
         self._example_spec = {
             **{k: classification_feature_spec(max_seq_length)[k] for k in SEQUENCE_INPUTS},
@@ -76,24 +85,41 @@ class _Exported(tf.Module):
         return _float32(self._outputs_fn(inputs, training))
 
     def tokenize_text(self, text):
-        """`text` [B, 1] or [B, 2] strings -> packed int32 [B, max_seq_length] tensors."""
+        """`text` [B], [B, 1] or [B, 2] strings -> packed int32 [B, T] tensors, T a bucket length."""
         text = tf.convert_to_tensor(text, tf.string)
+        check_rank = tf.debugging.assert_rank_in(
+            text, [1, 2], message="text must have shape [batch] or [batch, 1] (one segment) or [batch, 2] (a pair)")
+        with tf.control_dependencies([check_rank]):
+            # [B] is [B, 1]; the product of no dimensions is 1, so an empty [0] batch reshapes too.
+            shape = tf.shape(text)
+            text = tf.reshape(text, tf.stack([shape[0], tf.reduce_prod(shape[1:])]))
         width = tf.shape(text)[1]
-        check = tf.debugging.assert_equal(
-            tf.logical_or(tf.equal(width, 1), tf.equal(width, 2)), True,
-            message="text must have shape [batch, 1] (one segment) or [batch, 2] (a pair)",
-        )
+        if self._text_segments is None:
+            allowed = tf.logical_or(tf.equal(width, 1), tf.equal(width, 2))
+            message = "text must have shape [batch] or [batch, 1] (one segment) or [batch, 2] (a pair)"
+        elif self._text_segments == 2:
+            allowed = tf.equal(width, 2)
+            message = ("this model was fine-tuned on pairs of texts: text must have shape [batch, 2], "
+                       "got one segment per row or more than two")
+        else:
+            allowed = tf.equal(width, 1)
+            message = ("this model was fine-tuned on single texts: text must have shape [batch] or "
+                       "[batch, 1], got more than one segment per row")
+        check = tf.debugging.assert_equal(allowed, True, message=message)
         with tf.control_dependencies([check]):
             text = tf.identity(text)
 
-        def single():
-            return self._tokenizer(text[:, 0], max_seq_length=self._max_seq_length)
+        def pack(*segments):
+            return self._tokenizer(*segments, max_seq_length=self._max_seq_length,
+                                   length_buckets=self._length_buckets)
 
-        def pair():
-            return self._tokenizer(text[:, 0], text[:, -1], max_seq_length=self._max_seq_length)
-
-        packed = tf.cond(tf.equal(width, 2), pair, single)
-        return {k: tf.ensure_shape(packed[k], [None, self._max_seq_length]) for k in SEQUENCE_INPUTS}
+        if self._text_segments == 2:
+            packed = pack(text[:, 0], text[:, 1])
+        elif self._text_segments == 1:
+            packed = pack(text[:, 0])
+        else:
+            packed = tf.cond(tf.equal(width, 2), lambda: pack(text[:, 0], text[:, -1]), lambda: pack(text[:, 0]))
+        return {k: tf.ensure_shape(packed[k], [None, None]) for k in SEQUENCE_INPUTS}
 
     def parse_examples(self, serialized):
         features = tf.io.parse_example(serialized, self._example_spec)
@@ -108,7 +134,8 @@ class _Exported(tf.Module):
         """
         names = (*SEQUENCE_INPUTS, *self._extra)
         input_specs = {k: tf.TensorSpec([None, None], tf.int32, name=k) for k in names}
-        text_spec = tf.TensorSpec([None, None], tf.string, name="text")
+        # Rank 1 or 2: a flat batch of single texts, or [batch, segments].
+        text_spec = tf.TensorSpec(None, tf.string, name="text")
         infer = tf.function(lambda inputs: self.outputs(inputs), autograph=False,
                             input_signature=[input_specs])
         tokenize = tf.function(self.tokenize_text, autograph=False, input_signature=[text_spec])
@@ -154,6 +181,8 @@ def export_saved_model(
     outputs_fn: OutputsFn | None = None,
     extra_inputs: Mapping[str, tf.io.FixedLenFeature] | None = None,
     do_lower_case: bool = True,
+    length_buckets: Sequence[int] | None = None,
+    text_segments: int | None = None,
 ) -> str:
     """Writes `model` as a SavedModel with the signatures of this module's docstring.
 
@@ -161,7 +190,7 @@ def export_saved_model(
         model: a built Keras model (or layer); its variables are saved.
         output_dir: where to write; created if needed.
         spm_model_file: the SentencePiece model, stored inside as the asset `vocab_file`.
-        max_seq_length: the length `serve_text` pads or truncates to, and the length of the
+        max_seq_length: the length `serve_text` truncates to (and its longest bucket), and the length of the
             sequence features `serve_examples` parses. `serving_default` takes any length the
             model allows.
         outputs_fn: maps `(inputs, training)` to the output dict, where `inputs` is a dict of int32
@@ -172,6 +201,13 @@ def export_saved_model(
             `tf.io.FixedLenFeature` that `serve_examples` parses them with (int features, 1-D).
             They are int32 [B, N] inputs of `serving_default` and `serve_text`.
         do_lower_case: the tokenizer's lowercasing (True for the released English models).
+        length_buckets: the lengths `serve_text` pads a batch to (the smallest that holds its
+            longest row); the largest must be `max_seq_length`. Default:
+            `albert_tf.length_buckets.bucket_lengths(max_seq_length)`. `[max_seq_length]` pads
+            every batch to `max_seq_length`.
+        text_segments: 1 or 2 where the model only makes sense on single texts or on pairs (a
+            fine-tuned classifier): `serve_text` then refuses the other with a message that says
+            so. Default None: either.
 
     Returns the output directory.
 
@@ -187,6 +223,10 @@ def export_saved_model(
     limit = getattr(config, "max_position_embeddings", None)
     if limit is not None and max_seq_length > limit:
         raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings ({limit})")
+    length_buckets = (bucket_lengths(max_seq_length) if length_buckets is None
+                      else check_bucket_lengths(length_buckets, max_seq_length))
+    if text_segments not in (None, 1, 2):
+        raise ValueError(f"text_segments must be None, 1 or 2, got {text_segments!r}")
     extra_inputs = dict(extra_inputs or {})
     for name, feature in extra_inputs.items():
         if name in SEQUENCE_INPUTS or not feature.dtype.is_integer or len(feature.shape) != 1:
@@ -205,7 +245,7 @@ def export_saved_model(
             f"the SentencePiece model {spm_model_file} has {tokenizer.vocab_size} pieces, more than the "
             f"model's vocab_size ({vocab_size})"
         )
-    module = _Exported(outputs_fn, tokenizer, max_seq_length, extra_inputs)
+    module = _Exported(outputs_fn, tokenizer, max_seq_length, extra_inputs, length_buckets, text_segments)
     trainable, others = _serving_variables(model)
     signatures = module.build_functions()
     output_dir = os.fspath(output_dir)
@@ -220,6 +260,7 @@ def export_saved_model(
     root.regularization_losses = []
     root.max_seq_length = tf.Variable(max_seq_length, trainable=False, name="max_seq_length")
     root.do_lower_case = tf.Variable(do_lower_case, trainable=False, name="do_lower_case")
+    root.length_buckets = tf.Variable(length_buckets, trainable=False, name="length_buckets")
     tf.saved_model.save(root, output_dir, signatures=signatures)
     return output_dir
 

@@ -8,10 +8,12 @@ release's digit-comma re-split is a lookup in a per-id table of replacement ids.
 from __future__ import annotations
 
 import os
+from typing import Sequence
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.length_buckets import bucket_length
 from albert_tf.tokenizer import (
     AlbertTokenizer,
     combining_ranges,
@@ -177,11 +179,14 @@ class AlbertGraphTokenizer(tf.Module):
         b_ids: tf.RaggedTensor | None = None,
         *,
         max_seq_length: int,
+        length_buckets: Sequence[int] | None = None,
     ) -> dict[str, tf.Tensor]:
         """`[CLS] A [SEP] (B [SEP])` padded to `max_seq_length`: int32 `[B, max_seq_length]` tensors.
 
         Truncation matches `AlbertTokenizer.pack`: the longer segment loses tokens from its end,
-        B on ties.
+        B on ties. With `length_buckets` (sorted, the largest `max_seq_length`, see
+        `albert_tf.length_buckets`) the batch is padded only to the smallest bucket that holds its
+        longest row: `[B, T]` with T one of the buckets, the same rows with less padding.
         """
         a_ids = tf.cast(a_ids, tf.int32)
         batch = a_ids.nrows()
@@ -213,15 +218,20 @@ class AlbertGraphTokenizer(tf.Module):
             segment_pieces += [tf.zeros_like(trimmed) + index, column(index)]
         input_ids = tf.concat(pieces, axis=1)
         segment_ids = tf.concat(segment_pieces, axis=1)
-        shape = [None, max_seq_length]
+        if length_buckets is None:
+            shape = [None, max_seq_length]
+        else:
+            longest = tf.reduce_max(tf.concat([input_ids.row_lengths(), [0]], axis=0))
+            shape = tf.stack([batch, tf.cast(bucket_length(longest, length_buckets), tf.int64)])
         return {
             "input_ids": input_ids.to_tensor(self.pad_id, shape=shape),
             "input_mask": tf.ones_like(input_ids).to_tensor(0, shape=shape),
             "segment_ids": segment_ids.to_tensor(0, shape=shape),
         }
 
-    def __call__(self, texts_a, texts_b=None, *, max_seq_length: int) -> dict[str, tf.Tensor]:
+    def __call__(self, texts_a, texts_b=None, *, max_seq_length: int,
+                 length_buckets: Sequence[int] | None = None) -> dict[str, tf.Tensor]:
         """Tokenizes one or two batches of strings and packs them (see `pack`)."""
         a_ids = self.tokenize(texts_a)
         b_ids = None if texts_b is None else self.tokenize(texts_b)
-        return self.pack(a_ids, b_ids, max_seq_length=max_seq_length)
+        return self.pack(a_ids, b_ids, max_seq_length=max_seq_length, length_buckets=length_buckets)

@@ -7,6 +7,14 @@ Python. The two kinds of call alternate within each repeat, so load from other p
 alike; the table gives medians. Goal: tokenization adds under 10% at batch 32.
 
     python bench/serving.py [--repeats 10] [--batch_sizes 1,32] [--preset albert_base_v2]
+
+With `--padding`, it times instead what bucketed padding saves: the same model exported twice
+with `max_seq_length` 512, once padding every request to 512 (`length_buckets=[512]`, what
+`serve_text` did before buckets) and once to the smallest bucket that holds the batch (16, 32,
+..., 512), both called with the same short sentences (`--sentence_words`, 20 by default),
+alternating within each repeat; the table gives medians and the ratio. Goal: at least 5x at batch 1.
+
+    python bench/serving.py --padding [--seq_length 512] [--sentence_words 20] [--batch_sizes 1,32]
 """
 
 import os
@@ -30,6 +38,8 @@ flags.DEFINE_integer("seq_length", 128, "max_seq_length of serve_text.")
 flags.DEFINE_list("batch_sizes", ["1", "32"], "Batch sizes to time.")
 flags.DEFINE_integer("repeats", 10, "Timed repeats per batch size (after 2 warm-up calls).")
 flags.DEFINE_bool("pairs", False, "Serve sentence pairs instead of single segments.")
+flags.DEFINE_bool("padding", False, "Compare serve_text padded to --seq_length with bucketed padding.")
+flags.DEFINE_integer("sentence_words", 20, "Words per sentence served with --padding.")
 
 
 def _texts(path: str, count: int, pairs: bool) -> list[list[str]]:
@@ -46,8 +56,69 @@ def _median_ms(times):
     return 1000 * statistics.median(times)
 
 
+def _sentences(path: str, count: int, words: int) -> list[str]:
+    """`count` sentences of exactly `words` words: the first words of corpus paragraphs."""
+    with open(path, encoding="utf-8") as f:
+        paragraphs = [line.split() for line in f if len(line.split()) > words and not line.startswith(" =")]
+    return [" ".join(paragraphs[i % len(paragraphs)][:words]) for i in range(count)]
+
+
+def padding_main():
+    """Bucketed against padded-to-max_seq_length serve_text, one model, alternating calls."""
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    from albert_tf import AlbertConfig, AlbertEncoder
+    from albert_tf.export import export_encoder
+    from albert_tf.length_buckets import bucket_lengths
+
+    config = AlbertConfig.from_preset(FLAGS.preset)
+    encoder = AlbertEncoder(config)
+    encoder.build()
+    root = tempfile.mkdtemp(prefix="albert_serving_padding_")
+    variants = {"padded": [FLAGS.seq_length], "bucketed": None}
+    loaded = {}
+    for name, buckets in variants.items():
+        path = export_encoder(encoder, os.path.join(root, name), FLAGS.spm_model_file, FLAGS.seq_length,
+                              length_buckets=buckets)
+        loaded[name] = tf.saved_model.load(path)
+    del encoder
+    rows = []
+    for batch_size in map(int, FLAGS.batch_sizes):
+        # A flat batch, as a TF Serving REST call sends it.
+        text = tf.constant(_sentences(FLAGS.corpus_file, batch_size, FLAGS.sentence_words))
+        fed = loaded["bucketed"].signatures["tokenize"](text=text)
+        outputs = {name: m.signatures["serve_text"](text=text) for name, m in loaded.items()}
+        difference = float(np.abs(outputs["bucketed"]["pooled_output"].numpy()
+                                  - outputs["padded"]["pooled_output"].numpy()).max())
+        times = {name: [] for name in loaded}
+        for repeat in range(FLAGS.repeats + 2):
+            for name, m in loaded.items():
+                started = time.perf_counter()
+                m.signatures["serve_text"](text=text)["pooled_output"].numpy()
+                if repeat >= 2:
+                    times[name].append(time.perf_counter() - started)
+        paired = statistics.median(p / b for p, b in zip(times["padded"], times["bucketed"]))
+        rows.append((batch_size, int(fed["input_mask"].numpy().sum(axis=1).max()), fed["input_ids"].shape[1],
+                     _median_ms(times["padded"]), _median_ms(times["bucketed"]), paired, difference))
+    print(f"{FLAGS.preset}, serve_text, max_seq_length {FLAGS.seq_length} (buckets "
+          f"{', '.join(map(str, bucket_lengths(FLAGS.seq_length)))}), sentences of {FLAGS.sentence_words} words, "
+          f"{FLAGS.repeats} repeats (medians), {os.cpu_count()} CPUs")
+    print()
+    print("| batch | longest row | bucket | padded to max ms | bucketed ms | speed-up (medians) "
+          "| speed-up (paired) | max pooled difference |")
+    print("|---|---|---|---|---|---|---|---|")
+    for batch_size, longest, bucket, padded_ms, bucketed_ms, paired, difference in rows:
+        print(f"| {batch_size} | {longest} | {bucket} | {padded_ms:.1f} | {bucketed_ms:.1f} | "
+              f"{padded_ms / bucketed_ms:.1f}x | {paired:.1f}x | {difference:.1e} |")
+
+
 def main(argv):
     del argv
+    if FLAGS.padding:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        return padding_main()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import numpy as np
     import tensorflow as tf

@@ -175,6 +175,8 @@ def fresh_results(exported, tmp_path_factory):
                 "signature": "serve_text",
                 "inputs": {"text": {"text": [list(p) for p in zip(TEXT_A, TEXT_B)]}, **four},
             },
+            # A TF Serving REST call {"instances": ["..."]} sends a flat [B] batch.
+            "text_flat": {"signature": "serve_text", "inputs": {"text": {"text": list(TEXT_A)}, **four}},
             "tokenize_single": {"signature": "tokenize", "inputs": {"text": {"text": [[a] for a in TEXT_A]}}},
             "tokenize_pair": {
                 "signature": "tokenize", "inputs": {"text": {"text": [list(p) for p in zip(TEXT_A, TEXT_B)]}},
@@ -234,6 +236,15 @@ def test_serve_text_is_python_tokenization_then_the_model(fresh_results, models,
         inputs["masked_lm_positions"] = np.concatenate([batch["masked_lm_positions"], batch["masked_lm_positions"][:1]])
     label = "text_" + ("pair" if pair else "single")
     _assert_close(_select(results[name], label), _keras_outputs(name, models[name], inputs))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_serve_text_takes_a_flat_batch_as_single_segments(fresh_results, name):
+    results, _ = fresh_results
+    flat, single = _select(results[name], "text_flat"), _select(results[name], "text_single")
+    assert sorted(flat) == sorted(single)
+    for key, value in single.items():
+        np.testing.assert_array_equal(flat[key], value, err_msg=key)
 
 
 def test_serve_text_pads_empty_and_truncates_long_text(fresh_results, tokenizer):
@@ -377,9 +388,70 @@ def test_serve_text_edge_batches(exported):
     # An empty batch serves an empty batch.
     out = loaded.signatures["serve_text"](text=tf.zeros([0, 1], tf.string))
     assert out["pooled_output"].shape == (0, CONFIG.hidden_size)
-    # More than two segments is the client's error, said in its words.
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"shape \[batch, 1\]"):
+    out = loaded.signatures["serve_text"](text=tf.zeros([0], tf.string))
+    assert out["pooled_output"].shape == (0, CONFIG.hidden_size)
+    # More than two segments, or a shape that is no batch, is the client's error, said in its words.
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"\[batch, 1\] \(one segment\) or \[batch, 2\]"):
         loaded.signatures["serve_text"](text=tf.constant([["a", "b", "c"]]))
+    for text in (tf.constant("a"), tf.constant([[["a"]]])):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"shape \[batch\] or \[batch, 1\]"):
+            loaded.signatures["serve_text"](text=text)
+
+
+LONG = 64  # max_seq_length of the bucketing tests: room for several buckets
+
+
+@pytest.fixture(scope="module")
+def bucketed_and_padded(models, tmp_path_factory):
+    """The encoder exported twice: padded to a few buckets, and to LONG always (as before)."""
+    root = tmp_path_factory.mktemp("buckets")
+    bucketed = export_encoder(models["encoder"], root / "bucketed", TINY_SPM, LONG, length_buckets=(8, 16, 32, LONG))
+    padded = export_encoder(models["encoder"], root / "padded", TINY_SPM, LONG, length_buckets=[LONG])
+    return tf.saved_model.load(bucketed), tf.saved_model.load(padded)
+
+
+@pytest.mark.parametrize("rows, bucket", [
+    (["Emma"], 8),  # 3 tokens
+    (["Emma", "Emma Woodhouse, handsome"], 16),  # 12
+    ([TEXT_A[0], ""], 32),  # 24
+    ([TEXT_A[0], "", TEXT_A[3]], LONG),  # 33
+    (TEXT_A, LONG),  # truncated to 64
+    ([["Emma", "Woodhouse"], [TEXT_A[0], "She had lived"]], 32),  # exactly 32
+])
+def test_serve_text_pads_to_the_smallest_bucket_with_the_padded_outputs(bucketed_and_padded, tokenizer, rows, bucket):
+    bucketed, padded = bucketed_and_padded
+    text = tf.constant(rows)
+    fed = bucketed.signatures["tokenize"](text=text)
+    full = padded.signatures["tokenize"](text=text)
+    assert fed["input_ids"].shape == (len(rows), bucket) and full["input_ids"].shape == (len(rows), LONG)
+    lengths = full["input_mask"].numpy().sum(axis=1)
+    assert lengths.max() <= bucket and (bucket == 8 or lengths.max() > bucket // 2)  # the smallest that holds
+    for key in SEQUENCE_INPUTS:  # the same rows, less padding
+        np.testing.assert_array_equal(fed[key].numpy(), full[key].numpy()[:, :bucket], err_msg=key)
+        assert not full[key].numpy()[:, bucket:].any()
+    got, expected = bucketed.signatures["serve_text"](text=text), padded.signatures["serve_text"](text=text)
+    np.testing.assert_allclose(got["pooled_output"], expected["pooled_output"], atol=1e-5, rtol=0)
+    assert got["sequence_output"].shape[1] == bucket
+    real = full["input_mask"].numpy()[:, :bucket].astype(bool)
+    np.testing.assert_allclose(got["sequence_output"].numpy()[real], expected["sequence_output"].numpy()[:, :bucket][real],
+                               atol=1e-5, rtol=0)
+    assert np.std(expected["pooled_output"]) > 1e-3
+
+
+def test_a_model_of_pairs_says_so_when_given_one_segment(models, tmp_path):
+    path = export_saved_model(
+        models["classifier"], tmp_path / "pairs", TINY_SPM, SEQ, text_segments=2,
+        outputs_fn=lambda inputs, training: {"logits": models["classifier"](inputs, training=training)},
+    )
+    serve_text = tf.saved_model.load(path).signatures["serve_text"]
+    assert serve_text(text=tf.constant([["a", "b"]]))["logits"].shape == (1, 3)
+    for text in (tf.constant(["a"]), tf.constant([["a"]])):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="fine-tuned on pairs of texts"):
+            serve_text(text=text)
+    with pytest.raises(ValueError, match="text_segments must be None, 1 or 2"):
+        export_encoder(models["encoder"], tmp_path / "bad", TINY_SPM, SEQ, text_segments=3)
+    with pytest.raises(ValueError, match=r"largest is max_seq_length \(16\)"):
+        export_encoder(models["encoder"], tmp_path / "bad", TINY_SPM, SEQ, length_buckets=[8, 32])
 
 
 def test_export_command_reads_a_pretraining_run(tmp_path):

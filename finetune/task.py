@@ -99,6 +99,8 @@ class FinetuningTask:
     # The metric of the first evaluation split whose highest value picks `model.ckpt-best`; None:
     # no best checkpoint is kept.
     best_metric: Optional[str] = None
+    # 1 or 2 where the default export's `serve_text` must refuse the other (single texts, pairs).
+    text_segments: Optional[int] = None
 
     # ---- data --------------------------------------------------------------------------------
 
@@ -144,7 +146,7 @@ class FinetuningTask:
         if tf.io.gfile.exists(export_dir):
             tf.io.gfile.rmtree(export_dir)
         return export_saved_model(model, os.fspath(export_dir), spm_model_file, max_seq_length,
-                                  outputs_fn=self.serving_outputs(model))
+                                  outputs_fn=self.serving_outputs(model), text_segments=self.text_segments)
 
     def default_options(self, **given) -> dict:
         """The preset's values of `PRESET_FIELDS` with `given` (a None keeps the preset's)."""

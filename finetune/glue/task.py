@@ -40,6 +40,7 @@ class GlueTask(FinetuningTask):
         self.predict_splits = self.glue.predict_splits
         self.train_metric_names = ("loss",) if self.glue.is_regression else ("loss", "accuracy")
         self.best_metric = self.glue.metrics[0] if self.glue.metrics else None
+        self.text_segments = 1 if all(s.text_b is None for s in self.glue.splits.values()) else 2
 
     def check_data(self, splits):
         for split in splits:

@@ -119,6 +119,16 @@ def test_exported_classifier_labels_raw_text_in_a_fresh_process(mrpc_run, mrpc_d
     # The submission file holds the same labels: prediction and serving agree on the test rows.
     submitted = [line.split("\t")[1] for line in (output_dir / "MRPC.tsv").read_text().splitlines()[1:]]
     assert submitted == labels
+    # MRPC is a task of pairs: one segment per row is refused with a message that says so.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="fine-tuned on pairs of texts"):
+        tf.saved_model.load(summary["export_dir"]).signatures["serve_text"](text=tf.constant([pairs[0][0]]))
+
+
+def test_glue_exports_know_single_and_pair_tasks():
+    from finetune.glue.task import GlueTask
+
+    segments = {name: GlueTask(name).text_segments for name in ("CoLA", "SST-2", "MRPC", "RTE", "MNLI", "STS-B")}
+    assert segments == {"CoLA": 1, "SST-2": 1, "MRPC": 2, "RTE": 2, "MNLI": 2, "STS-B": 2}
 
 
 @pytest.mark.slow

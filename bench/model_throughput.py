@@ -12,7 +12,12 @@ table shows medians, the ratio to the fastest peer, and achieved GFLOP/s of the 
 fraction of the measured float32 matmul peak on the same threads.
 
 Needs the bench extras: `pip install keras-hub==0.32.0` (torch and transformers come with [test]).
-Usage: python bench/model_throughput.py [--threads 2] [--repeats 7] [--forward_only] [--skip "HF PyTorch"]
+The bf16 rows use Keras' mixed_bfloat16 policy with and without XLA; a second table gives their
+speed as a ratio to every float32 system, and the largest difference of their forward output from
+our float32 one.
+
+Usage: python bench/model_throughput.py [--threads 2] [--repeats 7] [--forward_only] [--bf16_only]
+       [--skip "HF PyTorch"]
 """
 
 import argparse
@@ -32,6 +37,8 @@ def parse_args():
     parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
     parser.add_argument("--forward_only", action="store_true",
                         help="time the forward rows only (many repeats of the short rows are cheap)")
+    parser.add_argument("--bf16_only", action="store_true",
+                        help="leave out our XLA bf16 row and keras-hub without XLA (the bf16 question's table)")
     return parser.parse_args()
 
 
@@ -114,11 +121,16 @@ def tf_train_step(model, loss_fn, jit):
     return step
 
 
-def albert_tf_system(c, jit):
-    model = AlbertPretrainer(c)
+def albert_tf_system(c, jit, dtype=None, weights_of=None):
+    """Our pretrainer; `dtype` a Keras dtype policy (e.g. "mixed_bfloat16"), `weights_of` another
+    system's model whose weights it copies (so outputs can be compared)."""
+    model = AlbertPretrainer(c, dtype=dtype) if dtype else AlbertPretrainer(c)
     model.build()
-    forward = tf.function(lambda b: model.encoder(b)["sequence_output"], jit_compile=jit)
+    if weights_of is not None:
+        model.set_weights(weights_of.get_weights())
+    forward = tf.function(lambda b: tf.cast(model.encoder(b)["sequence_output"], tf.float32), jit_compile=jit)
     train = tf_train_step(model, lambda b: model(b, training=True)["loss"], jit)
+    forward.model = model
     return forward, train
 
 
@@ -229,13 +241,27 @@ def main():
     set_threads(args.threads)
     c = AlbertConfig.from_preset(args.preset)
     skip = set(filter(None, args.skip.split(",")))
+    reference = {}
+
+    def ours(jit, dtype=None):
+        system = albert_tf_system(c, jit, dtype, reference.get("model"))
+        reference.setdefault("model", system[0].model)
+        return system
+
+    # The bf16 rows: Keras' mixed_bfloat16 policy (float32 variables, LayerNorm and softmax;
+    # matmuls in bf16). Without XLA TensorFlow runs the matmuls on oneDNN's bf16 kernels
+    # (AVX512_BF16 / AMX where the CPU has them); XLA's CPU backend does not use them.
     builders = {
-        "albert_tf XLA": lambda: albert_tf_system(c, True),
-        "albert_tf no-XLA": lambda: albert_tf_system(c, False),
+        "albert_tf XLA": lambda: ours(True),
+        "albert_tf no-XLA": lambda: ours(False),
+        "albert_tf bf16 no-XLA": lambda: ours(False, "mixed_bfloat16"),
+        "albert_tf bf16 XLA": lambda: ours(True, "mixed_bfloat16"),
         "keras-hub XLA": lambda: keras_hub_system(c, True),
         "keras-hub no-XLA": lambda: keras_hub_system(c, False),
         "HF PyTorch": lambda: hugging_face_system(c),
     }
+    if args.bf16_only:
+        skip |= {"albert_tf bf16 XLA", "keras-hub no-XLA"}
     systems = {name: build() for name, build in builders.items() if name not in skip}
     b1 = random_batch(c, 1, args.seq_length, args.predictions)
     b8 = random_batch(c, args.batch, args.seq_length, args.predictions)
@@ -260,6 +286,13 @@ def main():
     med_all = median_times(systems, {row: (pick, batch) for row, (pick, batch, _) in rows.items()}, args.repeats)
     peak = matmul_peak_gflops(args.threads)
 
+    float32_name = "albert_tf XLA" if "albert_tf XLA" in systems else "albert_tf no-XLA"
+    differences = {}
+    for name, system in systems.items():
+        if name.startswith("albert_tf") and name != float32_name and float32_name in systems:
+            got = system[0](b8).numpy()
+            differences[name] = float(np.abs(got - systems[float32_name][0](b8).numpy()).max())
+
     print(f"\n{args.preset}, {args.threads} threads, median of {args.repeats} interleaved repeats; "
           f"float32 matmul peak {peak:.0f} GFLOP/s (2048^3, XLA)\n")
     names = list(systems)
@@ -274,6 +307,19 @@ def main():
         gflops = flops / ours / 1e9
         cells = [f"{med[n]:.3f}" for n in names]
         print(f"| {row} | " + " | ".join(cells) + f" | {ratio} | {gflops:.0f} ({100 * gflops / peak:.0f}%) |")
+    bf16 = [n for n in names if "bf16" in n]
+    if bf16:
+        print("\nbf16 against float32 (ratios of medians; > 1 means bf16 is faster):\n")
+        float32_names = [n for n in names if "bf16" not in n]
+        header = ["row", *(f"{b} vs {f}" for b in bf16 for f in float32_names)]
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in rows:
+            cells = [f"{med_all[row, f] / med_all[row, b]:.2f}" for b in bf16 for f in float32_names]
+            print(f"| {row} | " + " | ".join(cells) + " |")
+        for name, difference in differences.items():
+            print(f"largest |{name} - {float32_name}| on the forward {args.batch}x{args.seq_length} "
+                  f"sequence_output: {difference:.4f}")
 
 
 if __name__ == "__main__":

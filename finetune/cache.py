@@ -31,6 +31,7 @@ import pathlib
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import tensorflow as tf
+from absl import logging
 
 from albert_tf.features import serialize_example
 from albert_tf.tokenizer import AlbertTokenizer
@@ -126,6 +127,17 @@ def fingerprint(sources: Sequence[str | os.PathLike], tokenizer: AlbertTokenizer
     return digest.hexdigest()
 
 
+def _damage(record_path: pathlib.Path, num_records: int) -> str | None:
+    """Why the cached record file is not the one its description counts, or None when it is."""
+    from albert_tf.datasets import count_records
+
+    try:
+        found = count_records(str(record_path))
+    except ValueError as error:
+        return str(error)
+    return None if found == num_records else f"{found} records, its description says {num_records}"
+
+
 def cache_features(
     *,
     task: str,
@@ -158,7 +170,12 @@ def cache_features(
     record_path = cache_dir / f"{stem}.tfrecord"
     description_path = cache_dir / f"{stem}.json"
     if description_path.is_file() and record_path.is_file():
-        return CachedFeatures.from_json_file(description_path)
+        cached = CachedFeatures.from_json_file(description_path)
+        damage = _damage(record_path, cached.num_records)
+        if damage is None:
+            return cached
+        # A cache is only a copy: a damaged one (a copy cut short, a full disk) is made again.
+        logging.warning("feature cache %s is damaged (%s): rebuilding it", record_path, damage)
 
     report = ConversionReport()
     records = convert(report)

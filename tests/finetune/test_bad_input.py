@@ -1,5 +1,6 @@
 """Fine-tuning given bad input (issue 19): no results from a random head, GLUE rows named by file and line."""
 
+import pathlib
 import sys
 
 import pytest
@@ -64,3 +65,34 @@ def test_a_tsv_without_its_header_row_is_refused(tmp_path):
         f"{path}:1: the first row is a data row, not the header of the MRPC dev layout: the file lacks its header "
         "row; add it (the GLUE download script's files have one)"
     )
+
+
+def test_a_truncated_feature_cache_is_named_and_rebuilt(tmp_path, caplog):
+    import tensorflow as tf
+
+    from albert_tf.tokenizer import AlbertTokenizer
+    from finetune.cache import cache_features
+
+    tokenizer = AlbertTokenizer(str(pathlib.Path(__file__).parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"))
+    source = tmp_path / "train.tsv"
+    source.write_text("a\tb\n")
+    spec = {"input_ids": tf.io.FixedLenFeature([4], tf.int64)}
+    conversions = []
+
+    def convert(report):
+        conversions.append(1)
+        return ({"input_ids": [i, 1, 2, 3]} for i in range(50))
+
+    def cached():
+        return cache_features(task="toy", split="train", spec=spec, max_seq_length=4, sources=[source],
+                              settings=(), tokenizer=tokenizer, convert=convert, cache_dir=tmp_path / "cache")
+
+    first = cached()
+    data = first.path.read_bytes()
+    first.path.write_bytes(data[: len(data) // 2])
+    with caplog.at_level("WARNING"):
+        again = cached()
+    assert len(conversions) == 2 and again.path.read_bytes() == data
+    assert f"feature cache {first.path} is damaged (25 records, its description says 50): rebuilding it" in caplog.text
+    cached()
+    assert len(conversions) == 2  # an intact cache is reused

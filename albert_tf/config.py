@@ -208,3 +208,31 @@ PRESETS: dict[str, AlbertConfig] = {
 # xlarge has 16 heads of 128 (2048 / 16), as released, not 2048 / 64.
 PRESETS["albert_xlarge_v1"] = PRESETS["albert_xlarge_v1"].replace(num_attention_heads=16)
 PRESETS["albert_xlarge_v2"] = PRESETS["albert_xlarge_v2"].replace(num_attention_heads=16)
+
+
+def parameter_counts(config: AlbertConfig) -> dict[str, int]:
+    """The parameters of the model `config` builds, by part, without building it (milliseconds,
+    where building albert xxlarge takes most of a minute): `embeddings` (word, position, token type,
+    LayerNorm), `projection` (E -> H, 0 when E == H), `blocks` (distinct transformer blocks, shared
+    sublayers counted once), `pooler`, `encoder` (their sum) and `heads` (the masked-LM head with its
+    output bias, the decoder being the tied word embeddings, and the sentence-order head).
+    tests/albert_tf/test_param_counts.py checks it against built models of every sharing mode."""
+    h, e, i, v = config.hidden_size, config.embedding_size, config.intermediate_size, config.vocab_size
+    attention = 4 * (h * h + h) + 2 * h  # query, key, value, output; LayerNorm
+    feed_forward = (h * i + i) + (i * h + h) + 2 * h  # two dense layers; LayerNorm
+    n = config.num_hidden_layers
+    blocks = {
+        "all": len(config.used_groups) * config.inner_group_num * (attention + feed_forward),
+        "attention": attention + n * feed_forward,
+        "ffn": n * attention + feed_forward,
+        "none": n * (attention + feed_forward),
+    }[config.sharing]
+    counts = {
+        "embeddings": (v + config.max_position_embeddings + config.type_vocab_size) * e + 2 * e,
+        "projection": (e * h + h) if e != h else 0,
+        "blocks": blocks,
+        "pooler": h * h + h,
+    }
+    counts["encoder"] = sum(counts.values())
+    counts["heads"] = (h * e + e) + 2 * e + v + (h * 2 + 2)  # MLM dense, LayerNorm, output bias; SOP
+    return counts

@@ -56,3 +56,36 @@ ABLATION = [
 def test_paper_ablation_counts(embedding_size, sharing, paper):
     config = AlbertConfig.from_preset("albert_base_v2").replace(embedding_size=embedding_size, sharing=sharing)
     assert abs(encoder_params(config) - paper) <= 1.3e6
+
+
+SMALL = AlbertConfig(vocab_size=97, embedding_size=8, hidden_size=12, num_hidden_layers=4, num_attention_heads=2,
+                     intermediate_size=20, max_position_embeddings=16, type_vocab_size=3)
+
+
+@pytest.mark.parametrize("changes", [
+    {}, {"embedding_size": 12}, {"num_hidden_groups": 2}, {"num_hidden_groups": 2, "inner_group_num": 2},
+    {"num_hidden_layers": 3, "num_hidden_groups": 3, "inner_group_num": 2},
+    {"sharing": "attention"}, {"sharing": "ffn"}, {"sharing": "none"}, {"sharing": "none", "embedding_size": 12},
+])
+def test_computed_counts_are_those_of_the_built_model(changes):
+    """albert-presets prints parameter_counts; it must equal what building the model gives."""
+    from albert_tf.cli.presets import parameter_table
+    from albert_tf.config import parameter_counts
+
+    config = SMALL.replace(**changes)
+    model = AlbertPretrainer(config)
+    model.build()
+    encoder = model.encoder
+    projection = encoder.embeddings.projection.count_params() if encoder.embeddings.projection else 0
+    counts = parameter_counts(config)
+    assert counts == {
+        "embeddings": encoder.embeddings.count_params() - projection,
+        "projection": projection,
+        "blocks": encoder.count_params() - encoder.embeddings.count_params() - encoder.pooler.count_params(),
+        "pooler": encoder.pooler.count_params(),
+        "encoder": encoder.count_params(),
+        "heads": model.count_params() - encoder.count_params(),
+    }
+    # And the table's two ways agree on a real preset.
+    if not changes:
+        assert parameter_table(["albert_base_v2"]) == parameter_table(["albert_base_v2"], build=True)

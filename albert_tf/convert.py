@@ -34,6 +34,9 @@ from albert_tf.tokenizer import AlbertTokenizer
 PRESET_CONFIG = "config.json"
 PRESET_WEIGHTS = "model.weights.h5"
 PRESET_VOCAB = "spiece.model"
+# A fine-tuned classifier's preset (AlbertTextClassifier.save_to_preset) adds these two.
+TEXT_CLASSIFIER_CONFIG = "text_classifier.json"
+TEXT_CLASSIFIER_WEIGHTS = "text_classifier.weights.h5"
 
 TF1_CONFIG = "albert_config.json"
 TF1_VOCAB = "30k-clean.model"
@@ -377,7 +380,8 @@ def convert_hf(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
 
 def convert_preset_to_hf(preset_dir: str | os.PathLike, output_dir: str | os.PathLike) -> str:
     """A preset folder -> a Hugging Face folder that `AlbertForPreTraining.from_pretrained` (or
-    `AlbertModel`, for an encoder-only preset) loads: config.json, model.safetensors, spiece.model."""
+    `AlbertModel`, for an encoder-only preset; `AlbertForSequenceClassification` for a classifier
+    of `AlbertTextClassifier.save_to_preset`) loads: config.json, model.safetensors, spiece.model."""
     from safetensors.numpy import save_file
 
     from albert_tf.encoder import AlbertEncoder
@@ -386,6 +390,12 @@ def convert_preset_to_hf(preset_dir: str | os.PathLike, output_dir: str | os.Pat
     preset_dir, output_dir = os.fspath(preset_dir), _check_output_dir(output_dir)
     config = read_preset_config(preset_dir)
     hf_config = config_to_hf(config)  # fails early for configs HF cannot hold
+    if os.path.isfile(os.path.join(preset_dir, TEXT_CLASSIFIER_CONFIG)):
+        from albert_tf.text_classifier import AlbertTextClassifier
+
+        classifier = AlbertTextClassifier.from_preset(preset_dir)
+        return classifier_to_hf(classifier.classifier, os.path.join(preset_dir, PRESET_VOCAB), output_dir,
+                                labels=classifier.labels)
     with_heads = preset_holds_heads(preset_dir)
     model = load_preset_model(AlbertPretrainer if with_heads else AlbertEncoder, preset_dir)
     names = (pretrainer_weight_names if with_heads else encoder_weight_names)(model, "hf")
@@ -400,4 +410,42 @@ def convert_preset_to_hf(preset_dir: str | os.PathLike, output_dir: str | os.Pat
         json.dump(hf_config, f, indent=2, sort_keys=True)
         f.write("\n")
     shutil.copyfile(os.path.join(preset_dir, PRESET_VOCAB), os.path.join(output_dir, HF_VOCAB))
+    return output_dir
+
+
+def classifier_to_hf(classifier, spm_model_file: str | os.PathLike, output_dir: str | os.PathLike,
+                     labels=None) -> str:
+    """An `albert_tf.heads.AlbertClassifier` (a fine-tuned GLUE or text classifier) -> a Hugging Face
+    folder that `AlbertForSequenceClassification.from_pretrained` loads, with the same logits; one
+    output is a regressor (`problem_type` "regression"). `labels` names the classes (`id2label`)."""
+    from safetensors.numpy import save_file
+
+    output_dir = _check_output_dir(output_dir)
+    config = classifier.config
+    hf_config = config_to_hf(config)
+    if not classifier.built:
+        classifier.build()
+    names = encoder_weight_names(classifier.encoder, "hf")
+    tensors = {n.source: np.ascontiguousarray(n.to_source(np.asarray(n.variable.numpy(), np.float32)))
+               for n in names}
+    # torch's Linear holds [out, in]: the Keras kernel transposed.
+    tensors["classifier.weight"] = np.ascontiguousarray(classifier.classifier.kernel.numpy().T.astype(np.float32))
+    tensors["classifier.bias"] = classifier.classifier.bias.numpy().astype(np.float32)
+    labels = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(classifier.num_labels)]
+    if len(labels) != classifier.num_labels:
+        raise ValueError(f"{len(labels)} labels for a classifier of {classifier.num_labels} outputs")
+    hf_config.update(
+        architectures=["AlbertForSequenceClassification"],
+        num_labels=classifier.num_labels,
+        id2label={str(i): label for i, label in enumerate(labels)},
+        label2id={label: i for i, label in enumerate(labels)},
+        problem_type="regression" if classifier.num_labels == 1 else "single_label_classification",
+        classifier_dropout_prob=classifier.dropout_rate,
+    )
+    os.makedirs(output_dir, exist_ok=True)
+    save_file(tensors, os.path.join(output_dir, HF_SAFETENSORS), metadata={"format": "pt"})
+    with open(os.path.join(output_dir, HF_CONFIG), "w", encoding="utf-8") as f:
+        json.dump(hf_config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    shutil.copyfile(spm_model_file, os.path.join(output_dir, HF_VOCAB))
     return output_dir

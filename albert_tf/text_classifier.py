@@ -14,6 +14,7 @@ Example:
     >>> classifier.predict(["What a delight."])          # logits [1, 2]
     >>> classifier.save_to_preset("my_classifier")       # from_preset("my_classifier") reloads it
     >>> classifier.export("exported")                    # serve_text: raw strings in, probabilities out
+    >>> albert_tf.convert.convert_preset_to_hf("my_classifier", "hf_classifier")  # AlbertForSequenceClassification
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.convert import TEXT_CLASSIFIER_CONFIG as TASK_CONFIG
+from albert_tf.convert import TEXT_CLASSIFIER_WEIGHTS as TASK_WEIGHTS
 from albert_tf.heads.classifier import AlbertClassifier
 from albert_tf.text_preprocessor import AlbertTextPreprocessor
 
-TASK_CONFIG = "text_classifier.json"
-TASK_WEIGHTS = "text_classifier.weights.h5"
 _TOKENIZE_CHUNK = 1024  # strings tokenized per call of the in-graph preprocessor
 
 
@@ -50,10 +51,14 @@ class AlbertTextClassifier(keras.Model):
     `fit`, `evaluate` and `predict` take strings [N], or a pair `(texts_a, texts_b)`, with labels.
     """
 
-    def __init__(self, classifier: AlbertClassifier, preprocessor: AlbertTextPreprocessor, **kwargs):
+    def __init__(self, classifier: AlbertClassifier, preprocessor: AlbertTextPreprocessor, labels=None, **kwargs):
         super().__init__(**kwargs)
         self.classifier = classifier
         self.preprocessor = preprocessor
+        # The class names (for export and conversion), in class-id order; None: unnamed.
+        self.labels = None if labels is None else [str(label) for label in labels]
+        if self.labels is not None and len(self.labels) != classifier.num_labels:
+            raise ValueError(f"{len(self.labels)} labels for {classifier.num_labels} classes")
 
     @property
     def num_classes(self) -> int:
@@ -67,7 +72,7 @@ class AlbertTextClassifier(keras.Model):
         self.built = True
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
+        return {"name": self.name, "trainable": self.trainable, "labels": self.labels,
                 "classifier": keras.saving.serialize_keras_object(self.classifier),
                 "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
 
@@ -82,9 +87,10 @@ class AlbertTextClassifier(keras.Model):
 
     @classmethod
     def from_preset(cls, preset_dir, num_classes: int | None = None, sequence_length: int = 128,
-                    dropout_rate: float = 0.1, **kwargs) -> "AlbertTextClassifier":
+                    dropout_rate: float = 0.1, labels=None, **kwargs) -> "AlbertTextClassifier":
         """A classifier on a preset folder: a fine-tuned one (written by `save_to_preset`) comes back
-        whole; an encoder or pretrainer preset (`albert-convert`) gets a new head of `num_classes`."""
+        whole; an encoder or pretrainer preset (`albert-convert`) gets a new head of `num_classes`
+        (or of `len(labels)` classes named `labels`)."""
         from albert_tf.convert import PRESET_VOCAB, read_preset_config
         from albert_tf.encoder import AlbertEncoder
 
@@ -99,24 +105,26 @@ class AlbertTextClassifier(keras.Model):
                 raise ValueError(f"{preset_dir} holds a classifier of {saved['num_classes']} classes, "
                                  f"not {num_classes}")
             model = cls._build(config, vocab, saved["num_classes"], saved["sequence_length"],
-                               saved["dropout_rate"], **kwargs)
+                               saved["dropout_rate"], labels=saved.get("labels"), **kwargs)
             model.classifier.load_weights(os.path.join(preset_dir, TASK_WEIGHTS))
             return model
+        if num_classes is None and labels is not None:
+            num_classes = len(labels)
         if num_classes is None:
             raise ValueError(f"{preset_dir} holds no classifier head: give num_classes")
-        model = cls._build(config, vocab, num_classes, sequence_length, dropout_rate, **kwargs)
+        model = cls._build(config, vocab, num_classes, sequence_length, dropout_rate, labels=labels, **kwargs)
         encoder = AlbertEncoder.from_preset(preset_dir)
         for ours, theirs in zip(model.classifier.encoder.weights, encoder.weights, strict=True):
             ours.assign(theirs)
         return model
 
     @classmethod
-    def _build(cls, config, vocab, num_classes, sequence_length, dropout_rate, **kwargs):
+    def _build(cls, config, vocab, num_classes, sequence_length, dropout_rate, labels=None, **kwargs):
         if sequence_length > config.max_position_embeddings:
             raise ValueError(f"sequence_length {sequence_length} exceeds the model's max_position_embeddings "
                              f"({config.max_position_embeddings})")
         classifier = AlbertClassifier(config, num_classes, dropout_rate, dtype=kwargs.pop("dtype", None))
-        model = cls(classifier, AlbertTextPreprocessor(vocab, sequence_length), **kwargs)
+        model = cls(classifier, AlbertTextPreprocessor(vocab, sequence_length), labels=labels, **kwargs)
         model.build()
         model.compile()
         return model
@@ -134,7 +142,7 @@ class AlbertTextClassifier(keras.Model):
         self.classifier.save_weights(os.path.join(preset_dir, TASK_WEIGHTS))
         with open(os.path.join(preset_dir, TASK_CONFIG), "w", encoding="utf-8") as f:
             json.dump({"num_classes": self.num_classes, "sequence_length": self.preprocessor.sequence_length,
-                       "dropout_rate": self.classifier.dropout_rate}, f, indent=2)
+                       "dropout_rate": self.classifier.dropout_rate, "labels": self.labels}, f, indent=2)
         return preset_dir
 
     # ---- training and prediction on raw text -------------------------------------------------
@@ -195,10 +203,11 @@ class AlbertTextClassifier(keras.Model):
 
     def export(self, path, labels=None) -> str:
         """A SavedModel with the signatures of `albert_tf.export` (raw text in `serve_text`)
-        returning `probabilities` (and the predicted `label` when `labels` names the classes);
-        a regressor returns its `score`."""
+        returning `probabilities` (and the predicted `label` when `labels`, or the model's own
+        `labels`, name the classes); a regressor returns its `score`."""
         from albert_tf.export import export_saved_model
 
+        labels = labels if labels is not None else self.labels
         names = None if labels is None else tf.constant(list(labels))
         classifier = self.classifier
 

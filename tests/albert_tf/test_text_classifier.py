@@ -111,3 +111,24 @@ def test_save_to_preset_and_export_on_raw_text(trained, tmp_path):
     np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-5, rtol=0)
     assert [label.decode() for label in served["label"].numpy()] == [
         ("negative", "positive")[i] for i in probabilities.argmax(axis=1)]
+
+
+@pytest.mark.slow
+def test_a_fine_tuned_classifier_converts_to_hugging_face(trained, tmp_path):
+    import torch
+    import transformers
+
+    from albert_tf.convert import convert_preset_to_hf
+
+    classifier, _ = trained
+    named = AlbertTextClassifier(classifier.classifier, classifier.preprocessor, labels=["negative", "positive"])
+    hf_dir = convert_preset_to_hf(named.save_to_preset(tmp_path / "preset"), tmp_path / "hf")
+    hf = transformers.AlbertForSequenceClassification.from_pretrained(hf_dir).eval()
+    assert hf.config.id2label == {0: "negative", 1: "positive"}
+    texts, _ = _sentences(8, seed=13)
+    packed = classifier.preprocessor(texts)
+    with torch.no_grad():
+        logits = hf(input_ids=torch.tensor(packed["input_ids"].numpy(), dtype=torch.long),
+                    attention_mask=torch.tensor(packed["input_mask"].numpy(), dtype=torch.long),
+                    token_type_ids=torch.tensor(packed["segment_ids"].numpy(), dtype=torch.long)).logits.numpy()
+    np.testing.assert_allclose(logits, classifier.predict(texts, verbose=0), atol=1e-5, rtol=0)

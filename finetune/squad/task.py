@@ -12,6 +12,7 @@ import json
 import os
 
 import tensorflow as tf
+from tqdm import tqdm
 
 from albert_tf.features import EXAMPLE_WEIGHT, span_feature_spec
 from albert_tf.heads import AlbertSpanLabeler
@@ -64,7 +65,9 @@ class SquadTask(FinetuningTask):
         def convert(report):
             examples = self.examples(split)
             report.num_examples = len(examples)
-            yield from features.convert_examples(examples, tokenizer, settings)
+            # A progress bar on a terminal: the train file is ~90k questions (a minute or so).
+            progress = tqdm(examples, desc=f"{self.name} {split} features", unit="question", disable=None)
+            yield from features.convert_examples(progress, tokenizer, settings)
 
         return cache_features(task=self.name, split=split, spec=span_feature_spec(max_seq_length),
                               max_seq_length=max_seq_length, sources=[self.files[split]],

@@ -33,7 +33,7 @@ def _argv(tmp_path, small_data_dir, *flags):
 def test_bad_files_are_one_line_and_write_nothing(tmp_path, small_data_dir):
     v2 = small_data_dir / "squad" / "dev-v2.0.article0.json"
     with pytest.raises(readers.SquadFormatError, match="question 'c42edddd0f45b968cc4c512e5'.*--version_2_with_negative"):
-        cli.finetune(_argv(tmp_path, small_data_dir, f"--predict_file={v2}", "--do_predict"))
+        cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={v2}", "--do_train"))
     moved = json.loads(v2.read_text())
     moved["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] += 3
     bad = tmp_path / "moved.json"
@@ -122,3 +122,24 @@ def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir):
     served = _serve(summary["export_dir"], examples[:100], tmp_path)
     assert served["answer_text"] == [predictions[e.qas_id] for e in examples[:100]]
     assert served["null_odds"] == pytest.approx([null_odds[e.qas_id] for e in examples[:100]], abs=1e-4)
+
+
+def test_task_features_are_cached_once_with_every_window(tmp_path, small_data_dir):
+    from albert_tf.tokenizer import AlbertTokenizer
+    from finetune.squad import features
+    from finetune.squad.task import SquadTask
+
+    data = small_data_dir / "squad" / "dev-v2.0.article0.json"
+    tokenizer = AlbertTokenizer(small_data_dir / "albert" / "30k-clean.model")
+    task = SquadTask(train_file=data, predict_file=data, version_2_with_negative=True, doc_stride=64,
+                     max_query_length=32)
+    cached = task.features("dev", tokenizer, 128, tmp_path / "cache")
+    expected = features.stack_records(features.convert_examples(
+        readers.read_squad(data, True), tokenizer, features.FeatureSettings(128, 64, 32)))
+    assert cached.num_examples == 208
+    assert cached.num_records == len(expected["input_ids"]) > 208
+    again = task.features("dev", tokenizer, 128, tmp_path / "cache")
+    assert again.path == cached.path and len(list((tmp_path / "cache").glob("*.tfrecord"))) == 1
+    assert task.default_options(learning_rate=None, num_train_steps=10) == {
+        "learning_rate": 3e-5, "train_batch_size": 48, "num_train_steps": 10, "num_warmup_steps": 814,
+        "max_seq_length": 384, "classifier_dropout": 0.1}

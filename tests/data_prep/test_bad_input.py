@@ -111,3 +111,36 @@ def test_sigint_to_the_parent_stops_its_workers_and_leaves_no_partial_shard(tmp_
     # Before, the parent waited for its workers to write every shard (about a minute here).
     assert waited < 15, f"{waited:.1f} s from SIGINT to exit"
     assert not list(out.glob("pretrain-*"))  # neither a complete nor a partial shard
+
+
+def test_a_full_disk_loses_no_finished_shard_and_a_rerun_completes_the_same_bytes(tmp_path, spm_model, monkeypatch,
+                                                                                 data_dir):
+    import errno
+
+    from albert_tf.errors import one_line
+    from data_prep import shards
+
+    corpus = data_dir / "corpus" / "gutenberg" / "blake-poems.txt"
+    config = _config(corpus, spm_model, num_output_shards=2)
+    reference = tmp_path / "reference"
+    run_generation(config, str(reference), progress=False)
+    out = tmp_path / "out"
+    write_json = shards._write_json_atomically
+
+    def full_at_the_second_shard(path, value):
+        if path.endswith("pretrain-00001-of-00002.tfrecord.json"):
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        write_json(path, value)
+
+    monkeypatch.setattr(shards, "_write_json_atomically", full_at_the_second_shard)
+    with pytest.raises(OSError) as error:
+        run_generation(config, str(out), progress=False)
+    assert one_line(error.value) == (
+        f"no space left on the device writing {out}/shard_stats/pretrain-00001-of-00002.tfrecord.json: free some "
+        "space and rerun (finished work is kept)", 1)
+    assert sorted(p.name for p in out.glob("pretrain-*")) == ["pretrain-00000-of-00002.tfrecord"]
+    assert json.loads((out / METADATA_FILE).read_text())["complete"] is False  # the reader refuses it
+    monkeypatch.setattr(shards, "_write_json_atomically", write_json)
+    assert run_generation(config, str(out), progress=False)["generated_shards"] == 1
+    assert {p.name: p.read_bytes() for p in out.glob("pretrain-*")} == {
+        p.name: p.read_bytes() for p in reference.glob("pretrain-*")}

@@ -248,7 +248,8 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
         )
     task.check_data(splits)
     # Before any other TensorFlow op: multi-worker collectives are configured at startup.
-    strategy = strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
+    with entry_point.quiet_device_start():
+        strategy = strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
 
     from albert_tf.tokenizer import AlbertTokenizer
     from finetune import initialization, trainer

@@ -83,6 +83,12 @@ def _capture_tensorflow_start_up() -> None:
         sys.meta_path.insert(0, _QuietTensorFlowImport())
 
 
+def quiet_device_start():
+    """Around the start of TensorFlow's devices (the strategy): its C++ lines ("failed call to
+    cuInit" on a machine without a GPU) are kept from the user unless --verbose; shown on failure."""
+    return contextlib.nullcontext() if verbose() else _stderr_captured()
+
+
 def quiet_logs() -> None:
     """A user sees the progress bar, the summary and real warnings: TensorFlow's C++ start-up lines
     and INFO logs (absl's and TensorFlow's) are shown only with --verbose."""
@@ -165,4 +171,5 @@ def run_main(
 # option fields of albert_tf.training) loads it when its module is imported, before run_main: the
 # start-up lines are captured from then on, unless the user asked for them.
 if not verbose() and "--verbose" not in sys.argv[1:]:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # read once, when TensorFlow loads
     _capture_tensorflow_start_up()

@@ -18,7 +18,7 @@ import shutil
 from absl import flags, logging
 
 from albert_tf import choices
-from albert_tf.cli.entry_point import run_main
+from albert_tf.cli.entry_point import quiet_device_start, run_main
 from albert_tf.errors import FlagError
 
 # Its own FlagValues: data_prep's scripts define --input_file too, and one process may import both.
@@ -172,7 +172,8 @@ def main(argv):
     )
     # First, before any other TensorFlow op: multi-worker collectives must be configured at startup.
     try:
-        strategy = strategies.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu, cpu_devices=FLAGS.cpu_devices)
+        with quiet_device_start():
+            strategy = strategies.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu, cpu_devices=FLAGS.cpu_devices)
     except ValueError as error:
         raise FlagError(f"--strategy={FLAGS.strategy}: {error}") from error
     result = training.pretrain(config, options, strategy=strategy, export_fn=export)

@@ -58,6 +58,7 @@ class RaceTask(FinetuningTask):
     eval_splits = ("dev",)
     predict_splits = ("test",)
     train_metric_names = ("loss", "accuracy")
+    best_metric = "accuracy"
     prediction_features = ("label_ids",)
 
     def __init__(self, data_dir=None, max_qa_length: int = features.MAX_QA_LENGTH,

@@ -33,6 +33,7 @@ class SquadTask(FinetuningTask):
     """SQuAD v1.1, or v2.0 with `version_2_with_negative`, on `train_file` and `predict_file`."""
 
     train_metric_names = ("loss",)
+    best_metric = "f1"  # both official scripts report it
     prediction_features = ("example_index", "char_starts", "char_ends", "max_context")
 
     def __init__(self, train_file=None, predict_file=None, version_2_with_negative=False, doc_stride=128,

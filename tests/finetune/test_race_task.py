@@ -60,6 +60,10 @@ def test_the_chain_learns_the_questions_it_saw(trained):
     assert dev["num_questions"] == dev["num_middle"] == len(questions)
     assert dev["accuracy"] >= 0.9, dev
     assert dev["accuracy_middle"] == dev["accuracy"]
+    # The best checkpoint is kept by dev accuracy, as for GLUE's first metric.
+    best = json.loads((trained["out"] / "best_checkpoint.json").read_text())
+    assert (best["metric"], best["split"]) == ("accuracy", "dev") and best["value"] >= dev["accuracy"]
+    assert list(trained["out"].glob("model.ckpt-best*"))
     # The predictions file agrees with the metrics, question by question.
     lines = [json.loads(line) for line in (trained["out"] / "predictions_dev.jsonl").read_text().splitlines()]
     assert [line["id"] for line in lines] == [q.qid for q in questions]

@@ -65,3 +65,14 @@ def test_an_alias_of_a_flag_the_tool_lacks_is_an_unknown_flag(alias):
     with pytest.raises(flags.UnrecognizedFlagError):
         _parse(export.FLAGS, alias)
     export.FLAGS.unparse_flags()
+
+
+def test_convert_names_its_output_folder_as_the_other_tools():
+    from albert_tf.cli import convert
+
+    try:
+        for name in ("--output_dir", "--output"):
+            flags = _parse(convert.FLAGS, "--source=tf1", "--input=in", f"{name}=out")
+            assert flags.output_dir == "out"
+    finally:
+        convert.FLAGS.unparse_flags()

@@ -1,8 +1,10 @@
 """albert-convert: released ALBERT checkpoints -> a preset folder of ours, and ours -> Hugging Face.
 
-    albert-convert --source tf1 --input albert_base/ --output presets/albert_base_v2
-    albert-convert --source hf --input hf_albert_base_v2/ --output presets/albert_base_v2
-    albert-convert --source preset --to hf --input presets/mine --output hf_mine/
+    albert-convert --source tf1 --input albert_base/ --output_dir presets/albert_base_v2
+    albert-convert --source hf --input hf_albert_base_v2/ --output_dir presets/albert_base_v2
+    albert-convert --source preset --to hf --input presets/mine --output_dir hf_mine/
+
+(--output, the name of earlier versions, still works.)
 
 A TF1 input is the released tarball's folder (albert_config.json, 30k-clean.model,
 model.ckpt-best.*); an HF input holds config.json, model.safetensors or pytorch_model.bin and
@@ -20,12 +22,13 @@ flags.DEFINE_enum("source", None, ["tf1", "hf", "preset"], "What --input holds."
 flags.DEFINE_enum("to", "preset", ["preset", "hf"], "What to write: a preset of ours, or (from "
                   "--source preset) a Hugging Face folder.", flag_values=FLAGS)
 flags.DEFINE_string("input", None, "Input folder (or, for tf1, a checkpoint prefix).", flag_values=FLAGS)
-flags.DEFINE_string("output", None, "Output folder (must not exist or be empty).", flag_values=FLAGS)
+flags.DEFINE_string("output_dir", None, "Output folder (must not exist or be empty).", flag_values=FLAGS)
+flags.DEFINE_alias("output", "output_dir", flag_values=FLAGS)  # the name of earlier versions
 flags.DEFINE_bool("exact_gelu_as_tanh", False, "HF only: accept hidden_act 'gelu' (exact GELU) and "
                   "convert it to ALBERT's tanh approximation.", flag_values=FLAGS)
 flags.DEFINE_bool("encoder_only", False, "Convert the encoder alone, dropping the pretraining heads "
                   "(e.g. for a masked-LM checkpoint without the sentence-order head).", flag_values=FLAGS)
-flags.mark_flags_as_required(["source", "input", "output"], flag_values=FLAGS)
+flags.mark_flags_as_required(["source", "input", "output_dir"], flag_values=FLAGS)
 
 
 def main(argv):
@@ -35,14 +38,14 @@ def main(argv):
     if FLAGS.source == "preset":
         if FLAGS.to != "hf":
             raise FlagError("--source preset converts to Hugging Face: pass --to hf")
-        path = convert.convert_preset_to_hf(FLAGS.input, FLAGS.output)
+        path = convert.convert_preset_to_hf(FLAGS.input, FLAGS.output_dir)
     elif FLAGS.to != "preset":
         raise FlagError(f"--source {FLAGS.source} converts to a preset; convert that preset with "
                         "--source preset --to hf")
     elif FLAGS.source == "tf1":
-        path = convert.convert_tf1(FLAGS.input, FLAGS.output, encoder_only=FLAGS.encoder_only)
+        path = convert.convert_tf1(FLAGS.input, FLAGS.output_dir, encoder_only=FLAGS.encoder_only)
     else:
-        path = convert.convert_hf(FLAGS.input, FLAGS.output, exact_gelu_as_tanh=FLAGS.exact_gelu_as_tanh,
+        path = convert.convert_hf(FLAGS.input, FLAGS.output_dir, exact_gelu_as_tanh=FLAGS.exact_gelu_as_tanh,
                                   encoder_only=FLAGS.encoder_only)
     print(f"wrote {path}")
 

@@ -241,10 +241,18 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
     totals = InstanceStats(config.options.ngram)
     for record in records.values():
         totals.merge(record)
+    counts = {**totals.to_dict(), **records[0]["input"]}
+    if is_local:  # no instance at all, or an empty shard: refused as the local tool refuses it
+        local._refuse_empty_shards(output_dir, config, records, counts)
+    elif not all(record["instances"] for record in records.values()):
+        raise BadInputError(
+            f"{sum(not r['instances'] for r in records.values())} of {config.num_output_shards} shards got no "
+            f"instance: too little input for --num_output_shards or --max_seq_length; delete {output_dir}"
+        )
     result = {
         "settings": settings,
         "complete": True,
-        "counts": {**totals.to_dict(), **records[0]["input"]},
+        "counts": counts,
         "shards": {config.shard_name(i): records[i]["instances"] for i in sorted(records)},
         "runner": runner_name,
         "generated_shards": len(pending),

@@ -128,3 +128,13 @@ def test_the_command_line_runs_beam_and_refuses_a_vocabulary_without_albert_piec
                               "--direct_num_workers=2"])
     assert code == 2 and "unknown flag --direct_num_workers=2 (flags for Apache Beam need --runner" in (
         capsys.readouterr().err)
+
+
+def test_more_shards_than_documents_is_refused_and_nothing_is_kept(tmp_path, spm_model):
+    text = tmp_path / "two.txt"
+    text.write_text("The first document has a sentence.\nAnd a second one here.\n\nThe other one too.\nIt ends.\n")
+    out = tmp_path / "out"
+    config = _config([text], spm_model, num_output_shards=4, dupe_factor=1)
+    with pytest.raises(BadInputError, match=r"shards got no instance .*too few for --num_output_shards=4"):
+        run_beam_generation(config, str(out), IN_MEMORY)
+    assert [p for p in out.rglob("*") if p.is_file()] == []

@@ -12,6 +12,7 @@ re-split table from this module.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import re
 import sys
@@ -150,6 +151,22 @@ def is_word_start_piece(piece: str) -> bool:
     return not all(c.lower() in _WORD_CONTINUATION_CHARACTERS for c in piece)
 
 
+@functools.cache
+def _proto_by_return_type(encode) -> bool:
+    return "return_type" in inspect.signature(encode).parameters
+
+
+def _encode_with_spans(processor: spm.SentencePieceProcessor, text: str):
+    """SentencePiece's pieces of `text` with their spans, and whether the spans count UTF-8 bytes.
+
+    sentencepiece 0.2.2 and later ask for `return_type="proto"` and give byte offsets; earlier 0.2
+    releases (the Beam extras pin one) ask for `out_type="immutable_proto"` and give characters.
+    """
+    if _proto_by_return_type(type(processor).Encode):
+        return processor.encode(text, return_type="proto").pieces, True
+    return processor.encode(text, out_type="immutable_proto").pieces, False
+
+
 def _load_processor(model: str | os.PathLike | bytes, name: str) -> spm.SentencePieceProcessor:
     processor = spm.SentencePieceProcessor()
     try:
@@ -284,12 +301,11 @@ class AlbertTokenizer:
         where the next word starts.
         """
         normalized, origins = normalize_with_offsets(text, self.do_lower_case)
-        proto = self._sp.encode(normalized, return_type="proto")
-        pieces = proto.pieces
+        pieces, in_bytes = _encode_with_spans(self._sp, normalized)
         ids = [piece.id for piece in pieces]
         begins = np.fromiter((piece.begin for piece in pieces), np.int64, len(pieces))
         ends = np.fromiter((piece.end for piece in pieces), np.int64, len(pieces))
-        if not normalized.isascii():
+        if in_bytes and not normalized.isascii():
             # SentencePiece's offsets are bytes of the UTF-8 text: map them to characters.
             widths = np.fromiter((len(c.encode("utf-8")) for c in normalized), np.int64, len(normalized))
             byte_to_char = np.repeat(np.arange(len(normalized) + 1), np.append(widths, 1))

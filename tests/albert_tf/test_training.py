@@ -405,13 +405,15 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path):
     assert "eval at step 4" in result.stderr and "examples 24.0000" in summary
     assert (output_dir / "export" / "saved_model.pb").exists()
     assert json.loads((output_dir / "albert_config.json").read_text())["hidden_size"] == 32
-    # TensorBoard scalars: the last update (step index 3 of 4) ran at 2e-2 * (1 - 3/4).
+    # TensorBoard scalars: update k runs at lr(k) as in the release, here 2e-2 * (1 - k/4), logged at
+    # steps 2 and 4 (the rate of the update before would give 1.5e-2 and 5e-3).
     scalars = {}
     for events in (output_dir / "train").glob("events.*"):
         for event in tf.compat.v1.train.summary_iterator(str(events)):
             for value in event.summary.value:
                 scalars[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
-    assert scalars[("learning_rate", 4)] == pytest.approx(5e-3)
+    assert scalars[("learning_rate", 2)] == pytest.approx(1e-2)
+    assert scalars[("learning_rate", 4)] == 0.0
     assert {"loss", "mlm_accuracy", "sop_accuracy", "examples_per_second"} <= {t for t, _ in scalars}
 
     # The SavedModel computes what the checkpointed weights compute.

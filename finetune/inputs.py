@@ -8,18 +8,25 @@ that no real record is dropped and none is counted twice. Each record carries `e
 (1.0 for a record of the file, 0.0 for a filler) and, on request, `record_index`, its position in
 the file, with which predictions are put back in file order after several input pipelines
 interleaved them.
+
+With `length_buckets` (evaluation and prediction of the tasks that ask for it), each batch's
+`input_ids`, `input_mask` and `segment_ids` are cut to the smallest bucket length that holds the
+batch's longest row (`albert_tf.length_buckets`): the same rows without padding columns, a handful
+of shapes for XLA to compile, and the outputs of padding to `max_seq_length`.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import tensorflow as tf
 
 from albert_tf.features import EXAMPLE_WEIGHT, serialize_example
+from albert_tf.length_buckets import bucket_length
 from finetune.cache import CachedFeatures
 
 RECORD_INDEX = "record_index"
+SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 def filler_features(spec) -> dict:
@@ -44,6 +51,7 @@ def make_dataset(
     shuffle_buffer_size: int = 10_000,
     max_records: Optional[int] = None,
     with_index: bool = False,
+    length_buckets: Optional[Sequence[int]] = None,
 ) -> tf.data.Dataset:
     """Batches of dicts of the cached features, plus `example_weight` (and `record_index`).
 
@@ -58,6 +66,8 @@ def make_dataset(
         max_records: use only the first this many records (a subset for short runs).
         with_index: add `record_index`, each record's int64 position in the file (fillers
             continue the count).
+        length_buckets: sorted lengths, the largest the features' length: each batch's sequence
+            inputs (last axis) are cut to the smallest that holds its longest row (`input_mask`).
     """
     if global_batch_size < 1:
         raise ValueError(f"global_batch_size must be at least 1, got {global_batch_size}")
@@ -91,6 +101,11 @@ def make_dataset(
         batch[EXAMPLE_WEIGHT] = tf.cast(index < num_records, tf.float32)
         if with_index:
             batch[RECORD_INDEX] = index
+        if length_buckets is not None:
+            longest = tf.reduce_max(tf.concat([tf.reshape(tf.reduce_sum(batch["input_mask"], axis=-1), [-1]), [0]], 0))
+            length = bucket_length(longest, length_buckets)
+            for name in SEQUENCE_INPUTS:
+                batch[name] = batch[name][..., :length]
         return batch
 
     return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

@@ -118,6 +118,11 @@ class FinetuningTask:
     def loss_sums(self, model, features: Mapping[str, tf.Tensor], training: bool) -> dict[str, tf.Tensor]:
         raise NotImplementedError
 
+    def length_buckets(self, max_seq_length: int) -> Optional[Sequence[int]]:
+        """The lengths evaluation and prediction batches are cut to (`finetune.inputs`), or None
+        to keep `max_seq_length`. Only for a task whose outputs have no sequence axis."""
+        return None
+
     def predict_outputs(self, model, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         outputs = model(model_inputs(features), training=False)
         return dict(outputs) if isinstance(outputs, Mapping) else {"outputs": outputs}

@@ -141,6 +141,7 @@ class Finetuning(training.TrainingLoop):
                 training=for_training, input_context=input_context, seed=options.seed,
                 with_index=not for_training,
                 max_records=options.max_train_examples if for_training else None,
+                length_buckets=None if for_training else self.task.length_buckets(options.max_seq_length),
             )
 
         return fn

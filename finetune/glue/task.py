@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from albert_tf.features import EXAMPLE_WEIGHT, classification_feature_spec
 from albert_tf.heads import AlbertClassifier, classifier_sums
+from albert_tf.length_buckets import bucket_lengths
 from finetune.glue import data, metrics, submission
 from finetune.glue.hparams import glue_hparams
 from finetune.glue.readers import split_path
@@ -41,6 +42,10 @@ class GlueTask(FinetuningTask):
         self.train_metric_names = ("loss",) if self.glue.is_regression else ("loss", "accuracy")
         self.best_metric = self.glue.metrics[0] if self.glue.metrics else None
         self.text_segments = 1 if all(s.text_b is None for s in self.glue.splits.values()) else 2
+
+    def length_buckets(self, max_seq_length):
+        # One label per sentence or pair: evaluation and prediction need not compute padding.
+        return bucket_lengths(max_seq_length)
 
     def check_data(self, splits):
         for split in splits:

@@ -144,6 +144,51 @@ def test_prediction_returns_every_record_once_in_file_order(tokenizer, tmp_path)
     np.testing.assert_allclose(predictions["logits"], run.model(batch).numpy(), atol=1e-5, rtol=0)
 
 
+class _ShortToyTask(ToyChoiceTask):
+    """Toy records of 1 to SEQ real tokens, evaluated in batches cut to 2, 4 or SEQ columns."""
+
+    buckets = (2, 4, SEQ)
+
+    def features(self, split, tokenizer, max_seq_length, cache_dir):
+        rng = np.random.default_rng(5)
+
+        def convert(report):
+            report.num_examples = self.num_examples
+            for index in range(self.num_examples):
+                length = int(rng.integers(1, 3)) if index < 16 else int(rng.integers(1, SEQ + 1))
+                mask = (np.arange(SEQ) < length).astype(np.int64)
+                ids = rng.integers(10, 300, size=(2, SEQ)) * mask
+                yield {"input_ids": ids.reshape(-1), "input_mask": np.tile(mask, 2),
+                       "segment_ids": np.zeros(2 * SEQ, np.int64), "label": index % 2,
+                       "example_index": index, "score": np.zeros(2, np.float32)}
+
+        return cache.cache_features(task=self.name, split=split, spec=self.feature_spec(max_seq_length),
+                                    max_seq_length=max_seq_length, sources=[], settings=("short", self.num_examples),
+                                    tokenizer=tokenizer, convert=convert, cache_dir=cache_dir)
+
+    def length_buckets(self, max_seq_length):
+        return self.buckets
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_length_bucketed_prediction_equals_padded_prediction(tokenizer, tmp_path, jit_compile):
+    task = _ShortToyTask(num_examples=27)
+    cached = task.features("dev", tokenizer, SEQ, tmp_path / "features")
+    batches = list(inputs.make_dataset(cached, global_batch_size=8, training=False, with_index=True,
+                                       length_buckets=task.buckets))
+    # Rows 0-15 hold 1 or 2 tokens: the first two batches are cut to 2 columns; the others hold
+    # longer rows and one its filler.
+    assert [b["input_ids"].shape[-1] for b in batches][:2] == [2, 2]
+    assert all(b["input_ids"].shape[-1] in task.buckets for b in batches) and len(batches) == 4
+    run = trainer.Finetuning(CONFIG, task, _options(tmp_path / "run", jit_compile=jit_compile))
+    bucketed, _ = run.predict(cached)
+    task.buckets = None
+    padded, _ = run.predict(cached)
+    np.testing.assert_array_equal(bucketed["example_index"], np.arange(27))
+    np.testing.assert_allclose(bucketed["logits"], padded["logits"], atol=1e-5, rtol=0)
+    assert np.std(padded["logits"]) > 1e-3
+
+
 def test_a_task_model_learns_on_the_shared_trainer(tokenizer, tmp_path):
     task = ToyChoiceTask(num_examples=24, seed=1)
     cached = task.features("train", tokenizer, SEQ, tmp_path / "features")

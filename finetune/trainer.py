@@ -134,6 +134,9 @@ class Finetuning(training.TrainingLoop):
         pass in file order completed to full batches, each record with its position. The one
         place where fine-tuning input is batched."""
         options = self.options
+        buckets = self.task.length_buckets(options.max_seq_length)
+        if isinstance(self.strategy, tf.distribute.TPUStrategy):
+            buckets = None  # a TPU program needs every shape static
 
         def fn(input_context, batch_size):
             return inputs.make_dataset(
@@ -141,7 +144,7 @@ class Finetuning(training.TrainingLoop):
                 training=for_training, input_context=input_context, seed=options.seed,
                 with_index=not for_training,
                 max_records=options.max_train_examples if for_training else None,
-                length_buckets=None if for_training else self.task.length_buckets(options.max_seq_length),
+                length_buckets=buckets,
             )
 
         return fn

@@ -11,7 +11,20 @@ from data_prep.train_vocab import train_vocab
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep"
 
 
+def _committed_vocab() -> pathlib.Path:
+    """The committed tiny vocabulary as the installed SentencePiece trainer makes it.
+
+    tiny_vocab.model/.vocab were made with sentencepiece 0.2.3; 0.2.1 (which the test extra installs
+    beside Apache Beam, see pyproject.toml) trains the same corpus into other scores and piece order.
+    """
+    for path in (FIXTURES / f"tiny_vocab.sentencepiece-{spm.__version__}.vocab", FIXTURES / "tiny_vocab.vocab"):
+        if path.exists() and (path.name != "tiny_vocab.vocab" or spm.__version__ == "0.2.3"):
+            return path
+    pytest.skip(f"no tiny vocabulary committed for sentencepiece {spm.__version__} (0.2.1 and 0.2.3 are)")
+
+
 def test_training_the_tiny_vocabulary_reproduces_the_committed_one(tmp_path):
+    expected = _committed_vocab()
     model = train_vocab(
         [str(FIXTURES / "tiny_corpus.txt")],
         str(tmp_path / "tiny"),
@@ -20,7 +33,7 @@ def test_training_the_tiny_vocabulary_reproduces_the_committed_one(tmp_path):
         normalization_rule_name="identity",
         num_threads=1,
     )
-    assert (tmp_path / "tiny.vocab").read_text() == (FIXTURES / "tiny_vocab.vocab").read_text()
+    assert (tmp_path / "tiny.vocab").read_text() == expected.read_text()
     tokenizer = AlbertTokenizer(model)
     assert tokenizer.vocab_size == 300
     assert tokenizer.convert_ids_to_tokens(range(5)) == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]

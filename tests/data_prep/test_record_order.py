@@ -54,6 +54,7 @@ def _reader_batches(config, output_dir, documents, seed):
         max_predictions_per_seq=config.options.max_predictions_per_seq,
         is_training=True,
         seed=seed,
+        deterministic=True,  # the figures are then the same on every run, not a draw near the bound
     )
     labels = {d: i for i, d in enumerate(sorted(set(documents.values())))}
     batches = []

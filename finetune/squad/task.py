@@ -77,8 +77,13 @@ class SquadTask(FinetuningTask):
 
     def build_model(self, config, options, dtype):
         if self.version_2:
-            return AlbertSquadV2(config, self.start_n_top, self.end_n_top, options.classifier_dropout, dtype=dtype)
-        return AlbertSpanLabeler(config, dtype=dtype)
+            model = AlbertSquadV2(config, self.start_n_top, self.end_n_top, options.classifier_dropout, dtype=dtype)
+        else:
+            model = AlbertSpanLabeler(config, dtype=dtype)
+        # Both heads read the sequence output, as the release's SQuAD models do: the pooler gets no
+        # gradient, and Keras would warn of it at every run. Frozen, it is still saved and exported.
+        model.encoder.pooler.trainable = False
+        return model
 
     def _inputs(self, features_, with_start=False):
         inputs = model_inputs(features_)

@@ -136,3 +136,24 @@ def test_outputs_stay_float32_under_mixed_bfloat16():
     out = model(_batch())
     assert all(v.dtype in (tf.float32, tf.int32) for v in out.values())
     assert out["end_top_index"].shape == (B, 4)
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_every_trainable_weight_of_the_squad_models_gets_a_gradient(version_2):
+    """The heads read the sequence output only: the task freezes the unused pooler, so training
+    neither warns of missing gradients nor carries optimizer slots for it."""
+    from finetune.squad.task import SquadTask
+    from finetune.trainer import FinetuneOptions
+
+    task = SquadTask(version_2_with_negative=version_2)
+    model = task.build_model(TINY, FinetuneOptions(output_dir="/nonexistent"), dtype="float32")
+    batch = _batch()
+    features = {**batch, "start_positions": np.array([4, 5, 0]), "end_positions": np.array([6, 5, 0]),
+                "is_impossible": np.array([0, 0, 1]), "example_weight": np.ones(B, np.float32)}
+    model(task._inputs(features, with_start=True))
+    with tf.GradientTape() as tape:
+        loss = task.loss_sums(model, features, training=True)["loss"]
+    grads = tape.gradient(loss, model.trainable_variables)
+    assert not [v.path for v, g in zip(model.trainable_variables, grads) if g is None]
+    assert not [v.path for v in model.trainable_variables if "pooler" in v.path]
+    assert [v.path for v in model.non_trainable_variables if "pooler" in v.path]  # still saved

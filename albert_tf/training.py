@@ -52,6 +52,7 @@ from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining
 from albert_tf.validation import require_positive_ints
 
 CONFIG_FILE = "albert_config.json"
+RUN_VOCAB = "spiece.model"  # a run folder's vocabulary: albert-pretrain's, a fine-tuning run's
 TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
 
 # The release adds this to the sum of masked_lm_weights, so a batch without predictions gives 0.
@@ -242,6 +243,17 @@ def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
         with tf.io.gfile.GFile(partial, "w") as f:
             f.write(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
         tf.io.gfile.rename(partial, path, overwrite=True)
+
+
+def keep_run_vocabulary(spm_model_file: str, output_dir: str) -> str:
+    """Copies a run's vocabulary into its folder as `RUN_VOCAB` (unless it is that file) and returns
+    the kept path: a later tool reading the folder (export, fine-tuning, predicting) then needs no
+    --spm_model_file."""
+    kept = os.path.join(output_dir, RUN_VOCAB)
+    if os.path.abspath(spm_model_file) != os.path.abspath(kept):
+        tf.io.gfile.makedirs(output_dir)
+        tf.io.gfile.copy(spm_model_file, kept, overwrite=True)
+    return kept
 
 
 def model_weights(model) -> dict:

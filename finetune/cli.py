@@ -254,12 +254,20 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
     from albert_tf.tokenizer import AlbertTokenizer
     from finetune import initialization, trainer
 
-    source = initialization.find_source(F.init_checkpoint, F.preset, F.albert_config_file)
+    source_given = F.init_checkpoint or F.preset or F.albert_config_file
+    if not source_given and training.tf.train.latest_checkpoint(F.output_dir):
+        # A fine-tuning run folder remembers its config and vocabulary: resuming, evaluating or
+        # predicting from it repeats neither.
+        source = initialization.find_source(F.output_dir)
+    else:
+        source = initialization.find_source(F.init_checkpoint, F.preset, F.albert_config_file)
     config = source.config
     spm_model_file = F.spm_model_file or source.spm_model_file
     if not spm_model_file:
         raise app.UsageError("--spm_model_file is required (the vocabulary the model was pretrained with)")
     tokenizer = AlbertTokenizer(spm_model_file)
+    if F.do_train:
+        training.keep_run_vocabulary(spm_model_file, F.output_dir)
     if tokenizer.vocab_size > config.vocab_size:
         raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
                          f"{config.vocab_size}: ids beyond the embedding table")

@@ -29,7 +29,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
-from albert_tf.training import CONFIG_FILE, load_init_checkpoint
+from albert_tf.training import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
 
 # The word-embedding table's path below the encoder, in checkpoints and SavedModels alike.
 WORD_EMBEDDINGS = "embeddings/word_embeddings/embeddings"
@@ -159,7 +159,7 @@ def _source_vocab_file(kind: str, path: str) -> Optional[str]:
 
     if kind == "saved_model":
         return saved_model_vocab_file(path)
-    candidates = {"preset": PRESET_VOCAB, "tf1_checkpoint": TF1_VOCAB}
+    candidates = {"preset": PRESET_VOCAB, "tf1_checkpoint": TF1_VOCAB, "checkpoint": RUN_VOCAB}
     if kind in candidates:
         found = os.path.join(_folder(path), candidates[kind])
         return found if tf.io.gfile.exists(found) else None

@@ -13,7 +13,6 @@ SavedModel under `<output_dir>/export`.
 import glob
 import json
 import os
-import shutil
 
 from absl import flags, logging
 
@@ -77,10 +76,6 @@ def load_config():
     return AlbertConfig.from_json_file(FLAGS.albert_config_file)
 
 
-# The run folder keeps the vocabulary it was given, so that albert-export (and a rerun) need not.
-RUN_VOCAB = "spiece.model"
-
-
 def record_lengths() -> tuple[int, int]:
     """--max_seq_length and --max_predictions_per_seq, each read from the records' own
     pretraining_data.json (written by albert-create-pretraining-data) when not given."""
@@ -102,12 +97,11 @@ def record_lengths() -> tuple[int, int]:
 
 def run_vocabulary() -> str | None:
     """--spm_model_file, kept in the run folder; or the one a previous run of the folder kept."""
-    kept = os.path.join(FLAGS.output_dir, RUN_VOCAB)
+    from albert_tf.training import RUN_VOCAB, keep_run_vocabulary
+
     if FLAGS.spm_model_file:
-        os.makedirs(FLAGS.output_dir, exist_ok=True)
-        if not os.path.exists(kept) or os.path.abspath(kept) != os.path.abspath(FLAGS.spm_model_file):
-            shutil.copyfile(FLAGS.spm_model_file, kept)
-        return kept
+        return keep_run_vocabulary(FLAGS.spm_model_file, FLAGS.output_dir)
+    kept = os.path.join(FLAGS.output_dir, RUN_VOCAB)
     return kept if os.path.exists(kept) else None
 
 

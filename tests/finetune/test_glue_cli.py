@@ -166,6 +166,18 @@ def test_a_predict_only_run_does_not_export_again(mrpc_run, mrpc_dir, config_fil
     assert (output_dir / "MRPC.tsv").read_text() == submitted  # the same model, restored, predicts the same
 
 
+def test_the_run_folder_remembers_its_config_and_vocabulary(mrpc_run, mrpc_dir):
+    """Predicting from a fine-tuning run folder needs neither --albert_config_file nor
+    --spm_model_file again: the run kept albert_config.json and its vocabulary as spiece.model."""
+    output_dir, _ = mrpc_run
+    assert (output_dir / "spiece.model").read_bytes() == TINY_VOCAB.read_bytes()
+    submitted = (output_dir / "MRPC.tsv").read_text()
+    args = [arg for arg in _args("MRPC", mrpc_dir, output_dir, "unused", "--do_predict", "--noexport")
+            if not arg.startswith(("--albert_config_file", "--spm_model_file"))]
+    again = cli.finetune(args)
+    assert again["predictions"] and (output_dir / "MRPC.tsv").read_text() == submitted
+
+
 @pytest.mark.slow
 def test_a_saved_model_initialises_the_encoder(mrpc_run):
     # The exported classifier is a reusable SavedModel too: its encoder weights seed a new run.

@@ -347,12 +347,13 @@ def test_every_source_is_recognised_and_loads(tmp_path):
     CONFIG.to_json_file(run_dir / CONFIG_FILE)
     tf.train.Checkpoint(model=model_weights(pretrainer)).write(str(run_dir / "ckpt-4"))
     (run_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\n')
+    (run_dir / "spiece.model").write_bytes(TINY_VOCAB.read_bytes())  # as albert-pretrain keeps it
     preset_encoder = _random_encoder(5)
     preset = write_preset(preset_encoder, CONFIG, TINY_VOCAB, tmp_path / "preset")
     tf1_encoder = _random_encoder(6)
     tf1 = _write_tf1_checkpoint(tf1_encoder, tmp_path / "tf1")
 
-    cases = {"checkpoint": (str(run_dir), pretrainer.encoder, None),
+    cases = {"checkpoint": (str(run_dir), pretrainer.encoder, str(run_dir / "spiece.model")),
              "preset": (preset, preset_encoder, str(pathlib.Path(preset) / "spiece.model")),
              "tf1_checkpoint": (str(tf1), tf1_encoder, str(tf1 / initialization.TF1_VOCAB))}
     for kind, (path, encoder, vocab) in cases.items():

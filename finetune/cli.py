@@ -266,8 +266,6 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
     if not spm_model_file:
         raise app.UsageError("--spm_model_file is required (the vocabulary the model was pretrained with)")
     tokenizer = AlbertTokenizer(spm_model_file)
-    if F.do_train:
-        training.keep_run_vocabulary(spm_model_file, F.output_dir)
     if tokenizer.vocab_size > config.vocab_size:
         raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
                          f"{config.vocab_size}: ids beyond the embedding table")
@@ -278,6 +276,8 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
     cache_dir = F.cache_dir or os.path.join(F.output_dir, "features")
     run = trainer.Finetuning(config, task, options, strategy)
     run.restore_or_initialize(lambda model: initialization.initialize_encoder(model, F.init_checkpoint, F.preset))
+    if F.do_train:  # once the folder is known to be this run's: a refused run changes nothing in it
+        training.keep_run_vocabulary(spm_model_file, F.output_dir)
     summary = {"train": None, "eval": None, "predictions": [], "export_dir": None, "model": run.model}
     evaluation = None
     if F.do_eval:

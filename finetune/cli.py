@@ -181,6 +181,8 @@ class Evaluation:
             results[split], self.predictions[split] = split_results, predictions
         self._results, self._step = results, step
         if write_summaries:
+            from albert_tf import training  # here: the module loads without TensorFlow (--help)
+
             if self._writer is None:
                 self._writer = training.summary_writer(self.run.options, self.run.is_chief, "eval")
             training.write_scalars(self._writer, self.scalars_of(results), step)

@@ -176,6 +176,11 @@ def test_the_run_folder_remembers_its_config_and_vocabulary(mrpc_run, mrpc_dir):
             if not arg.startswith(("--albert_config_file", "--spm_model_file"))]
     again = cli.finetune(args)
     assert again["predictions"] and (output_dir / "MRPC.tsv").read_text() == submitted
+    # Evaluation alone, from the same folder: the dev scores of the run's last step (it wrote them
+    # to TensorBoard outside a training loop, which failed with a NameError).
+    trained = _eval_results(output_dir)["dev"]
+    evaluated = cli.finetune([arg.replace("--do_predict", "--do_eval") for arg in args])["eval"]
+    assert evaluated["dev"]["accuracy"] == pytest.approx(trained["accuracy"])
 
 
 @pytest.mark.slow

@@ -273,7 +273,7 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
                          f"{config.vocab_size}: ids beyond the embedding table")
     if F.init_checkpoint:
         initialization.check_vocab_size(F.init_checkpoint, tokenizer.vocab_size, f"--spm_model_file {spm_model_file}")
-    logging.info("encoder source: %s", source.describe())
+    print(f"encoder: {source.describe()}", flush=True)  # which source --init_checkpoint named, or the run folder
 
     cache_dir = F.cache_dir or os.path.join(F.output_dir, "features")
     run = trainer.Finetuning(config, task, options, strategy)

@@ -166,7 +166,7 @@ def test_a_predict_only_run_does_not_export_again(mrpc_run, mrpc_dir, config_fil
     assert (output_dir / "MRPC.tsv").read_text() == submitted  # the same model, restored, predicts the same
 
 
-def test_the_run_folder_remembers_its_config_and_vocabulary(mrpc_run, mrpc_dir):
+def test_the_run_folder_remembers_its_config_and_vocabulary(mrpc_run, mrpc_dir, capsys):
     """Predicting from a fine-tuning run folder needs neither --albert_config_file nor
     --spm_model_file again: the run kept albert_config.json and its vocabulary as spiece.model."""
     output_dir, _ = mrpc_run
@@ -176,6 +176,7 @@ def test_the_run_folder_remembers_its_config_and_vocabulary(mrpc_run, mrpc_dir):
             if not arg.startswith(("--albert_config_file", "--spm_model_file"))]
     again = cli.finetune(args)
     assert again["predictions"] and (output_dir / "MRPC.tsv").read_text() == submitted
+    assert f"encoder: a checkpoint of an albert_tf run: {output_dir}" in capsys.readouterr().out
     # Evaluation alone, from the same folder: the dev scores of the run's last step (it wrote them
     # to TensorBoard outside a training loop, which failed with a NameError).
     trained = _eval_results(output_dir)["dev"]

@@ -32,16 +32,18 @@ from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
+from albert_tf.files import PartialFile, is_url, prepare_output_dir, write_json
 from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of
-from data_prep.instances import InstanceStats, MaskingVocab
+from data_prep.instances import MaskingVocab
 from data_prep.shards import (
-    INCOMPLETE_SUFFIX,
     METADATA_FILE,
     STATS_DIR,
     TOKENIZER_BATCH_SENTENCES,
     GenerationConfig,
+    finished_metadata,
+    total_counts,
 )
 
 RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
@@ -53,6 +55,37 @@ ERROR_MARKER = "albert-data-prep input error: "
 def open_raw(path: str):
     """The raw bytes of `path` on any filesystem Beam knows (no decompression: documents.py does it)."""
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+class BeamFiles:
+    """`albert_tf.files`' filesystem interface (`fs`) on Beam's FileSystems (any filesystem Beam knows)."""
+
+    def open(self, path: str, mode: str = "rb", **kwargs):
+        if mode == "rb":
+            return open_raw(path)
+        if mode == "wb":
+            return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        raise ValueError(f"Beam files open in 'rb' or 'wb' mode, not {mode!r}")
+
+    def rename(self, source: str, target: str) -> None:
+        FileSystems.rename([source], [target])
+
+    def remove(self, path: str) -> None:
+        if FileSystems.exists(path):
+            FileSystems.delete([path])
+
+    def exists(self, path: str) -> bool:
+        return FileSystems.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        return False  # object stores have no folders: something at the exact name is a file
+
+    def makedirs(self, path: str) -> None:
+        if not FileSystems.exists(path):
+            FileSystems.mkdirs(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
 
 
 def _local_copy(path: str) -> str:
@@ -124,17 +157,18 @@ class _GenerateShard(beam.DoFn):
                     batch, sentences = [], 0
             self._add(generator, batch)
             name = config.shard_name(index)
-            path = _join(self._output_dir, name)
-            generator.finish(
-                FileSystems.create(path + INCOMPLETE_SUFFIX, compression_type=CompressionTypes.UNCOMPRESSED),
-                config.compression,
-            )
+            shard = PartialFile(_join(self._output_dir, name), BeamFiles())
+            try:
+                generator.finish(shard.file, config.compression)
+                record = {"shard": name, **generator.stats.to_dict(), "input": input_counts}
+                _write_json(_join(self._output_dir, STATS_DIR, name + ".json"), record)
+                shard.commit()  # after its counts: a shard without them is redone
+            except BaseException:
+                shard.discard()
+                raise
         finally:
             generator.discard()
             shutil.rmtree(spill_dir, ignore_errors=True)
-        record = {"shard": name, **generator.stats.to_dict(), "input": input_counts}
-        _write_json(_join(self._output_dir, STATS_DIR, name + ".json"), record)
-        FileSystems.rename([path + INCOMPLETE_SUFFIX], [path])
         yield record
 
     def _add(self, generator: ShardGenerator, batch: list[list[str]]) -> None:
@@ -144,9 +178,7 @@ class _GenerateShard(beam.DoFn):
 
 
 def _write_json(path: str, value: dict) -> None:
-    with FileSystems.create(path + INCOMPLETE_SUFFIX, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write((json.dumps(value, indent=2, sort_keys=True) + "\n").encode())
-    FileSystems.rename([path + INCOMPLETE_SUFFIX], [path])
+    write_json(path, value, BeamFiles())
 
 
 def _read_json(path: str) -> dict | None:
@@ -183,6 +215,7 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
     """
     from data_prep import shards as local
 
+    prepare_output_dir(output_dir, fs=BeamFiles() if is_url(output_dir) else None)
     settings = config.settings()
     is_local = "://" not in output_dir
     if is_local:
@@ -238,10 +271,7 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
         if record is None:
             raise RuntimeError(f"the pipeline finished without writing {name}")
         records[index] = record
-    totals = InstanceStats(config.options.ngram)
-    for record in records.values():
-        totals.merge(record)
-    counts = {**totals.to_dict(), **records[0]["input"]}
+    counts = total_counts(config, records)
     if is_local:  # no instance at all, or an empty shard: refused as the local tool refuses it
         local._refuse_empty_shards(output_dir, config, records, counts)
     elif not all(record["instances"] for record in records.values()):
@@ -249,14 +279,6 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
             f"{sum(not r['instances'] for r in records.values())} of {config.num_output_shards} shards got no "
             f"instance: too little input for --num_output_shards or --max_seq_length; delete {output_dir}"
         )
-    result = {
-        "settings": settings,
-        "complete": True,
-        "counts": counts,
-        "shards": {config.shard_name(i): records[i]["instances"] for i in sorted(records)},
-        "runner": runner_name,
-        "generated_shards": len(pending),
-        "seconds": round(elapsed, 3),
-    }
+    result = finished_metadata(config, settings, records, counts, len(pending), elapsed, runner=runner_name)
     _write_json(metadata_path, result)
     return result

@@ -118,7 +118,9 @@ def main(argv) -> int:
     if beam_args and FLAGS.runner is None:
         print(f"error: unknown flag {beam_args[0]} (flags for Apache Beam need --runner; see --help)", file=sys.stderr)
         return 2
-    from data_prep.documents import BadInputError, check_not_all_empty, expand_input_patterns
+    from albert_tf.errors import UserError
+    from albert_tf.files import is_url, prepare_output_dir
+    from data_prep.documents import check_not_all_empty, expand_input_patterns
     from data_prep.instances import InstanceOptions
     from data_prep.shards import GenerationConfig, format_summary, run_generation
 
@@ -129,6 +131,13 @@ def main(argv) -> int:
     try:
         from albert_tf.tokenizer import AlbertTokenizer
 
+        # Before the input is read and hashed: an unusable output_dir fails at once, naming the flag.
+        if is_url(FLAGS.output_dir):
+            from data_prep.beam_pipeline import BeamFiles
+
+            prepare_output_dir(FLAGS.output_dir, fs=BeamFiles(), create=False)
+        else:
+            prepare_output_dir(FLAGS.output_dir, create=False)
         spm_model = FLAGS.spm_model_file
         if "://" in spm_model:  # gs://... : SentencePiece reads local files
             from data_prep.beam_pipeline import _local_copy
@@ -170,7 +179,10 @@ def main(argv) -> int:
                 print(f"error: --runner needs Apache Beam ({error}): pip install 'albert_tf[beam]'", file=sys.stderr)
                 return 2
             result = run_beam_generation(config, FLAGS.output_dir, [f"--runner={FLAGS.runner}", *beam_args])
-    except (BadInputError, ValueError) as error:
+    except UserError as error:  # a flag's (exit code 2) or the input's (1)
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+    except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(format_summary(result))

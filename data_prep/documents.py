@@ -3,21 +3,18 @@
 Two layouts: `sentence_per_line` (the original's: one sentence per line, a blank line between
 documents) and `document_per_line` (one document per line, split into sentences here). A file's
 end always ends a document. Nothing is held beyond the current document. Files ending in `.gz`,
-`.bz2` or `.xz` are decompressed as they are read.
+`.gzip`, `.bz2` or `.xz` are decompressed as they are read (`albert_tf.files`' rule).
 """
 
 from __future__ import annotations
 
-import bz2
-import glob
-import gzip
 import logging
-import lzma
 import os
 import re
 from typing import BinaryIO, Callable, Iterator, Sequence
 
 from albert_tf.errors import UserError
+from albert_tf.files import DECOMPRESSION_ERRORS, compression_of, expand_patterns, open_decompressed
 
 INPUT_FORMATS = ("sentence_per_line", "document_per_line")
 # A "sentence" this long is a whole text on one line: read as sentence_per_line it would become a
@@ -34,20 +31,9 @@ def expand_input_patterns(patterns: str | Sequence[str]) -> list[str]:
     """Files matched by comma-separated globs, each glob's matches sorted, in the order given.
 
     A pattern that matches no file is an error. Repeating a pattern repeats its files (a way to
-    weight a corpus), so duplicates are kept.
+    weight a corpus), so duplicates are kept. Globs with a scheme (gs://...) go through Beam.
     """
-    if isinstance(patterns, str):
-        patterns = patterns.split(",")
-    patterns = [p.strip() for p in patterns if p.strip()]
-    if not patterns:
-        raise BadInputError("no input file given")
-    files: list[str] = []
-    for pattern in patterns:
-        matches = _matching_files(pattern)
-        if not matches:
-            raise BadInputError(f"input pattern {pattern!r} matches no file")
-        files.extend(matches)
-    return files
+    return expand_patterns(patterns, keep_repeats=True, urls=_beam_files, error=BadInputError)
 
 
 def check_not_all_empty(files: Sequence[str]) -> list[str]:
@@ -72,9 +58,6 @@ class InputStats:
         return {"documents": self.documents, "lines": self.lines, "bad_lines": self.bad_lines}
 
 
-_DECOMPRESSORS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-
-
 def _open_raw(path: str) -> BinaryIO:
     """A local file, or one on a filesystem Apache Beam knows (gs://, s3://, hdfs://...)."""
     if "://" in path:
@@ -84,17 +67,13 @@ def _open_raw(path: str) -> BinaryIO:
     return open(path, "rb")
 
 
-def _matching_files(pattern: str) -> list[str]:
-    if "://" in pattern:
-        try:
-            from apache_beam.io.filesystems import FileSystems
-        except ImportError:
-            raise BadInputError(f"input pattern {pattern!r} needs Apache Beam: pip install 'albert_tf[beam]'") from None
-        try:
-            return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
-        except Exception:  # Beam raises BeamIOError for a pattern that matches nothing
-            return []
-    return sorted(m for m in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(m))
+def _beam_files():
+    """Apache Beam's filesystems, for input paths with a scheme (the workers do not load TensorFlow)."""
+    try:
+        from data_prep.beam_pipeline import BeamFiles
+    except ImportError:
+        raise BadInputError("input paths with a scheme (gs://...) need Apache Beam: pip install 'albert_tf[beam]'") from None
+    return BeamFiles()
 
 
 def input_lines(path: str, opener: Callable[[str], BinaryIO] | None = None) -> Iterator[bytes]:
@@ -103,17 +82,16 @@ def input_lines(path: str, opener: Callable[[str], BinaryIO] | None = None) -> I
     `opener(path)` gives the raw bytes; by default a local file is opened, and a path with a scheme
     (gs://...) is read through Apache Beam's filesystems.
     """
-    suffix = os.path.splitext(path)[1].lower()
     raw = (opener or _open_raw)(path)
-    if suffix not in _DECOMPRESSORS:
+    if compression_of(path) == "none":
         with raw as f:
             yield from f
         return
     try:
-        with raw, _DECOMPRESSORS[suffix](raw, "rb") as f:
+        with raw, open_decompressed(raw, path) as f:
             yield from f
-    except (EOFError, lzma.LZMAError, gzip.BadGzipFile, OSError) as error:
-        raise BadInputError(f"{path}: not valid {suffix} data ({error})") from None
+    except DECOMPRESSION_ERRORS as error:
+        raise BadInputError(f"{path}: not valid {os.path.splitext(path)[1].lower()} data ({error})") from None
 
 
 def _has_text(path: str) -> bool:

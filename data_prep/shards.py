@@ -26,6 +26,14 @@ from collections.abc import Callable, Sequence
 
 from albert_tf.errors import one_line
 from albert_tf.features import PRETRAINING_METADATA_FILE
+from albert_tf.files import (
+    PartialFile,
+    compression_suffix,
+    is_partial,
+    prepare_output_dir,
+    remove_partials,
+    write_json,
+)
 from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of
@@ -34,7 +42,6 @@ from data_prep.instances import InstanceOptions, InstanceStats, MaskingVocab
 METADATA_FILE = PRETRAINING_METADATA_FILE  # the training reader checks its "complete"
 STATS_DIR = "shard_stats"
 SPILL_DIR = "spill"
-INCOMPLETE_SUFFIX = ".incomplete"
 COMPRESSIONS = ("none", "gzip")
 _PROGRESS_INTERVAL_S = 0.5
 TOKENIZER_BATCH_SENTENCES = 2048
@@ -81,7 +88,7 @@ class GenerationConfig:
         }
 
     def shard_name(self, index: int) -> str:
-        suffix = ".gz" if self.compression == "gzip" else ""
+        suffix = compression_suffix(self.compression)
         return f"pretrain-{index:05d}-of-{self.num_output_shards:05d}.tfrecord{suffix}"
 
 
@@ -104,14 +111,6 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def _write_json_atomically(path: str, value: dict) -> None:
-    tmp = path + INCOMPLETE_SUFFIX
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 class _ShardWriter:
     """One shard being written by the local tool: a ShardGenerator, its file names and counts."""
 
@@ -132,24 +131,22 @@ class _ShardWriter:
             record_hook=record_hook,
         )
         self.add = self.generator.add
-        self._file = open(self.path + INCOMPLETE_SUFFIX, "wb")  # records arrive, shuffled, at the end
+        self._out = PartialFile(self.path)  # records arrive, shuffled, at the end
 
     def finish(self, input_stats: InputStats) -> int:
-        made = self.generator.finish(self._file, self.config.compression)
+        made = self.generator.finish(self._out.file, self.config.compression)
         record = {
             "shard": os.path.basename(self.path),
             **self.generator.stats.to_dict(),
             "input": input_stats.to_dict(),
         }
-        _write_json_atomically(self.stats_path, record)
-        os.replace(self.path + INCOMPLETE_SUFFIX, self.path)
+        write_json(self.stats_path, record)  # before the shard: a shard without counts is redone
+        self._out.commit()
         return made
 
     def abort(self) -> None:
         self.generator.discard()
-        self._file.close()
-        if os.path.exists(self.path + INCOMPLETE_SUFFIX):
-            os.remove(self.path + INCOMPLETE_SUFFIX)
+        self._out.discard()
 
 
 def generate_shards(
@@ -250,7 +247,7 @@ def check_output_dir(output_dir: str, settings: dict, config: GenerationConfig) 
     shards = sorted(
         os.path.basename(p)
         for p in glob.glob(os.path.join(output_dir, "pretrain-*.tfrecord*"))
-        if not p.endswith(INCOMPLETE_SUFFIX)
+        if not is_partial(p)
     )
     metadata = None
     if os.path.exists(metadata_path):
@@ -309,10 +306,8 @@ def _complete_shards(output_dir: str, config: GenerationConfig) -> dict[int, dic
 
 def _remove_incomplete(output_dir: str) -> None:
     shutil.rmtree(os.path.join(output_dir, SPILL_DIR), ignore_errors=True)
-    for path in glob.glob(os.path.join(output_dir, "*" + INCOMPLETE_SUFFIX)) + glob.glob(
-        os.path.join(output_dir, STATS_DIR, "*" + INCOMPLETE_SUFFIX)
-    ):
-        os.remove(path)
+    remove_partials(output_dir)
+    remove_partials(os.path.join(output_dir, STATS_DIR))
 
 
 def run_generation(config: GenerationConfig, output_dir: str, num_workers: int = 1, progress: bool = True) -> dict:
@@ -322,6 +317,7 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
     """
     if num_workers < 1:
         raise ValueError(f"num_workers must be positive, got {num_workers}")
+    prepare_output_dir(output_dir)
     settings = config.settings()
     os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)
     metadata = check_output_dir(output_dir, settings, config)
@@ -329,7 +325,7 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
     metadata_path = os.path.join(output_dir, METADATA_FILE)
     _remove_incomplete(output_dir)
     if created_metadata:
-        _write_json_atomically(metadata_path, {"settings": settings, "complete": False})
+        write_json(metadata_path, {"settings": settings, "complete": False})
 
     pending = [i for i in range(config.num_output_shards) if i not in _complete_shards(output_dir, config)]
     started = time.monotonic()
@@ -345,23 +341,32 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
     shutil.rmtree(os.path.join(output_dir, SPILL_DIR), ignore_errors=True)
 
     shard_records = _complete_shards(output_dir, config)
+    counts = total_counts(config, shard_records)
+    _refuse_empty_shards(output_dir, config, shard_records, counts)
+    result = finished_metadata(config, settings, shard_records, counts, len(pending), elapsed, num_workers=num_workers)
+    write_json(metadata_path, result)
+    return result
+
+
+def total_counts(config: GenerationConfig, shard_records: dict[int, dict]) -> dict:
+    """The counts of all shards (instances, tokens, masks, labels) and of the input they read."""
     totals = InstanceStats(config.options.ngram)
     for record in shard_records.values():
         totals.merge(record)
-    input_stats = next(iter(shard_records.values()))["input"]
-    counts = {**totals.to_dict(), **input_stats}
-    _refuse_empty_shards(output_dir, config, shard_records, counts)
-    result = {
+    return {**totals.to_dict(), **next(iter(shard_records.values()))["input"]}
+
+
+def finished_metadata(config, settings, shard_records, counts, generated_shards, seconds, **run) -> dict:
+    """What `pretraining_data.json` says of a finished run (`run`: how it ran, workers or runner)."""
+    return {
         "settings": settings,
         "complete": True,
         "counts": counts,
         "shards": {config.shard_name(i): shard_records[i]["instances"] for i in sorted(shard_records)},
-        "num_workers": num_workers,
-        "generated_shards": len(pending),
-        "seconds": round(elapsed, 3),
+        **run,
+        "generated_shards": generated_shards,
+        "seconds": round(seconds, 3),
     }
-    _write_json_atomically(metadata_path, result)
-    return result
 
 
 def _refuse_empty_shards(output_dir: str, config: GenerationConfig, shard_records: dict, counts: dict) -> None:

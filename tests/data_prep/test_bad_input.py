@@ -97,7 +97,7 @@ def test_sigint_to_the_parent_stops_its_workers_and_leaves_no_partial_shard(tmp_
     process = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and process.poll() is None and not list(out.glob("*.incomplete")):
+        while time.monotonic() < deadline and process.poll() is None and not list(out.glob("*.incomplete-*")):
             time.sleep(0.01)
         assert process.poll() is None, "the run ended before it could be interrupted"
         interrupted = time.monotonic()
@@ -125,14 +125,14 @@ def test_a_full_disk_loses_no_finished_shard_and_a_rerun_completes_the_same_byte
     reference = tmp_path / "reference"
     run_generation(config, str(reference), progress=False)
     out = tmp_path / "out"
-    write_json = shards._write_json_atomically
+    write_json = shards.write_json
 
     def full_at_the_second_shard(path, value):
         if path.endswith("pretrain-00001-of-00002.tfrecord.json"):
             raise OSError(errno.ENOSPC, "No space left on device", path)
         write_json(path, value)
 
-    monkeypatch.setattr(shards, "_write_json_atomically", full_at_the_second_shard)
+    monkeypatch.setattr(shards, "write_json", full_at_the_second_shard)
     with pytest.raises(OSError) as error:
         run_generation(config, str(out), progress=False)
     assert one_line(error.value) == (
@@ -140,7 +140,36 @@ def test_a_full_disk_loses_no_finished_shard_and_a_rerun_completes_the_same_byte
         "space and rerun (finished work is kept)", 1)
     assert sorted(p.name for p in out.glob("pretrain-*")) == ["pretrain-00000-of-00002.tfrecord"]
     assert json.loads((out / METADATA_FILE).read_text())["complete"] is False  # the reader refuses it
-    monkeypatch.setattr(shards, "_write_json_atomically", write_json)
+    monkeypatch.setattr(shards, "write_json", write_json)
     assert run_generation(config, str(out), progress=False)["generated_shards"] == 1
     assert {p.name: p.read_bytes() for p in out.glob("pretrain-*")} == {
         p.name: p.read_bytes() for p in reference.glob("pretrain-*")}
+
+
+@pytest.mark.parametrize("runner", [None, "DirectRunner"])
+def test_an_unusable_output_dir_is_refused_up_front_naming_the_flag(tmp_path, spm_model, capsys, runner):
+    from tests.data_prep.test_beam_pipeline import _run_command_line
+
+    (tmp_path / "a_file").write_text("x")
+    beam = [f"--runner={runner}"] if runner else []
+    # The input glob matches nothing too: the output_dir is checked first, before any input is read.
+    for output_dir, message in [
+        (tmp_path / "a_file", f"--output_dir {tmp_path / 'a_file'} is a file, not a folder"),
+        (tmp_path / "a_file" / "out", f"--output_dir {tmp_path / 'a_file' / 'out'} cannot be created "
+                                      "(a part of the path is a file)"),
+    ]:
+        code = _run_command_line([f"--input_file={tmp_path}/none-*.txt", f"--output_dir={output_dir}",
+                                  f"--spm_model_file={spm_model}", "--noprogress", *beam])
+        assert (code, capsys.readouterr().err.splitlines()) == (2, [f"error: {message}"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_a_read_only_output_dir_is_refused_before_the_input_is_read(spm_model):
+    from tests.albert_tf.test_files import _as_another_user, _world_readable_folder
+
+    with _world_readable_folder() as top:
+        (top / "out").mkdir(mode=0o555)
+        (top / "out").chmod(0o555)
+        config = _config(top / "missing.txt", spm_model)  # never opened: the output_dir fails first
+        assert _as_another_user(lambda: run_generation(config, str(top / "out"), progress=False)) == (
+            f"--output_dir {top / 'out'} is not writable (Permission denied)")

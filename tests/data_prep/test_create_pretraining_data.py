@@ -106,9 +106,9 @@ def test_a_run_killed_with_sigkill_then_rerun_gives_the_same_bytes(tmp_path, dat
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        partial = killed_dir / "pretrain-00000-of-00002.tfrecord.incomplete"
         while time.monotonic() < deadline and process.poll() is None:
-            if partial.exists():  # created when the shard starts; its records come at the end
+            # Created when the shard starts (as <name>.incomplete-<pid>); its records come at the end.
+            if list(killed_dir.glob("pretrain-00000-of-00002.tfrecord.incomplete-*")):
                 break
             time.sleep(0.005)
         assert process.poll() is None, "the run ended before it could be killed"
@@ -120,7 +120,7 @@ def test_a_run_killed_with_sigkill_then_rerun_gives_the_same_bytes(tmp_path, dat
     sizes = None
     for _ in range(40):
         time.sleep(0.25)
-        now = {p.name: p.stat().st_size for p in killed_dir.glob("*.incomplete")}
+        now = {p.name: p.stat().st_size for p in killed_dir.glob("*.incomplete-*")}
         if now == sizes:
             break
         sizes = now
@@ -129,7 +129,7 @@ def test_a_run_killed_with_sigkill_then_rerun_gives_the_same_bytes(tmp_path, dat
     assert len(list(killed_dir.glob("pretrain-*.tfrecord"))) < 2
     rerun = run_generation(config, str(killed_dir), progress=False)
     assert _shard_bytes(killed_dir) == _shard_bytes(reference_dir)
-    assert not [name for name in _leftovers(killed_dir) if name.endswith(".incomplete")]
+    assert not [name for name in _leftovers(killed_dir) if ".incomplete" in name]
     assert rerun["counts"] == reference_result["counts"]
 
 

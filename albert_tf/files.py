@@ -1,0 +1,329 @@
+"""The one rule, for every tool, for writing files, finding them, reading their compression and
+preparing an output folder.
+
+- **Written aside, then renamed.** A file is written as `<path>.incomplete-<pid>` and renamed to
+  `path` only when complete; on an error the partial file is removed. A reader (another worker, a
+  rerun, a later tool) never sees half a file, and a killed run leaves only `*.incomplete-*`
+  files, which `remove_partials` clears: `atomic_path`, `atomic_open`, `write_json`, `PartialFile`.
+- **Globs.** `expand_patterns("a/*.txt,b.txt")`: comma-separated globs, each one's matches sorted,
+  in the order given; folders are not matches; a glob that matches nothing is an error naming it.
+- **Compression from the name.** `.gz`/`.gzip` is gzip, `.bz2` bzip2, `.xz` xz, anything else
+  none: `compression_of`, `tfrecord_compression`, `open_decompressed`.
+- **Output folders.** `prepare_output_dir(path)`: created if missing, refused in one line naming
+  the flag when it is a file, cannot be created, or cannot be written.
+
+Local paths go through `os`; a path with a scheme (gs://, s3://, ...) through TensorFlow's
+`tf.io.gfile`, imported only then, so that the data-prep workers and the Beam pipeline stay free of
+TensorFlow. A caller may pass its own `fs` object with the same methods as `LocalFiles` (the
+Beam pipeline passes Apache Beam's FileSystems).
+
+Example:
+    >>> prepare_output_dir("runs/a")
+    >>> write_json("runs/a/result.json", {"loss": 1.5})
+    >>> with atomic_open("runs/a/predictions.tsv", "w") as f:
+    ...     f.write("index\\tprediction\\n")
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import errno
+import glob as glob_module
+import gzip
+import json
+import lzma
+import os
+from collections.abc import Iterator, Sequence
+from typing import BinaryIO, Callable
+
+from albert_tf.errors import FlagError, UserError
+
+PARTIAL_SUFFIX = ".incomplete"
+COMPRESSION_SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".xz": "xz"}
+_OPENERS = {"gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}
+
+
+def is_url(path: str | os.PathLike) -> bool:
+    return "://" in os.fspath(path)
+
+
+class LocalFiles:
+    """Local files through `os`: the interface every `fs` argument here has."""
+
+    def open(self, path: str, mode: str = "rb", **kwargs):
+        return open(path, mode, **kwargs)
+
+    def rename(self, source: str, target: str) -> None:
+        os.replace(source, target)
+
+    def remove(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def glob(self, pattern: str) -> list[str]:
+        return [m for m in glob_module.glob(os.path.expanduser(pattern)) if not os.path.isdir(m)]
+
+
+class GFiles:
+    """Files on any filesystem TensorFlow knows (gs://, s3://, hdfs://, ...), through `tf.io.gfile`."""
+
+    def __init__(self):
+        import tensorflow as tf
+
+        self._gfile = tf.io.gfile
+
+    def open(self, path: str, mode: str = "rb", **kwargs):
+        return self._gfile.GFile(path, mode)
+
+    def rename(self, source: str, target: str) -> None:
+        self._gfile.rename(source, target, overwrite=True)
+
+    def remove(self, path: str) -> None:
+        if self._gfile.exists(path):
+            self._gfile.remove(path)
+
+    def exists(self, path: str) -> bool:
+        return self._gfile.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        return self._gfile.isdir(path)
+
+    def makedirs(self, path: str) -> None:
+        self._gfile.makedirs(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return [m for m in self._gfile.glob(pattern) if not self._gfile.isdir(m)]
+
+
+LOCAL = LocalFiles()
+
+
+def files_for(path: str | os.PathLike, urls: Callable[[], object] | None = None):
+    """The filesystem of `path`: local files, or for a URL `urls()` (default: TensorFlow's gfile)."""
+    if not is_url(path):
+        return LOCAL
+    return urls() if urls is not None else GFiles()
+
+
+# ---- written aside, then renamed ------------------------------------------------------------------
+
+
+def partial_path(path: str | os.PathLike) -> str:
+    """Where `path` is written until it is complete (unique to this process)."""
+    return f"{os.fspath(path)}{PARTIAL_SUFFIX}-{os.getpid()}"
+
+
+def is_partial(name: str) -> bool:
+    """Whether `name` is a file being written (or left behind by a killed run)."""
+    return f"{PARTIAL_SUFFIX}-" in os.path.basename(name)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, fs=None) -> Iterator[str]:
+    """Yields the partial name to write `path` under; renames it to `path` when the block ends
+    without an error, removes it when the block raises."""
+    fs = fs or files_for(path)
+    partial = partial_path(path)
+    try:
+        yield partial
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fs.remove(partial)
+        raise
+    fs.rename(partial, os.fspath(path))
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", fs=None, **kwargs):
+    """`open(path, mode)` written aside and renamed at the end of the block (text is UTF-8)."""
+    fs = fs or files_for(path)
+    if "b" not in mode:
+        kwargs.setdefault("encoding", "utf-8")
+    with atomic_path(path, fs) as partial:
+        with fs.open(partial, mode, **kwargs) as f:
+            yield f
+
+
+def write_json(path: str | os.PathLike, value, fs=None, sort_keys: bool = True) -> None:
+    """`value` as indented JSON with a final newline, written aside and renamed."""
+    data = (json.dumps(value, indent=2, sort_keys=sort_keys) + "\n").encode("utf-8")
+    with atomic_open(path, "wb", fs) as f:
+        f.write(data)
+
+
+class PartialFile:
+    """A file written aside over a longer time: `.file` is open for writing at once, `commit()`
+    renames it to `path` (after `.file` is closed), `discard()` removes it."""
+
+    def __init__(self, path: str, fs=None, mode: str = "wb"):
+        self.path = path
+        self.partial = partial_path(path)
+        self._fs = fs or files_for(path)
+        self.file: BinaryIO = self._fs.open(self.partial, mode)
+
+    def commit(self) -> None:
+        self.file.close()
+        self._fs.rename(self.partial, self.path)
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+        with contextlib.suppress(OSError):
+            self._fs.remove(self.partial)
+
+
+def remove_partials(folder: str, fs=None) -> list[str]:
+    """Removes the partial files a killed run left in `folder`; returns their paths."""
+    fs = fs or files_for(folder)
+    found = [p for p in fs.glob(os.path.join(glob_module.escape(folder), f"*{PARTIAL_SUFFIX}-*"))]
+    for path in found:
+        fs.remove(path)
+    return found
+
+
+# ---- globs -----------------------------------------------------------------------------------------
+
+
+def expand_patterns(
+    patterns: str | Sequence[str],
+    *,
+    keep_repeats: bool = False,
+    urls: Callable[[], object] | None = None,
+    error: type[UserError] = UserError,
+) -> list[str]:
+    """The files of comma-separated globs (a str) or of a list of globs, each glob's matches sorted,
+    in the order given; folders are skipped. A glob that matches nothing is an `error`.
+
+    A file matched twice is listed once, unless `keep_repeats` (repeating a glob then repeats its
+    files, a way to weight a corpus). `urls` gives the filesystem of globs with a scheme.
+    """
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = os.fspath(patterns).split(",")
+    patterns = [os.fspath(p).strip() for p in patterns if p and os.fspath(p).strip()]
+    if not patterns:
+        raise error("no input file given")
+    found: list[str] = []
+    seen: set[str] = set()
+    for pattern in patterns:
+        fs = files_for(pattern, urls)
+        try:
+            matches = sorted(fs.glob(pattern))
+        except Exception as failure:  # Beam's and gfile's ways to say "nothing there"
+            if isinstance(failure, UserError) or not (
+                isinstance(failure, (OSError, ValueError)) or type(failure).__name__ == "NotFoundError"
+            ):
+                raise
+            matches = []
+        if not matches:
+            raise error(f"input pattern {pattern!r} matches no file")
+        for match in matches:
+            if keep_repeats or match not in seen:
+                seen.add(match)
+                found.append(match)
+    return found
+
+
+# ---- compression from the name ---------------------------------------------------------------------
+
+
+def compression_of(path: str | os.PathLike) -> str:
+    """"gzip", "bz2", "xz" or "none", from the file name's suffix."""
+    return COMPRESSION_SUFFIXES.get(os.path.splitext(os.fspath(path))[1].lower(), "none")
+
+
+def compression_suffix(compression: str) -> str:
+    """The suffix a file written with `compression` ("gzip" or "none") gets."""
+    return {"gzip": ".gz", "none": ""}[compression]
+
+
+def tfrecord_compression(path: str | os.PathLike) -> str:
+    """`tf.data.TFRecordDataset`'s compression_type for `path`: "GZIP" or ""."""
+    compression = compression_of(path)
+    if compression not in ("gzip", "none"):
+        raise UserError(f"{os.fspath(path)}: a TFRecord file may be gzip-compressed (.gz) or not, not {compression}")
+    return "GZIP" if compression == "gzip" else ""
+
+
+def open_decompressed(raw: BinaryIO, path: str | os.PathLike) -> BinaryIO:
+    """`raw` (the file's bytes), decompressed as the name of `path` says."""
+    compression = compression_of(path)
+    return raw if compression == "none" else _OPENERS[compression](raw, "rb")
+
+
+DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, gzip.BadGzipFile, OSError)
+
+
+# ---- output folders --------------------------------------------------------------------------------
+
+
+def prepare_output_dir(path: str | os.PathLike, flag: str = "output_dir", fs=None, create: bool = True) -> None:
+    """Makes `path` a folder this process can write, or raises a FlagError of one line naming `--flag`:
+    it is a file, it cannot be created (a part of it is a file, no permission), or it cannot be
+    written (read-only, no permission). An existing local folder is tested by writing a file in it.
+
+    With `create=False` nothing is made: a missing folder is only checked to be creatable (its
+    nearest existing parent is a folder this process may write), so that a tool can refuse a bad
+    flag at once and still leave nothing behind when it fails later on other input.
+    """
+    path = os.fspath(path)
+    fs = fs or files_for(path)
+    if fs.exists(path) and not fs.isdir(path):
+        raise FlagError(f"--{flag} {path} is a file, not a folder")
+    if is_url(path):
+        if create:
+            try:
+                fs.makedirs(path)
+            except Exception as error:  # gfile's and Beam's errors are not all OSErrors
+                raise FlagError(f"--{flag} {path} cannot be created ({_first_line(error)})") from None
+        return  # an object store has no folder permissions to test without writing an object
+    if not os.path.isdir(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise FlagError(f"--{flag} {path} cannot be created (a part of the path is a file)")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            reason = "Read-only file system" if _read_only(parent) else "Permission denied"
+            raise FlagError(f"--{flag} {path} cannot be created ({reason}: {parent} is not writable)")
+        if not create:
+            return
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as error:
+            raise FlagError(f"--{flag} {path} cannot be created ({_reason(error)})") from None
+    probe = os.path.join(path, f".write-test{PARTIAL_SUFFIX}-{os.getpid()}")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return
+    except OSError as error:
+        raise FlagError(f"--{flag} {path} is not writable ({_reason(error)})") from None
+    os.remove(probe)
+
+
+def _read_only(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(getattr(error, "message", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _reason(error: OSError) -> str:
+    if error.errno == errno.ENOTDIR:
+        return "a part of the path is a file"
+    return error.strerror or str(error)

@@ -1,0 +1,154 @@
+"""albert_tf.files: the one rule for atomic writes, globs, compression and output folders."""
+
+import contextlib
+import gzip
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from albert_tf import files
+from albert_tf.errors import FlagError, UserError
+
+
+def test_a_file_is_written_aside_and_renamed_and_a_failure_keeps_the_old_one(tmp_path):
+    path = tmp_path / "result.json"
+    files.write_json(path, {"b": 1, "a": [1, 2]})
+    assert path.read_text() == '{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        with files.atomic_open(path, "w") as f:
+            f.write("half of a new fi")
+            assert sorted(os.listdir(tmp_path)) == ["result.json", f"result.json.incomplete-{os.getpid()}"]
+            raise RuntimeError("disk on fire")
+    assert os.listdir(tmp_path) == ["result.json"]  # no partial file left, the old one whole
+    assert path.read_text().startswith('{\n  "a"')
+
+
+def test_a_partial_file_is_renamed_on_commit_and_removed_on_discard(tmp_path):
+    kept = files.PartialFile(str(tmp_path / "a.tfrecord"))
+    kept.file.write(b"records")
+    dropped = files.PartialFile(str(tmp_path / "b.tfrecord"))
+    assert sorted(os.listdir(tmp_path)) == [f"a.tfrecord.incomplete-{os.getpid()}", f"b.tfrecord.incomplete-{os.getpid()}"]
+    assert all(files.is_partial(name) for name in os.listdir(tmp_path))
+    kept.commit()
+    dropped.discard()
+    assert os.listdir(tmp_path) == ["a.tfrecord"] and (tmp_path / "a.tfrecord").read_bytes() == b"records"
+    assert not files.is_partial("a.tfrecord")
+
+
+def test_the_partial_files_of_a_killed_run_are_removed(tmp_path):
+    for name in ("a.tfrecord.incomplete-123", "b.json.incomplete-9", "done.tfrecord"):
+        (tmp_path / name).write_bytes(b"x")
+    removed = files.remove_partials(str(tmp_path))
+    assert sorted(os.path.basename(p) for p in removed) == ["a.tfrecord.incomplete-123", "b.json.incomplete-9"]
+    assert os.listdir(tmp_path) == ["done.tfrecord"]
+
+
+def test_globs_are_sorted_in_the_order_given_without_folders(tmp_path):
+    for name in ("b.txt", "a.txt", "c.gz"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "d.txt").mkdir()  # a folder is no match
+    a, b, c = (str(tmp_path / n) for n in ("a.txt", "b.txt", "c.gz"))
+    assert files.expand_patterns(f"{tmp_path}/*.gz, {tmp_path}/*.txt") == [c, a, b]
+    assert files.expand_patterns([f"{tmp_path}/*.txt", b]) == [a, b]  # a file named twice is read once
+    assert files.expand_patterns([f"{tmp_path}/*.txt", b], keep_repeats=True) == [a, b, b]
+    with pytest.raises(UserError, match=r"^input pattern '.*/\*\.tfrecord' matches no file$"):
+        files.expand_patterns(f"{tmp_path}/*.txt,{tmp_path}/*.tfrecord")
+    with pytest.raises(UserError, match="^no input file given$"):
+        files.expand_patterns(" , ")
+
+
+def test_compression_is_read_from_the_name(tmp_path):
+    assert [files.compression_of(n) for n in ("a.txt", "a.GZ", "a.gzip", "a.bz2", "a.xz", "a.tfrecord")] == [
+        "none", "gzip", "gzip", "bz2", "xz", "none"]
+    assert files.tfrecord_compression("x.tfrecord.gzip") == "GZIP" and files.tfrecord_compression("x.tfrecord") == ""
+    with pytest.raises(UserError, match=r"x\.tfrecord\.xz: a TFRecord file may be gzip-compressed \(\.gz\) or not"):
+        files.tfrecord_compression("x.tfrecord.xz")
+    assert files.compression_suffix("gzip") == ".gz" and files.compression_suffix("none") == ""
+    path = tmp_path / "a.txt.gzip"
+    path.write_bytes(gzip.compress(b"line one\nline two\n"))
+    with open(path, "rb") as raw, files.open_decompressed(raw, path) as f:
+        assert f.read() == b"line one\nline two\n"
+
+
+def test_an_output_dir_is_created_or_refused_in_one_line_naming_the_flag(tmp_path):
+    files.prepare_output_dir(tmp_path / "new" / "run")
+    assert os.listdir(tmp_path / "new" / "run") == []  # created, and the write test leaves nothing
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FlagError, match=f"^--output_dir {tmp_path / 'file'} is a file, not a folder$"):
+        files.prepare_output_dir(tmp_path / "file")
+    # Works as root too: no permission bit is involved.
+    with pytest.raises(FlagError, match=f"^--export_dir {tmp_path / 'file' / 'run'} cannot be created "
+                                        r"\(a part of the path is a file\)$"):
+        files.prepare_output_dir(tmp_path / "file" / "run", flag="export_dir")
+    files.prepare_output_dir(tmp_path / "later" / "run", create=False)  # checked, not made
+    assert not (tmp_path / "later").exists()
+
+
+def _as_another_user(function):
+    """Runs `function()` in a child process that cannot write where this one can: as root, a fork
+    that drops to the user `nobody` (permission bits bind it, unlike root); otherwise a fork as is.
+    Returns the FlagError message it raised, or None."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        os.close(read)
+        message = b""
+        try:
+            if os.getuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            function()
+        except FlagError as error:
+            message = str(error).encode()
+        except BaseException as error:
+            message = f"unexpected {type(error).__name__}: {error}".encode()
+        os.write(write, message)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        message = f.read().decode()
+    os.waitpid(pid, 0)
+    return message or None
+
+
+@contextlib.contextmanager
+def _world_readable_folder():
+    """A fresh folder that the child of `_as_another_user` can enter (pytest's tmp_path is under a
+    folder only its owner may enter)."""
+    top = pathlib.Path(tempfile.mkdtemp())
+    top.chmod(0o755)
+    try:
+        yield top
+    finally:
+        for folder in top.rglob("*"):
+            if folder.is_dir():
+                folder.chmod(0o755)
+        shutil.rmtree(top)
+
+
+def test_a_read_only_output_dir_is_refused_naming_the_flag():
+    with _world_readable_folder() as top:
+        parent = top / "shared"
+        parent.mkdir()
+        parent.chmod(0o555)  # the child may enter `shared` but write nothing in it
+        assert _as_another_user(lambda: files.prepare_output_dir(parent)) == (
+            f"--output_dir {parent} is not writable (Permission denied)")
+        assert _as_another_user(lambda: files.prepare_output_dir(parent / "run", create=False)) == (
+            f"--output_dir {parent / 'run'} cannot be created (Permission denied: {parent} is not writable)")
+        assert os.listdir(parent) == []
+
+
+def test_local_files_need_no_tensorflow(tmp_path):
+    # The data-prep workers and the Beam pipeline use this module and must stay light (issue 22).
+    code = ("import sys, albert_tf.files as f; f.expand_patterns(sys.argv[1]); f.write_json(sys.argv[1], {}); "
+            "f.prepare_output_dir(sys.argv[2]); print('tensorflow' in sys.modules)")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    (tmp_path / "a.json").write_text("{}")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.json"), str(tmp_path / "out")],
+                          check=True, cwd=repo, capture_output=True, text=True)
+    assert done.stdout.strip() == "False" and (tmp_path / "out").is_dir()

@@ -103,57 +103,35 @@ def span_feature_spec(max_seq_length: int) -> dict[str, tf.io.FixedLenFeature]:
     return {**{name: sequence for name in names}, **{name: scalar for name in scalars}}
 
 
-def _length(feature: tf.io.FixedLenFeature) -> int:
-    length = 1
-    for dim in feature.shape:
-        length *= dim
-    return length
-
-
-def _list_field(feature: tf.io.FixedLenFeature) -> str:
+def feature_layout(spec: Mapping[str, tf.io.FixedLenFeature]) -> dict[str, tuple[str, int]]:
+    """The layout (name -> (kind, number of values)) of a spec of fixed-length features."""
     import tensorflow as tf
 
-    if feature.dtype == tf.int64:
-        return "int64_list"
-    if feature.dtype == tf.float32:
-        return "float_list"
-    if feature.dtype == tf.string:
-        return "bytes_list"
-    raise ValueError(f"tf.train.Example cannot hold dtype {feature.dtype.name}")
+    kinds = {tf.int64: "int64", tf.float32: "float", tf.string: "bytes"}
+    layout = {}
+    for name, feature in spec.items():
+        if feature.dtype not in kinds:
+            raise ValueError(f"tf.train.Example cannot hold dtype {feature.dtype.name}")
+        length = 1
+        for dim in feature.shape:
+            length *= dim
+        layout[name] = (kinds[feature.dtype], length)
+    return layout
 
 
 def example_builder(spec: Mapping[str, tf.io.FixedLenFeature]) -> Callable[[Mapping], tf.train.Example]:
     """A function turning a dict of python lists (or scalars, or numpy arrays) into a tf.train.Example.
 
     The keys must be exactly the spec's and each value must have the spec's length, so that what
-    is written always parses with the same spec. The per-feature plan is worked out once, because
-    writers call this for every record.
+    is written always parses with the same spec (`albert_tf.tfrecord.example_builder`, with
+    TensorFlow's message class). The per-feature plan is worked out once, because writers call
+    this for every record.
     """
     import tensorflow as tf
 
-    example_class = tf.train.Example
-    plan = [(name, _list_field(feature), _length(feature)) for name, feature in sorted(spec.items())]
-    names = frozenset(spec)
+    from albert_tf.tfrecord import example_builder as layout_example_builder
 
-    def build(values: Mapping) -> tf.train.Example:
-        if len(values) != len(names) or not names.issuperset(values):
-            missing, unexpected = names - set(values), set(values) - names
-            raise ValueError(
-                f"features do not match the spec: missing {sorted(missing)}, unexpected {sorted(unexpected)}"
-            )
-        example = example_class()
-        features = example.features.feature
-        for name, field, length in plan:
-            value = values[name]
-            items = value.tolist() if hasattr(value, "tolist") else value  # numpy arrays and scalars
-            if isinstance(items, (int, float, bytes, str)):
-                items = [items]
-            if len(items) != length:
-                raise ValueError(f"feature {name!r} has {len(items)} values, the spec wants {length}")
-            getattr(features[name], field).value.extend(items)
-        return example
-
-    return build
+    return layout_example_builder(feature_layout(spec), tf.train.Example)
 
 
 def to_example(values: Mapping, spec: Mapping[str, tf.io.FixedLenFeature]) -> tf.train.Example:

@@ -168,25 +168,26 @@ def _example_class():
 _LIST_FIELDS = {"int64": "int64_list", "float": "float_list", "bytes": "bytes_list"}
 
 
-def example_encoder(layout: FeatureLayout) -> Callable[[Mapping], bytes]:
-    """A function turning a dict of value lists into serialized tf.train.Example bytes.
+def example_builder(layout: FeatureLayout, example_class=None) -> Callable[[Mapping], object]:
+    """A function turning a dict of value lists into a tf.train.Example message.
 
-    The keys must be exactly the layout's and each list must have the layout's length, so what is
-    written always parses with the matching `tf.io.FixedLenFeature` spec. Map entries are in key
-    order, as deterministic protobuf serialization writes them.
+    The keys must be exactly the layout's and each list (or scalar, or numpy array) must have the
+    layout's length, so what is written always parses with the matching `tf.io.FixedLenFeature`
+    spec. The message is of `example_class`: this module's TensorFlow-free class by default, or
+    TensorFlow's own `tf.train.Example` (`albert_tf.features` passes it); both are the same message.
     """
     for name, (kind, _) in layout.items():
         if kind not in FEATURE_KINDS:
             raise ValueError(f"feature {name!r}: kind must be one of {FEATURE_KINDS}, got {kind!r}")
-    example_class = _example_class()
+    example_class = example_class or _example_class()
     plan = [(name, _LIST_FIELDS[kind], length) for name, (kind, length) in sorted(layout.items())]
     names = frozenset(layout)
 
-    def encode(values: Mapping) -> bytes:
+    def build(values: Mapping):
         if len(values) != len(names) or not names.issuperset(values):
             missing, unexpected = names - set(values), set(values) - names
             raise ValueError(
-                f"features do not match the layout: missing {sorted(missing)}, unexpected {sorted(unexpected)}"
+                f"features do not match the spec: missing {sorted(missing)}, unexpected {sorted(unexpected)}"
             )
         example = example_class()
         features = example.features.feature
@@ -196,8 +197,15 @@ def example_encoder(layout: FeatureLayout) -> Callable[[Mapping], bytes]:
             if isinstance(items, (int, float, bytes, str)):
                 items = [items]
             if len(items) != length:
-                raise ValueError(f"feature {name!r} has {len(items)} values, the layout wants {length}")
+                raise ValueError(f"feature {name!r} has {len(items)} values, the spec wants {length}")
             getattr(features[name], field).value.extend(items)
-        return example.SerializeToString(deterministic=True)
+        return example
 
-    return encode
+    return build
+
+
+def example_encoder(layout: FeatureLayout) -> Callable[[Mapping], bytes]:
+    """`example_builder(layout)`, serialized: map entries in key order, as deterministic protobuf
+    serialization writes them, so the bytes are reproducible."""
+    build = example_builder(layout)
+    return lambda values: build(values).SerializeToString(deterministic=True)

@@ -72,7 +72,7 @@ def test_files_equal_tensorflows_writer(tmp_path, compression):
 
 def test_a_wrong_length_or_name_is_refused():
     encode = example_encoder({"a": ("int64", 2)})
-    with pytest.raises(ValueError, match=r"feature 'a' has 3 values, the layout wants 2"):
+    with pytest.raises(ValueError, match=r"feature 'a' has 3 values, the spec wants 2"):
         encode({"a": [1, 2, 3]})
     with pytest.raises(ValueError, match=r"missing \['a'\], unexpected \['b'\]"):
         encode({"b": [1, 2]})

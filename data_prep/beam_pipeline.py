@@ -2,8 +2,9 @@
 
 The pipeline, for the same inputs, flags and seed, writes the same bytes as the local tool:
   input files -> documents (each file read whole by one worker, keyed by (file, position))
-  -> keyed by `shard_of(document)` -> grouped by shard (a shard's documents, not its records, are
-  held; they are put back in input order) -> `ShardGenerator`, as the local tool runs it ->
+  -> keyed by `shard_of(document)` -> grouped by shard (one GroupByKey; the group is read as it
+  comes, page by page where the runner pages it, into a local file, and read back in input order:
+  neither a shard's documents nor its records are held) -> `ShardGenerator`, as the local tool runs it ->
   `pretrain-NNNNN-of-MMMMM.tfrecord[.gz]` written under a temporary name and renamed, its counts in
   `shard_stats/`; the launcher then writes `pretraining_data.json`.
 Paths may be on any filesystem Beam knows (gs://, s3://, hdfs://, local). Nothing imports TensorFlow.
@@ -18,10 +19,14 @@ from __future__ import annotations
 
 import json
 import logging
+import marshal
 import os
+import shlex
 import shutil
+import sys
 import tempfile
 import time
+import typing
 from collections.abc import Sequence
 
 # Quiet Beam's import-time notes (no BigQuery client, ...); a remote run turns its log back on.
@@ -103,13 +108,23 @@ def _join(directory: str, *names: str) -> str:
 
 
 class _ReadDocuments(beam.DoFn):
-    """(file number, path) -> (shard, ((file number, document number), sentences)); counts on the side."""
+    """(file number, path) -> (shard, ((file number, document number), sentences)); counts on the side.
 
-    def __init__(self, config: GenerationConfig):
+    The reader of the first file also gives (shard, None) for every shard to make, so that each
+    is a group, even one that no document reaches. (A Flatten of these with the documents would do
+    the same, but the DirectRunner's engine passes every document through a stage of its own for
+    it, in one message a worker: hundreds of MB.)
+    """
+
+    def __init__(self, config: GenerationConfig, shard_ids: Sequence[int]):
         self._config = config
+        self._shard_ids = list(shard_ids)
 
     def process(self, element):
         file_number, path = element
+        if file_number == 0:
+            for index in self._shard_ids:
+                yield index, None
         stats = InputStats()
         try:
             documents = iter_documents([path], self._config.input_format, self._config.skip_bad_lines, stats, open_raw)
@@ -128,8 +143,38 @@ def _add_counts(counts: Sequence[dict]) -> dict:
     return total
 
 
+class _DocumentsInInputOrder:
+    """A shard's documents, which arrive in any order, given back in input order without holding them.
+
+    Each arriving document is written to a local file (marshal) and only its key, offset and size
+    stay in memory (three small numbers a document); `__iter__` sorts those and reads the
+    documents back one at a time. So a worker's memory does not grow with a shard's size.
+    """
+
+    def __init__(self, directory: str):
+        self._path = os.path.join(directory, "documents")
+        self._file = open(self._path, "wb")
+        self._index: list[tuple[tuple[int, int], int, int]] = []
+        self._offset = 0
+
+    def add(self, key: tuple[int, int], sentences: list[str]) -> None:
+        data = marshal.dumps(sentences)
+        self._file.write(data)
+        self._index.append((tuple(key), self._offset, len(data)))
+        self._offset += len(data)
+
+    def __iter__(self):
+        self._file.close()
+        self._index.sort()
+        with open(self._path, "rb") as f:
+            for _, offset, size in self._index:
+                f.seek(offset)
+                yield marshal.loads(f.read(size))
+
+
 class _GenerateShard(beam.DoFn):
-    """(shard, {"documents": ..., "shard": ...}) -> the shard's file and counts, as the local tool makes them."""
+    """(shard, its documents keyed by input position, and a None marker) -> the shard's file and
+    counts, as the local tool makes them."""
 
     def __init__(self, config: GenerationConfig, output_dir: str):
         self._config = config
@@ -142,14 +187,17 @@ class _GenerateShard(beam.DoFn):
     def process(self, element, input_counts):
         index, grouped = element
         config = self._config
-        documents = sorted(grouped["documents"], key=lambda keyed: keyed[0])  # back to input order
         spill_dir = tempfile.mkdtemp(prefix=f"albert-shard-{index}-")
-        generator = ShardGenerator(
-            index, config.options, self._vocab, config.dupe_factor, config.random_seed, os.path.join(spill_dir, "")
-        )
         try:
+            documents = _DocumentsInInputOrder(spill_dir)
+            for keyed in grouped:  # a runner may page a large group in from its state, never all at once
+                if keyed is not None:  # the marker that makes every shard a group, even an empty one
+                    documents.add(*keyed)
+            generator = ShardGenerator(
+                index, config.options, self._vocab, config.dupe_factor, config.random_seed, os.path.join(spill_dir, "")
+            )
             batch, sentences = [], 0
-            for _, document in documents:
+            for document in documents:
                 batch.append(document)
                 sentences += len(document)
                 if sentences >= TOKENIZER_BATCH_SENTENCES:
@@ -166,8 +214,9 @@ class _GenerateShard(beam.DoFn):
             except BaseException:
                 shard.discard()
                 raise
+            finally:
+                generator.discard()
         finally:
-            generator.discard()
             shutil.rmtree(spill_dir, ignore_errors=True)
         yield record
 
@@ -194,15 +243,14 @@ def build_pipeline(pipeline: beam.Pipeline, config: GenerationConfig, output_dir
         pipeline
         | "Input files" >> beam.Create(list(enumerate(config.input_files)))
         | "Reshuffle files" >> beam.Reshuffle()
-        | "Read documents" >> beam.ParDo(_ReadDocuments(config)).with_outputs("stats", main="documents")
+        | "Read documents" >> beam.ParDo(_ReadDocuments(config, shard_ids)).with_outputs("stats", main="documents")
     )
     input_counts = read.stats | "Count input" >> beam.combiners.ToList() | beam.Map(_add_counts)
     wanted = set(shard_ids)
-    documents = read.documents | "Drop complete shards" >> beam.Filter(lambda keyed: keyed[0] in wanted)
-    shards = pipeline | "Shards" >> beam.Create([(index, index) for index in shard_ids])
     return (
-        {"documents": documents, "shard": shards}
-        | "Group by shard" >> beam.CoGroupByKey()
+        read.documents
+        | "Drop complete shards" >> beam.Filter(lambda keyed: keyed[0] in wanted).with_output_types(tuple[int, typing.Any])
+        | "Group by shard" >> beam.GroupByKey()
         | "Generate" >> beam.ParDo(_GenerateShard(config, output_dir), beam.pvalue.AsSingleton(input_counts))
     )
 
@@ -241,9 +289,23 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
     if runner_name == "DirectRunner":
         # The DirectRunner's own engine, which honours --direct_num_workers and
         # --direct_running_mode; DirectRunner itself would first try Prism, which it downloads.
+        from apache_beam.options.pipeline_options import DirectOptions
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+        from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
-        runner = FnApiRunner()
+        # A shard's documents reach its worker through Beam's state API, page by page, as on
+        # a cluster, not as one list.
+        direct = options.view_as(DirectOptions)
+        if direct.direct_running_mode == "multi_processing":
+            # The same worker processes, started as data_prep.beam_worker: Beam's harness without
+            # the libraries of connectors the pipeline never uses. An explicit environment replaces
+            # the mode's own, which FnApiRunner would otherwise put back.
+            direct.direct_running_mode = "in_memory"
+            command = f"{shlex.quote(sys.executable)} -m data_prep.beam_worker"
+            environment = SubprocessSDKEnvironment.from_command_string(command)
+            runner = FnApiRunner(use_state_iterables=True, default_environment=environment)
+        else:
+            runner = FnApiRunner(use_state_iterables=True)
         # On this machine a worker's error is the user's: shown once, as one line, below.
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     else:

@@ -138,3 +138,59 @@ def test_more_shards_than_documents_is_refused_and_nothing_is_kept(tmp_path, spm
     with pytest.raises(BadInputError, match=r"shards got no instance .*too few for --num_output_shards=4"):
         run_beam_generation(config, str(out), IN_MEMORY)
     assert [p for p in out.rglob("*") if p.is_file()] == []
+
+
+def test_no_stage_takes_every_document_of_a_worker_at_once(spm_model, tmp_path):
+    """The DirectRunner's engine materialises a Flatten of several inputs (CoGroupByKey has one) as a
+    stage of its own, sent to each worker as one message: hundreds of MB a worker at 17 MB of text.
+    The documents go from the reader straight into one GroupByKey."""
+    import apache_beam as beam
+
+    from data_prep.beam_pipeline import build_pipeline
+
+    pipeline = beam.Pipeline()
+    build_pipeline(pipeline, _config([tmp_path / "a.txt"], spm_model), str(tmp_path), [0, 1, 2])
+    transforms = pipeline.to_runner_api().components.transforms.values()
+    flattens = [t.unique_name for t in transforms if t.spec.urn == "beam:transform:flatten:v1" and len(t.inputs) > 1]
+    groups = [t.unique_name for t in transforms if t.spec.urn == "beam:transform:group_by_key:v1"]
+    assert flattens == []
+    assert any(name.startswith("Group by shard") for name in groups)
+
+
+def test_a_shards_documents_come_back_in_input_order_from_a_file(tmp_path):
+    import random
+
+    from data_prep.beam_pipeline import _DocumentsInInputOrder
+
+    keyed = [((f, n), [f"file {f} document {n}", "é" * n]) for f in range(3) for n in range(50)]
+    arriving = list(keyed)
+    random.Random(0).shuffle(arriving)
+    documents = _DocumentsInInputOrder(str(tmp_path))
+    for key, sentences in arriving:
+        documents.add(key, sentences)
+    assert (tmp_path / "documents").stat().st_size > sum(len(s[0]) for _, s in keyed)  # they are on disk
+    assert list(documents) == [sentences for _, sentences in keyed]
+
+
+def test_the_direct_runners_worker_process_leaves_out_unused_connectors():
+    """data_prep.beam_worker: Beam's harness without pyarrow and pymongo, tens of MB lighter."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n{hide}"
+        "import apache_beam.runners.worker.sdk_worker_main\n"
+        "rss = [l for l in open('/proc/self/status') if l.startswith('VmRSS')][0].split()[1]\n"
+        "print(int(rss) // 1024, sys.modules.get('pyarrow') is not None, sys.modules.get('pymongo') is not None)\n"
+    )
+
+    def run(hide):
+        out = subprocess.run([sys.executable, "-c", probe.format(hide=hide)], capture_output=True, text=True, check=True)
+        mb, pyarrow, pymongo = out.stdout.split()
+        return int(mb), pyarrow == "True", pymongo == "True"
+
+    plain = run("")
+    light = run("from data_prep.beam_worker import hide_unused_modules\nhide_unused_modules()\n")
+    assert light[1:] == (False, False)
+    if plain[1:] == (True, True):  # both installed here: the harness no longer pays for them
+        assert light[0] < plain[0] - 20, (light, plain)

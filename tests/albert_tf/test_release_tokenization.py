@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 import tensorflow as tf
-from sentencepiece import sentencepiece_model_pb2
 
 from albert_tf.graph_tokenizer import AlbertGraphTokenizer
 from albert_tf.tokenizer import AlbertTokenizer, normalize_text
@@ -39,17 +38,20 @@ class ReleaseViterbi:
     Float32 scores; a piece of `user_defined` type scores `length * max_score + 1`; a character no
     piece of one character covers is an unknown node scoring `min_score - 10`, and unknowns next to
     each other become one piece. At each position the best left neighbour is the first, in order
-    of where it starts, with the highest sum: that is the release's tie-break.
+    of where it starts, with the highest sum: that is the release's tie-break. The pieces are read
+    through the processor (sentencepiece's own model_pb2 refuses protobuf < 7 from 0.2.2 on): a
+    user-defined piece is one that scores 0, which no piece of a unigram model does (a log-probability).
     """
 
-    def __init__(self, sp: spm.SentencePieceProcessor, model_bytes: bytes):
-        proto = sentencepiece_model_pb2.ModelProto.FromString(model_bytes)
-        normal = [np.float32(p.score) for p in proto.pieces if p.type == proto.SentencePiece.NORMAL]
+    def __init__(self, sp: spm.SentencePieceProcessor):
+        special = [sp.IsControl(i) or sp.IsUnknown(i) or sp.IsUnused(i) or sp.IsByte(i) for i in range(sp.GetPieceSize())]
+        scores = {sp.IdToPiece(i): np.float32(sp.GetScore(i)) for i in range(sp.GetPieceSize()) if not special[i]}
+        normal = [score for score in scores.values() if score != 0]
         self.sp, self.unk_score = sp, np.float32(min(normal) - np.float32(10))
-        self.scores = {p.piece: np.float32(p.score) for p in proto.pieces if p.type == proto.SentencePiece.NORMAL}
-        for p in proto.pieces:
-            if p.type == proto.SentencePiece.USER_DEFINED:
-                self.scores[p.piece] = np.float32(len(p.piece) * max(normal) + np.float32(1))
+        self.scores = {
+            piece: np.float32(len(piece) * max(normal) + np.float32(1)) if score == 0 else score
+            for piece, score in scores.items()
+        }
         self.longest = max(map(len, self.scores))
 
     def __call__(self, text: str) -> list[str]:
@@ -151,8 +153,8 @@ def corpus_lines(data_dir) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def release_viterbi(sp, model_path):
-    return ReleaseViterbi(sp, model_path.read_bytes())
+def release_viterbi(sp):
+    return ReleaseViterbi(sp)
 
 
 def differences(texts, tokenizers, sp, release_viterbi, batch=4096):

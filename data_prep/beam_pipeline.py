@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import typing
+import zlib
 from collections.abc import Sequence
 
 # Quiet Beam's import-time notes (no BigQuery client, ...); a remote run turns its log back on.
@@ -52,6 +53,9 @@ from data_prep.shards import (
 )
 
 RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
+# A Beam worker holds at most this many bytes of a shard's records before they spill to its local
+# disk (the local tool: 32 MB): a Beam worker already carries ~95 MB of harness.
+WORKER_SHUFFLE_MEMORY_BYTES = 8 << 20
 # Errors of the input raised on a worker reach the launcher inside the runner's own exception;
 # this marker finds the one line to show.
 ERROR_MARKER = "albert-data-prep input error: "
@@ -108,7 +112,10 @@ def _join(directory: str, *names: str) -> str:
 
 
 class _ReadDocuments(beam.DoFn):
-    """(file number, path) -> (shard, ((file number, document number), sentences)); counts on the side.
+    """(file number, path) -> (shard, ((file number, document number), packed sentences)); counts on the side.
+
+    A document travels packed (marshal, then zlib at level 1: a third of the text's bytes), so
+    the shuffle, and each worker's output buffers on the way to it, carry less.
 
     The reader of the first file also gives (shard, None) for every shard to make, so that each
     is a group, even one that no document reaches. (A Flatten of these with the documents would do
@@ -129,7 +136,8 @@ class _ReadDocuments(beam.DoFn):
         try:
             documents = iter_documents([path], self._config.input_format, self._config.skip_bad_lines, stats, open_raw)
             for number, sentences in enumerate(documents):
-                yield shard_of(sentences, self._config.num_output_shards), ((file_number, number), sentences)
+                packed = zlib.compress(marshal.dumps(sentences), 1)
+                yield shard_of(sentences, self._config.num_output_shards), ((file_number, number), packed)
         except BadInputError as error:
             raise BadInputError(ERROR_MARKER + str(error)) from None
         yield beam.pvalue.TaggedOutput("stats", stats.to_dict())
@@ -143,12 +151,17 @@ def _add_counts(counts: Sequence[dict]) -> dict:
     return total
 
 
+def _unpack(packed: bytes) -> list[str]:
+    return marshal.loads(zlib.decompress(packed))
+
+
 class _DocumentsInInputOrder:
     """A shard's documents, which arrive in any order, given back in input order without holding them.
 
-    Each arriving document is written to a local file (marshal) and only its key, offset and size
-    stay in memory (three small numbers a document); `__iter__` sorts those and reads the
-    documents back one at a time. So a worker's memory does not grow with a shard's size.
+    Each arriving document (packed, as `_ReadDocuments` gives it) is written to a local file and
+    only its key, offset and size stay in memory (three small numbers a document); `__iter__` sorts
+    those and reads the documents back one at a time. So a worker's memory does not grow with a
+    shard's size.
     """
 
     def __init__(self, directory: str):
@@ -157,11 +170,10 @@ class _DocumentsInInputOrder:
         self._index: list[tuple[tuple[int, int], int, int]] = []
         self._offset = 0
 
-    def add(self, key: tuple[int, int], sentences: list[str]) -> None:
-        data = marshal.dumps(sentences)
-        self._file.write(data)
-        self._index.append((tuple(key), self._offset, len(data)))
-        self._offset += len(data)
+    def add(self, key: tuple[int, int], packed: bytes) -> None:
+        self._file.write(packed)
+        self._index.append((tuple(key), self._offset, len(packed)))
+        self._offset += len(packed)
 
     def __iter__(self):
         self._file.close()
@@ -169,7 +181,7 @@ class _DocumentsInInputOrder:
         with open(self._path, "rb") as f:
             for _, offset, size in self._index:
                 f.seek(offset)
-                yield marshal.loads(f.read(size))
+                yield _unpack(f.read(size))
 
 
 class _GenerateShard(beam.DoFn):
@@ -194,7 +206,13 @@ class _GenerateShard(beam.DoFn):
                 if keyed is not None:  # the marker that makes every shard a group, even an empty one
                     documents.add(*keyed)
             generator = ShardGenerator(
-                index, config.options, self._vocab, config.dupe_factor, config.random_seed, os.path.join(spill_dir, "")
+                index,
+                config.options,
+                self._vocab,
+                config.dupe_factor,
+                config.random_seed,
+                os.path.join(spill_dir, ""),
+                shuffle_memory_bytes=WORKER_SHUFFLE_MEMORY_BYTES,
             )
             batch, sentences = [], 0
             for document in documents:

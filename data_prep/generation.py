@@ -180,6 +180,8 @@ class ShardGenerator:
 
     `record_hook(document_number, record)`, when given, sees every record as it is made, with the
     number (from 0, in arrival order) of the document it came from: for measuring record order.
+    `shuffle_memory_bytes` bounds the records held before they spill to files; it changes memory
+    and disk use, never the bytes written.
     """
 
     def __init__(
@@ -191,6 +193,7 @@ class ShardGenerator:
         random_seed: int,
         spill_prefix: str,
         record_hook: Callable[[int, bytes], None] | None = None,
+        shuffle_memory_bytes: int = SHUFFLE_MEMORY_BYTES,
     ):
         self.index = index
         self.options = options
@@ -204,7 +207,7 @@ class ShardGenerator:
         self._hook = record_hook
         layout = pretraining_feature_layout(options.max_seq_length, options.max_predictions_per_seq)
         self._encode = example_encoder(layout)
-        self._records = RecordShuffler(order_rng, spill_prefix)
+        self._records = RecordShuffler(order_rng, spill_prefix, shuffle_memory_bytes)
 
     def add(self, document: list[list[int]]) -> int:
         """Takes the next document; returns the number of instances made so far from it (for progress)."""

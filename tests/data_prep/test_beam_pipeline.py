@@ -158,18 +158,20 @@ def test_no_stage_takes_every_document_of_a_worker_at_once(spm_model, tmp_path):
 
 
 def test_a_shards_documents_come_back_in_input_order_from_a_file(tmp_path):
+    import marshal
     import random
+    import zlib
 
     from data_prep.beam_pipeline import _DocumentsInInputOrder
 
     keyed = [((f, n), [f"file {f} document {n}", "é" * n]) for f in range(3) for n in range(50)]
-    arriving = list(keyed)
+    arriving = [(key, zlib.compress(marshal.dumps(sentences), 1)) for key, sentences in keyed]
     random.Random(0).shuffle(arriving)
     documents = _DocumentsInInputOrder(str(tmp_path))
-    for key, sentences in arriving:
-        documents.add(key, sentences)
-    assert (tmp_path / "documents").stat().st_size > sum(len(s[0]) for _, s in keyed)  # they are on disk
+    for key, packed in arriving:
+        documents.add(key, packed)
     assert list(documents) == [sentences for _, sentences in keyed]
+    assert (tmp_path / "documents").stat().st_size == sum(len(packed) for _, packed in arriving)  # held on disk
 
 
 def test_the_direct_runners_worker_process_leaves_out_unused_connectors():

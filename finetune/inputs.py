@@ -12,7 +12,11 @@ interleaved them.
 With `length_buckets` (evaluation and prediction of the tasks that ask for it), each batch's
 `input_ids`, `input_mask` and `segment_ids` are cut to the smallest bucket length that holds the
 batch's longest row (`albert_tf.length_buckets`): the same rows without padding columns, a handful
-of shapes for XLA to compile, and the outputs of padding to `max_seq_length`.
+of shapes for XLA to compile, and the outputs of padding to `max_seq_length`. With `sort_window`
+as well (evaluation and prediction), the records of each window of that many batches are put in
+order of length before they are batched, so that short rows share batches with short rows and a
+batch's bucket is set by rows like its own rather than by the longest of a random draw; the records
+keep their `record_index`, by which prediction puts the outputs back in file order.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ def make_dataset(
     max_records: Optional[int] = None,
     with_index: bool = False,
     length_buckets: Optional[Sequence[int]] = None,
+    sort_window: Optional[int] = None,
 ) -> tf.data.Dataset:
     """Batches of dicts of the cached features, plus `example_weight` (and `record_index`).
 
@@ -68,9 +73,15 @@ def make_dataset(
             continue the count).
         length_buckets: sorted lengths, the largest the features' length: each batch's sequence
             inputs (last axis) are cut to the smallest that holds its longest row (`input_mask`).
+        sort_window: with `length_buckets` and not `training`: order the records of each window
+            of this many batches by length (the longest row of a record; stable) before batching.
+            Only the order within a window changes: the batches and their count stay full.
     """
     if global_batch_size < 1:
         raise ValueError(f"global_batch_size must be at least 1, got {global_batch_size}")
+    if sort_window is not None and (sort_window < 1 or training or length_buckets is None):
+        raise ValueError(f"sort_window must be a positive number of batches and needs length_buckets "
+                         f"and training=False, got sort_window={sort_window}, training={training}")
     num_pipelines, pipeline_id, batch_size = 1, 0, global_batch_size
     if input_context is not None:
         num_pipelines = input_context.num_input_pipelines
@@ -93,6 +104,16 @@ def make_dataset(
     if training:
         records = records.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
         records = records.repeat()
+    if sort_window is not None:
+        mask_spec = {"input_mask": spec["input_mask"]}
+
+        def by_length(index, serialized):
+            mask = tf.io.parse_example(serialized, mask_spec)["input_mask"]
+            lengths = tf.reduce_max(tf.reshape(tf.reduce_sum(tf.cast(mask, tf.int32), -1), [tf.shape(mask)[0], -1]), -1)
+            order = tf.argsort(lengths, stable=True)
+            return tf.gather(index, order), tf.gather(serialized, order)
+
+        records = records.batch(sort_window * batch_size).map(by_length).unbatch()
     records = records.batch(batch_size, drop_remainder=True)
 
     def parse(index, serialized):

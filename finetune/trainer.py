@@ -39,6 +39,9 @@ from finetune.cache import CachedFeatures
 from finetune.task import FinetuningTask
 
 TASK_FILE = "task.json"
+# Evaluation and prediction order the records of each window of this many batches by length
+# (`finetune.inputs.make_dataset`'s `sort_window`), where the task cuts batches to length buckets.
+EVAL_SORT_WINDOW = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +105,9 @@ class Finetuning(training.TrainingLoop):
         self.task = task
         super().__init__(config, options, strategy, optimizer_name="adamw")
         self._forward = tf.function(self._forward_impl, jit_compile=options.jit_compile)
-        self._predict_step = tf.function(self._predict_step_fn)
+        # Length-bucketed batches differ in their last axis: traced once for any length (after the
+        # first), not once a bucket; XLA still compiles one program a shape.
+        self._predict_step = tf.function(self._predict_step_fn, reduce_retracing=True)
 
     def _check_output_dir(self):
         super()._check_output_dir()
@@ -131,8 +136,9 @@ class Finetuning(training.TrainingLoop):
 
     def dataset_fn(self, cached: CachedFeatures, for_training: bool) -> training.DatasetFn:
         """A `DatasetFn` of the cached features: shuffled and repeated for training, else one
-        pass in file order completed to full batches, each record with its position. The one
-        place where fine-tuning input is batched."""
+        pass completed to full batches, each record with its position (in file order, or sorted
+        by length within windows of `EVAL_SORT_WINDOW` batches where the task has length
+        buckets). The one place where fine-tuning input is batched."""
         options = self.options
         buckets = self.task.length_buckets(options.max_seq_length)
         if isinstance(self.strategy, tf.distribute.TPUStrategy):
@@ -145,6 +151,7 @@ class Finetuning(training.TrainingLoop):
                 with_index=not for_training,
                 max_records=options.max_train_examples if for_training else None,
                 length_buckets=buckets,
+                sort_window=EVAL_SORT_WINDOW if buckets is not None and not for_training else None,
             )
 
         return fn

@@ -184,12 +184,67 @@ def test_length_bucketed_prediction_equals_padded_prediction(tokenizer, tmp_path
     assert [b["input_ids"].shape[-1] for b in batches][:2] == [2, 2]
     assert all(b["input_ids"].shape[-1] in task.buckets for b in batches) and len(batches) == 4
     run = trainer.Finetuning(CONFIG, task, _options(tmp_path / "run", jit_compile=jit_compile))
+    shapes = [b["input_ids"].shape[-1] for b in run.dataset_fn(cached, for_training=False)(
+        tf.distribute.InputContext(), 8)]
+    assert len(set(shapes)) == 3, shapes  # sorted by length: 2, 2, 4, SEQ
     bucketed, _ = run.predict(cached)
+    # Traced for the first length, then once for any length: not once a bucket.
+    assert run._predict_step.experimental_get_tracing_count() == 2
     task.buckets = None
     padded, _ = run.predict(cached)
     np.testing.assert_array_equal(bucketed["example_index"], np.arange(27))
     np.testing.assert_allclose(bucketed["logits"], padded["logits"], atol=1e-5, rtol=0)
     assert np.std(padded["logits"]) > 1e-3
+
+
+def _lengths(batch):
+    return np.asarray(batch["input_mask"]).reshape(len(batch["input_mask"]), 2, -1).sum(-1).max(-1)
+
+
+def test_sorting_by_length_within_windows_keeps_every_record_once_and_shortens_batches(tokenizer, tmp_path):
+    task = _ShortToyTask(num_examples=27)
+    task.longest_short = 1  # rows 0-15 hold one token; rows 16-26 1 to SEQ
+    cached = task.features("dev", tokenizer, SEQ, tmp_path / "features")
+    records = list(tf.data.TFRecordDataset(str(cached.path)))
+    lengths = _lengths(tf.io.parse_example(tf.stack(records), cached.feature_spec()))
+    # Rewritten so that each batch of 8 in file order starts with one of the four longest rows.
+    longs = sorted(range(16, 27), key=lambda i: -lengths[i])
+    assert lengths[longs[3]] > 4
+    rest = list(range(16)) + longs[4:]
+    order = [i for b in range(4) for i in [longs[b]] + rest[7 * b:7 * b + 7]]
+    with tf.io.TFRecordWriter(str(tmp_path / "mixed.tfrecord")) as writer:
+        for i in order:
+            writer.write(records[i].numpy())
+    mixed = dataclasses.replace(cached, path=tmp_path / "mixed.tfrecord")
+
+    def batches(sort_window):
+        return list(inputs.make_dataset(mixed, global_batch_size=8, training=False, with_index=True,
+                                        length_buckets=task.buckets, sort_window=sort_window))
+
+    plain, sorted_ = batches(None), batches(4)
+    assert len(plain) == len(sorted_) == 4
+    indices = np.concatenate([b[inputs.RECORD_INDEX].numpy() for b in sorted_])
+    np.testing.assert_array_equal(np.sort(indices), np.arange(32))  # 27 records and 5 fillers, once each
+    weights = np.concatenate([b[EXAMPLE_WEIGHT].numpy() for b in sorted_])
+    np.testing.assert_array_equal(weights, (indices < 27).astype(np.float32))
+    lengths = np.concatenate([_lengths(b) for b in sorted_])
+    assert np.all(np.diff(lengths) >= 0)  # one window of 4 batches: in order of length throughout
+    # Each record keeps its own tokens (compared padded back to SEQ).
+    def rows(batches_):
+        return {int(i): np.pad(row, [(0, 0), (0, SEQ - row.shape[-1])])
+                for b in batches_ for i, row in zip(b[inputs.RECORD_INDEX].numpy(), b["input_ids"].numpy())}
+
+    plain_rows, sorted_rows = rows(plain), rows(sorted_)
+    assert plain_rows.keys() == sorted_rows.keys()
+    for i in plain_rows:
+        np.testing.assert_array_equal(sorted_rows[i], plain_rows[i])
+    # In file order every batch holds a long row; sorted, the one-token rows and the fillers fill
+    # the first two batches, cut to 2 columns.
+    assert [b["input_ids"].shape[-1] for b in plain] == [SEQ] * 4
+    widths = [b["input_ids"].shape[-1] for b in sorted_]
+    assert widths[:2] == [2, 2] and widths[3] == SEQ
+    with pytest.raises(ValueError, match="sort_window"):
+        inputs.make_dataset(mixed, global_batch_size=8, training=True, length_buckets=task.buckets, sort_window=4)
 
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])

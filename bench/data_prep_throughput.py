@@ -19,8 +19,10 @@ seed 1), run side by side in one run, --repeats times each, medians and ratios: 
 google-research/albert create_pretraining_data.py (--original_dir: a checkout holding it and its
 tokenization.py; it runs under TensorFlow's compat.v1), the local tool with 2 workers, and the Beam
 pipeline on the DirectRunner with 1 worker and with 2 processes; end-to-end wall time (interpreter
-start-up included), instances/s, and peak RSS of the largest process; then, at dupe_factor 2, the
-corpus listed once and ten times: a worker's memory does not grow with the input.
+start-up included), instances/s, and peak RSS (VmHWM) of the launcher and of the largest worker
+process; then, at dupe_factor 2, memory against input size: the corpus once, listed ten times, and
+as ten distinct copies with 4 and with 40 shards; and what a Beam worker process holds before any
+work (Beam's harness, the pipeline's lighter one, and with the pipeline's modules loaded).
 
     python bench/data_prep_throughput.py --release --original_dir /tmp/albert --repeats 3
 """
@@ -43,15 +45,17 @@ ORIGINAL_PEAK_RSS_MB = 680
 TRAIN_STEP_EXAMPLES_PER_S = 8 / 3.0
 
 
-def _tree_sample(root_pid: int) -> tuple[float, float, dict[int, float]]:
-    """(largest single RSS, summed PSS) in MB, and CPU seconds so far per process, over root_pid
-    and its descendants.
+def _tree_sample(root_pid: int) -> tuple[float, float, dict[int, float], dict[int, float]]:
+    """(largest single RSS, summed PSS) in MB, CPU seconds so far per process, and each process's
+    peak RSS so far (the kernel's VmHWM, which no sampling interval misses), over root_pid and its
+    descendants.
 
     The sum uses PSS because forked workers share TensorFlow's pages with their fork server: RSS
     would count those pages once per process.
     """
     children: dict[int, list[int]] = {}
     rss: dict[int, float] = {}
+    hwm: dict[int, float] = {}
     cpu: dict[int, float] = {}
     ticks = os.sysconf("SC_CLK_TCK")
     for entry in os.listdir("/proc"):
@@ -70,6 +74,8 @@ def _tree_sample(root_pid: int) -> tuple[float, float, dict[int, float]]:
         for line in status.splitlines():
             if line.startswith("VmRSS:"):
                 rss[pid] = int(line.split()[1]) / 1024
+            elif line.startswith("VmHWM:"):
+                hwm[pid] = int(line.split()[1]) / 1024
     stack, seen = [root_pid], []
     while stack:
         pid = stack.pop()
@@ -82,24 +88,32 @@ def _tree_sample(root_pid: int) -> tuple[float, float, dict[int, float]]:
                 pss += next(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
         except (OSError, StopIteration):
             pss += rss.get(pid, 0.0)
-    return max((rss.get(pid, 0.0) for pid in seen), default=0.0), pss, {pid: cpu.get(pid, 0.0) for pid in seen}
+    return (
+        max((rss.get(pid, 0.0) for pid in seen), default=0.0),
+        pss,
+        {pid: cpu.get(pid, 0.0) for pid in seen},
+        {pid: hwm[pid] for pid in seen if pid in hwm},
+    )
 
 
 def _run_measured(command: list[str], cwd=REPO_ROOT) -> dict:
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = {"single": 0.0, "tree": 0.0}
     cpu_by_pid: dict[int, float] = {}
+    hwm_by_pid: dict[int, float] = {}
 
     def sample():
         # Sampled from /proc because the workers are children of a fork server that the command
         # does not wait for, so their CPU time never reaches this process's RUSAGE_CHILDREN.
         while process.poll() is None:
-            single, tree, cpu = _tree_sample(process.pid)
+            single, tree, cpu, hwm = _tree_sample(process.pid)
             peak["single"] = max(peak["single"], single)
             peak["tree"] = max(peak["tree"], tree)
             for pid, seconds in cpu.items():
                 cpu_by_pid[pid] = max(cpu_by_pid.get(pid, 0.0), seconds)
-            time.sleep(0.1)
+            for pid, mb in hwm.items():
+                hwm_by_pid[pid] = max(hwm_by_pid.get(pid, 0.0), mb)
+            time.sleep(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
     started = time.monotonic()
@@ -115,6 +129,10 @@ def _run_measured(command: list[str], cwd=REPO_ROOT) -> dict:
         "cpu_s": cpu,
         "peak_single_mb": peak["single"],
         "peak_tree_mb": peak["tree"],
+        # The command's own process (for Beam: the launcher, which is also the DirectRunner's engine)
+        # and its largest child (the local tool's workers, Beam's worker processes), by VmHWM.
+        "launcher_hwm_mb": hwm_by_pid.get(process.pid, 0.0),
+        "worker_hwm_mb": max((mb for pid, mb in hwm_by_pid.items() if pid != process.pid), default=None),
         "stdout": stdout,
     }
 
@@ -212,6 +230,55 @@ def _median(values):
     return values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
 
 
+_PEAK_PROBE = (
+    "import sys\n{code}\n"
+    "print([int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')][0] / 1024)\n"
+)
+# What a Beam worker process holds before it does any work.
+WORKER_FLOORS = {
+    "Beam's SDK harness alone (python -m apache_beam.runners.worker.sdk_worker_main)": (
+        "import apache_beam.runners.worker.sdk_worker_main"
+    ),
+    "the pipeline's worker harness (python -m data_prep.beam_worker)": (
+        "from data_prep.beam_worker import hide_unused_modules\nhide_unused_modules()\n"
+        "import apache_beam.runners.worker.sdk_worker_main"
+    ),
+    "the same, with the pipeline's modules and the SentencePiece model loaded": (
+        "from data_prep.beam_worker import hide_unused_modules\nhide_unused_modules()\n"
+        "import apache_beam.runners.worker.sdk_worker_main\nimport data_prep.beam_pipeline\n"
+        "from albert_tf.tokenizer import AlbertTokenizer\nAlbertTokenizer('{model}')"
+    ),
+}
+
+
+def _floor_mb(code: str) -> float:
+    probe = _PEAK_PROBE.format(code=code.format(model=SPM_MODEL))
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[-1])
+
+
+def _distinct_copies(corpus: pathlib.Path, directory: str, copies: int) -> list[str]:
+    """`copies` files, each the corpus with every document's first line marked with the copy's
+    number: ten times the text, and ten times the distinct documents (the shard of a document is a
+    hash of its text, so the corpus listed ten times puts ten copies of each document in one shard)."""
+    paths = []
+    for copy in range(copies):
+        path = pathlib.Path(directory) / f"copy-{copy}.txt"
+        with open(corpus, encoding="utf-8") as source, open(path, "w", encoding="utf-8") as out:
+            starts = True
+            for line in source:
+                if line.strip() and starts:
+                    line = f"Copy {copy}. {line}"
+                starts = not line.strip()
+                out.write(line)
+        paths.append(str(path))
+    return paths
+
+
+def _mb(value) -> str:
+    return "" if value is None else f"{value:.0f} MB"
+
+
 def release_comparison(original_dir: str | None, repeats: int, tenfold: bool) -> None:
     import shutil
 
@@ -221,8 +288,9 @@ def release_comparison(original_dir: str | None, repeats: int, tenfold: bool) ->
         "Beam DirectRunner, 1 worker",
         "Beam DirectRunner, 2 processes",
     ]
-    print("| input | system | instances | wall s (end to end) | instances/s | vs original | largest process RSS |")
-    print("|---|---|---|---|---|---|---|", flush=True)
+    print("| input | system | instances | wall s (end to end) | instances/s | vs original | launcher peak RSS | "
+          "largest worker peak RSS |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
     results: dict[str, list[dict]] = {}
     base = None
     with tempfile.TemporaryDirectory() as scratch:
@@ -238,33 +306,61 @@ def release_comparison(original_dir: str | None, repeats: int, tenfold: bool) ->
                 results.setdefault(kind, []).append(measured)
                 shutil.rmtree(output_dir, ignore_errors=True)
                 print(f"<!-- run {attempt + 1}: {kind}: {measured['instances']:,} instances, {measured['wall_s']:.1f} s, "
-                      f"{measured['peak_single_mb']:.0f} MB -->", flush=True)
-        for kind in kinds:
+                      f"{measured['launcher_hwm_mb']:.0f} MB -->", flush=True)
+        for kind in kinds[: len(kinds) if repeats else 0]:
             runs = results[kind]
             wall = _median([r["wall_s"] for r in runs])
             rate = _median([r["instances"] / r["wall_s"] for r in runs])
             if kind.startswith("original"):
                 base = rate
             ratio = f"{rate / base:.1f}x" if base else "not run"
-            mb = f"{_median([r['peak_single_mb'] for r in runs]):.0f} MB"
-            print(f"| 1.7 MB, dupe 20 | {kind} | {runs[0]['instances']:,} | {wall:.1f} | {rate:,.0f} | {ratio} | {mb} |",
-                  flush=True)
+            launcher = _median([r["launcher_hwm_mb"] for r in runs])
+            workers = [r["worker_hwm_mb"] for r in runs if r["worker_hwm_mb"] is not None]
+            print(f"| 1.7 MB, dupe 20 | {kind} | {runs[0]['instances']:,} | {wall:.1f} | {rate:,.0f} | {ratio} | "
+                  f"{_mb(launcher)} | {_mb(_median(workers)) if workers else 'in the launcher'} |", flush=True)
         if tenfold:
-            # Memory against input size: dupe_factor 2, the corpus listed once and ten times (the
-            # original is left out: it holds every instance of the corpus in memory at once).
-            for kind in kinds[-3:]:
-                for repeat in (1, 10):
-                    output_dir = f"{scratch}/{kind[:5]}-x{repeat}"
-                    command = [a if a != "--dupe_factor=20" else "--dupe_factor=2"
-                               for a in _ours_command(kind, corpus, output_dir, repeat)]
-                    measured = _run_measured(command)
-                    instances = _count_records(output_dir)
-                    shutil.rmtree(output_dir, ignore_errors=True)
-                    print(f"| {1.73 * repeat:.1f} MB, dupe 2 | {kind} | {instances:,} | {measured['wall_s']:.1f} | "
-                          f"{instances / measured['wall_s']:,.0f} | | {measured['peak_single_mb']:.0f} MB |", flush=True)
+            memory_against_input(kinds[-3:], corpus, scratch)
     load = os.getloadavg()
     print(f"\nmachine: {os.cpu_count()} cores, shared with other jobs; load average {load[0]:.1f} {load[1]:.1f} "
           f"{load[2]:.1f} at the end; medians of {repeats} interleaved runs (the dupe-2 rows: one run each)")
+
+
+def memory_against_input(kinds: list[str], corpus: str, scratch: str) -> None:
+    """Peak memory at dupe_factor 2 for the corpus once and ten times, in one run: listed ten times
+    with 4 shards (each shard gets ten times the documents), and as ten distinct copies with 4 and
+    with 40 shards (shards scaled to the input: each gets what it got from the corpus once). The
+    original is left out: it holds every instance of its input in memory at once."""
+    import shutil
+
+    copies = _distinct_copies(pathlib.Path(corpus), scratch, 10)
+    inputs = [
+        ("1.7 MB (1x), 4 shards", [corpus], 4),
+        ("17 MB (1x listed 10 times), 4 shards", [corpus] * 10, 4),
+        ("17 MB (10 distinct copies), 4 shards", copies, 4),
+        ("17 MB (10 distinct copies), 40 shards", copies, 40),
+    ]
+    print("\n| input, dupe 2 | system | instances | wall s | launcher peak RSS | largest worker peak RSS |")
+    print("|---|---|---|---|---|---|", flush=True)
+    for kind in kinds:
+        for label, files, shards in inputs:
+            output_dir = f"{scratch}/{kind[:5]}-{shards}-{len(files)}"
+            command = []
+            for arg in _ours_command(kind, ",".join(files), output_dir, 1):
+                if arg == "--dupe_factor=20":
+                    arg = "--dupe_factor=2"
+                elif arg.startswith("--num_output_shards="):
+                    arg = f"--num_output_shards={shards}"
+                command.append(arg)
+            measured = _run_measured(command)
+            instances = _count_records(output_dir)
+            shutil.rmtree(output_dir, ignore_errors=True)
+            worker = _mb(measured["worker_hwm_mb"]) if kind != "Beam DirectRunner, 1 worker" else "in the launcher"
+            print(f"| {label} | {kind} | {instances:,} | {measured['wall_s']:.1f} | {_mb(measured['launcher_hwm_mb'])} | "
+                  f"{worker} |", flush=True)
+    print("\n| a Beam worker process before any work | peak RSS |")
+    print("|---|---|")
+    for label, code in WORKER_FLOORS.items():
+        print(f"| {label} | {_floor_mb(code):.0f} MB |", flush=True)
 
 
 def main() -> None:

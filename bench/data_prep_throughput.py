@@ -25,6 +25,10 @@ as ten distinct copies with 4 and with 40 shards; and what a Beam worker process
 work (Beam's harness, the pipeline's lighter one, and with the pipeline's modules loaded).
 
     python bench/data_prep_throughput.py --release --original_dir /tmp/albert --repeats 3
+
+With --beam_memory_scales 1,10,30,60, instead: the Beam DirectRunner in 2 processes on that many
+distinct copies of the release corpus (4 shards a copy, dupe_factor 2): peak RSS of the largest
+worker and of the launcher.
 """
 
 from __future__ import annotations
@@ -279,6 +283,32 @@ def _mb(value) -> str:
     return "" if value is None else f"{value:.0f} MB"
 
 
+def beam_worker_memory_at_scales(scales: list[int]) -> None:
+    """The Beam DirectRunner in 2 processes on `scale` distinct copies of the release corpus with
+    4 shards a copy, dupe_factor 2: peak RSS of the largest worker and of the launcher."""
+    import shutil
+
+    print("| input, dupe 2 | shards | instances | wall s | largest worker peak RSS | launcher peak RSS |")
+    print("|---|---|---|---|---|---|", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        copies = _distinct_copies(RELEASE_CORPUS, scratch, max(scales))
+        for scale in scales:
+            output_dir = f"{scratch}/out-{scale}"
+            command = []
+            for arg in _ours_command("Beam DirectRunner, 2 processes", ",".join(copies[:scale]), output_dir, 1):
+                if arg == "--dupe_factor=20":
+                    arg = "--dupe_factor=2"
+                elif arg.startswith("--num_output_shards="):
+                    arg = f"--num_output_shards={4 * scale}"
+                command.append(arg)
+            measured = _run_measured(command)
+            instances = _count_records(output_dir)
+            shutil.rmtree(output_dir, ignore_errors=True)
+            print(f"| {1.73 * scale:.0f} MB ({scale} distinct copies) | {4 * scale} | {instances:,} | "
+                  f"{measured['wall_s']:.1f} | {_mb(measured['worker_hwm_mb'])} | {_mb(measured['launcher_hwm_mb'])} |",
+                  flush=True)
+
+
 def release_comparison(original_dir: str | None, repeats: int, tenfold: bool) -> None:
     import shutil
 
@@ -370,7 +400,14 @@ def main() -> None:
     parser.add_argument("--release", action="store_true", help="the release comparison on its reference corpus")
     parser.add_argument("--original_dir", help="a google-research/albert checkout, for --release")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--beam_memory_scales",
+        help="instead: Beam workers' peak memory on this many distinct copies of the release corpus, e.g. 1,10,30",
+    )
     args = parser.parse_args()
+    if args.beam_memory_scales:
+        beam_worker_memory_at_scales([int(s) for s in args.beam_memory_scales.split(",")])
+        return
     if args.release:
         release_comparison(args.original_dir, args.repeats, not args.skip_tenfold)
         return

@@ -4,9 +4,10 @@ Both steps are the release's (google-research/albert `tokenization.py`), so that
 serving see the ids the released models were pretrained on: `preprocess_text`'s normalisation
 (collapse whitespace, NFKD with combining marks dropped, lowercase; `` and '' are kept), then
 SentencePiece, then `encode_pieces`' re-split of a piece that ends in a digit and a comma
-(`▁2012,` -> `▁2012` `,`). `albert_tf.graph_tokenizer.AlbertGraphTokenizer` does the same in a
-TensorFlow graph; the two must give identical ids, so both take their character sets and the
-re-split table from this module.
+(`▁2012,` -> `▁2012` `,`). Before the re-split, pieces that tie are put in the release's order
+(`tie_runs`): sentencepiece before 0.2.2 breaks ties of equal score the other way.
+`albert_tf.graph_tokenizer.AlbertGraphTokenizer` does the same in a TensorFlow graph; the two must
+give identical ids, so both take their character sets and the re-split table from this module.
 """
 
 from __future__ import annotations
@@ -110,6 +111,66 @@ def normalize_with_offsets(text: str, do_lower_case: bool = True) -> tuple[str, 
     return normalized, origins
 
 
+def _primitive_root(piece: str) -> str:
+    """The shortest string that `piece` repeats ("6" for "666", "la" for "lala", "ab" for "ab")."""
+    return piece[: (piece + piece).find(piece, 1)]
+
+
+def tie_runs(processor: spm.SentencePieceProcessor) -> dict[str, tuple[str, int]]:
+    """Pieces that can tie with a neighbour, each with the string it repeats and how many times.
+
+    Two segmentations of a text tie when they hold the same pieces in another order (`666` as `6`
+    `66` or `66` `6`: the same sum of scores). Two adjacent pieces can trade places, leaving the
+    text as it is, only if both repeat one string (xy = yx holds exactly for powers of one word),
+    so the pieces listed here are those without "▁" whose repeated string has at least two pieces.
+    The release's sentencepiece kept, at each position, the segmentation whose last piece starts
+    first; applied from the end of a run of such pieces that puts them in ascending length
+    (`release_tie_order`). sentencepiece 0.2.2 and later do so too, 0.1.9x to 0.2.1 do not.
+    """
+    by_root: dict[str, list[str]] = {}
+    for piece_id in range(processor.GetPieceSize()):
+        if processor.IsControl(piece_id) or processor.IsUnknown(piece_id) or processor.IsUnused(piece_id):
+            continue
+        piece = processor.IdToPiece(piece_id)
+        if SPIECE_UNDERLINE not in piece:
+            by_root.setdefault(_primitive_root(piece), []).append(piece)
+    return {
+        piece: (root, len(piece) // len(root))
+        for root, pieces in by_root.items()
+        if len(pieces) > 1
+        for piece in pieces
+    }
+
+
+def release_tie_order(tokens: Sequence, runs: dict) -> list[tuple[int, list[int]]]:
+    """Where `tokens` (pieces or ids) leave the release's order of tied pieces, and how to restore it.
+
+    `runs` maps a token to (the string it repeats, its length), as `tie_runs` gives them. Returns,
+    for each run of adjacent tokens repeating one string that is not in ascending length, its first
+    index and the indices of its tokens in the release's order (a stable sort by length).
+    """
+    changes = []
+    position, count = 0, len(tokens)
+    while position < count:
+        run = runs.get(tokens[position])
+        end = position + 1
+        if run is not None:
+            while end < count and (following := runs.get(tokens[end])) is not None and following[0] == run[0]:
+                end += 1
+            lengths = [runs[tokens[i]][1] for i in range(position, end)]
+            if any(a > b for a, b in zip(lengths, lengths[1:])):
+                changes.append((position, sorted(range(position, end), key=lambda i: runs[tokens[i]][1])))
+        position = end
+    return changes
+
+
+def _reorder(values: list, changes: list[tuple[int, list[int]]]) -> list:
+    reordered = list(values)
+    for start, order in changes:
+        reordered[start : start + len(order)] = [values[i] for i in order]
+    return reordered
+
+
 def digit_comma_resplits(processor: spm.SentencePieceProcessor) -> dict[str, list[str]]:
     """Pieces that the release's `encode_pieces` re-splits, each with the pieces it becomes.
 
@@ -117,14 +178,17 @@ def digit_comma_resplits(processor: spm.SentencePieceProcessor) -> dict[str, lis
     "▁" (`▁2012,` -> `▁2012` `,`; `2,` inside `$12,` -> `2` `,`); a leading "▁" that the re-encoding
     adds is dropped when the piece had none. The result depends on the piece alone, so one table
     built from the vocabulary serves every text. Unknown pieces never end in a comma (a comma is
-    a piece of its own), so vocabulary pieces are the only ones that can match.
+    a piece of its own), so vocabulary pieces are the only ones that can match. Ties in the
+    re-encoding are put in the release's order, as everywhere.
     """
+    runs = tie_runs(processor)
     table = {}
     for piece_id in range(processor.GetPieceSize()):
         piece = processor.IdToPiece(piece_id)
         if len(piece) < 2 or piece[-1] != "," or not piece[-2].isdigit():
             continue
         pieces = processor.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+        pieces = _reorder(pieces, release_tie_order(pieces, runs))
         if not piece.startswith(SPIECE_UNDERLINE) and pieces[0].startswith(SPIECE_UNDERLINE):
             pieces = pieces[1:] if pieces[0] == SPIECE_UNDERLINE else [pieces[0][1:], *pieces[1:]]
         table[piece] = [*pieces, piece[-1]]
@@ -235,6 +299,16 @@ class AlbertTokenizer:
         self._cls_id = self._sp.PieceToId(CLS_PIECE)
         self._sep_id = self._sp.PieceToId(SEP_PIECE)
         self._mask_id = self._sp.PieceToId(MASK_PIECE)
+        # Ties first, then the re-split: the release re-split what its sentencepiece gave.
+        self._piece_runs = tie_runs(self._sp)
+        self._id_runs = {self._sp.PieceToId(piece): run for piece, run in self._piece_runs.items()}
+        # A run is out of order only if a piece is followed by a shorter one: the first is never a
+        # shortest piece of its string, and those ("ee", "66", "!!") are rare in text ("e", "6" are not).
+        shortest = {}
+        for root, length in self._piece_runs.values():
+            shortest[root] = min(length, shortest.get(root, length))
+        self._out_of_order_ids = frozenset(i for i, (root, length) in self._id_runs.items() if length > shortest[root])
+        self._out_of_order_pieces = frozenset(self._sp.IdToPiece(i) for i in self._out_of_order_ids)
         self._piece_resplits = digit_comma_resplits(self._sp)
         self._id_resplits = {
             self._sp.PieceToId(piece): [self._sp.PieceToId(p) for p in pieces]
@@ -278,14 +352,24 @@ class AlbertTokenizer:
         """The digit-comma re-split (see `digit_comma_resplits`) as id -> ids."""
         return self._id_resplits
 
+    @property
+    def id_tie_runs(self) -> dict[int, tuple[str, int]]:
+        """`tie_runs` as id -> (the string the piece repeats, its length)."""
+        return self._id_runs
+
     def tokenize(self, text: str) -> list[str]:
         pieces = self._sp.EncodeAsPieces(self.normalize(text))
+        if not self._out_of_order_pieces.isdisjoint(pieces):
+            pieces = _reorder(pieces, release_tie_order(pieces, self._piece_runs))
         return [p for piece in pieces for p in self._piece_resplits.get(piece, (piece,))]
 
     def encode(self, text: str) -> list[int]:
         return self._resplit(self._sp.EncodeAsIds(self.normalize(text)))
 
     def _resplit(self, ids: list[int]) -> list[int]:
+        """The release's order of tied pieces, then its digit-comma re-split, on SentencePiece's ids."""
+        if not self._out_of_order_ids.isdisjoint(ids):
+            ids = _reorder(ids, release_tie_order(ids, self._id_runs))
         table = self._id_resplits
         if table.keys().isdisjoint(ids):
             return ids
@@ -303,6 +387,7 @@ class AlbertTokenizer:
         normalized, origins = normalize_with_offsets(text, self.do_lower_case)
         pieces, in_bytes = _encode_with_spans(self._sp, normalized)
         ids = [piece.id for piece in pieces]
+        changes = release_tie_order(ids, self._id_runs) if not self._out_of_order_ids.isdisjoint(ids) else []
         begins = np.fromiter((piece.begin for piece in pieces), np.int64, len(pieces))
         ends = np.fromiter((piece.end for piece in pieces), np.int64, len(pieces))
         if in_bytes and not normalized.isascii():
@@ -314,6 +399,8 @@ class AlbertTokenizer:
         chars = np.frombuffer(normalized.encode("utf-32-le"), np.uint32) if normalized else np.zeros(0, np.uint32)
         padded = np.append(chars, 0)
         begins = begins + ((padded[np.minimum(begins, len(chars))] == 32) & (begins < ends))
+        if changes:
+            ids, begins, ends = self._tie_spans(ids, begins, ends, changes)
         if self._id_resplits.keys() & set(ids):
             ids, begins, ends = self._resplit_spans(ids, begins, ends)
         origin = np.append(np.asarray(origins, np.int64), len(text.rstrip()))
@@ -321,6 +408,17 @@ class AlbertTokenizer:
         starts = origin[begins]
         stops = np.where(empty, starts, origin[np.maximum(ends - 1, 0)] + 1)
         return ids, starts.tolist(), stops.tolist()
+
+    @staticmethod
+    def _tie_spans(ids, begins, ends, changes):
+        """Tied pieces in the release's order with spans: each takes its width from where the run starts."""
+        ids, begins, ends = list(ids), begins.copy(), ends.copy()
+        for start, order in changes:
+            widths = (ends - begins)[order]
+            ids[start : start + len(order)] = [ids[i] for i in order]
+            begins[start : start + len(order)] = begins[start] + np.cumsum(widths) - widths
+            ends[start : start + len(order)] = begins[start] + np.cumsum(widths)
+        return ids, begins, ends
 
     def _resplit_spans(self, ids, begins, ends):
         """The release's digit-comma re-split with spans: each part takes its piece's next characters."""

@@ -1,0 +1,88 @@
+"""Cost of putting tied pieces in the release's order in `AlbertTokenizer` (a script, not a test).
+
+`AlbertTokenizer.encode_batch` on GLUE sentences and on corpus lines (what the pretraining-data
+tool encodes), run side by side in one run: as shipped (ties in the release's order, then the
+digit-comma re-split) and with the tie step left out (the installed sentencepiece's order). Prints
+texts per second, medians of --repeats interleaved runs, and their ratio; the time per text of
+what follows SentencePiece (tie step and re-split, or the re-split alone) on the same ids, the
+figure that noise on a shared machine blurs least; and how many texts took the slow path (an
+out-of-order run) and how many changed.
+
+    python bench/tokenizer_ties.py [--data_dir ../shared/data] [--texts 20000] [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
+from finetune.glue.readers import read_examples  # noqa: E402
+
+
+class SentencepieceOrder(AlbertTokenizer):
+    """The tokenizer without the tie step: the digit-comma re-split alone, as before it."""
+
+    def _resplit(self, ids):
+        table = self._id_resplits
+        if table.keys().isdisjoint(ids):
+            return ids
+        return [i for piece_id in ids for i in table.get(piece_id, (piece_id,))]
+
+
+def glue_sentences(data_dir: pathlib.Path, count: int) -> list[str]:
+    texts = []
+    for task_dir in sorted((data_dir / "glue").iterdir()):
+        for split_file in sorted(task_dir.glob("*.tsv")):
+            examples = read_examples(task_dir.name, data_dir / "glue", split_file.stem).examples
+            texts += [t for e in examples for t in (e.text_a, e.text_b) if t]
+    return texts[:: max(1, len(texts) // count)][:count]
+
+
+def corpus_lines(data_dir: pathlib.Path, count: int) -> list[str]:
+    lines = []
+    for path in sorted((data_dir / "corpus").glob("*/*")):
+        lines += [ln for ln in path.read_bytes().decode("utf-8", "replace").split("\n") if ln.strip()]
+    return lines[:: max(1, len(lines) // count)][:count]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data_dir", type=pathlib.Path, default=REPO_ROOT.parent / "shared" / "data")
+    parser.add_argument("--texts", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    model = args.data_dir / "albert" / "30k-clean.model"
+    release, installed = AlbertTokenizer(model), SentencepieceOrder(model)
+    print(
+        f"{'texts':<20} {'release order /s':>17} {'sentencepiece order /s':>23} {'ratio':>6}"
+        f" {'after SP, us/text':>18} {'slow path':>10} {'changed':>8}"
+    )
+    for name, texts in (("GLUE", glue_sentences(args.data_dir, args.texts)), ("corpus lines", corpus_lines(args.data_dir, args.texts))):
+        raw = release._sp.Encode([release.normalize(t) for t in texts], out_type=int, num_threads=1)
+        times = {release: [], installed: []}
+        step_times = {release: [], installed: []}
+        for repeat in range(args.repeats):
+            for tokenizer in (release, installed)[:: 1 if repeat % 2 else -1]:
+                begin = time.perf_counter()
+                tokenizer.encode_batch(texts, num_threads=1)
+                times[tokenizer].append(time.perf_counter() - begin)
+                begin = time.perf_counter()
+                for ids in raw:
+                    tokenizer._resplit(ids)
+                step_times[tokenizer].append(time.perf_counter() - begin)
+        ours, theirs = (len(texts) / statistics.median(times[t]) for t in (release, installed))
+        step = " / ".join(f"{statistics.median(step_times[t]) / len(texts) * 1e6:.2f}" for t in (release, installed))
+        slow = sum(not release._out_of_order_ids.isdisjoint(ids) for ids in raw)
+        changed = sum(a != b for a, b in zip(release.encode_batch(texts, 1), installed.encode_batch(texts, 1)))
+        print(f"{name + f' ({len(texts)})':<20} {ours:>17,.0f} {theirs:>23,.0f} {ours / theirs:>6.3f} {step:>18} {slow:>10} {changed:>8}")
+
+
+if __name__ == "__main__":
+    main()

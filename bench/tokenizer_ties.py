@@ -64,7 +64,8 @@ def main() -> None:
         f"{'texts':<20} {'release order /s':>17} {'sentencepiece order /s':>23} {'ratio':>6}"
         f" {'after SP, us/text':>18} {'slow path':>10} {'changed':>8}"
     )
-    for name, texts in (("GLUE", glue_sentences(args.data_dir, args.texts)), ("corpus lines", corpus_lines(args.data_dir, args.texts))):
+    sets = (("GLUE", glue_sentences(args.data_dir, args.texts)), ("corpus lines", corpus_lines(args.data_dir, args.texts)))
+    for name, texts in sets:
         raw = release._sp.Encode([release.normalize(t) for t in texts], out_type=int, num_threads=1)
         times = {release: [], installed: []}
         step_times = {release: [], installed: []}
@@ -81,7 +82,10 @@ def main() -> None:
         step = " / ".join(f"{statistics.median(step_times[t]) / len(texts) * 1e6:.2f}" for t in (release, installed))
         slow = sum(not release._out_of_order_ids.isdisjoint(ids) for ids in raw)
         changed = sum(a != b for a, b in zip(release.encode_batch(texts, 1), installed.encode_batch(texts, 1)))
-        print(f"{name + f' ({len(texts)})':<20} {ours:>17,.0f} {theirs:>23,.0f} {ours / theirs:>6.3f} {step:>18} {slow:>10} {changed:>8}")
+        print(
+            f"{name + f' ({len(texts)})':<20} {ours:>17,.0f} {theirs:>23,.0f} {ours / theirs:>6.3f}"
+            f" {step:>18} {slow:>10} {changed:>8}"
+        )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from albert_tf.checkpoint_names import (
     pretrainer_weight_names,
 )
 from albert_tf.config import AlbertConfig
+from albert_tf.files import prepare_output_dir
 from albert_tf.tokenizer import AlbertTokenizer
 
 PRESET_CONFIG = "config.json"
@@ -120,9 +121,9 @@ def load_preset_model(model_class, preset_dir: str | os.PathLike, **kwargs):
 
 
 def _check_output_dir(output_dir: str | os.PathLike) -> str:
+    """A new or empty folder that can be written (the files rule: one line naming --output_dir)."""
     output_dir = os.fspath(output_dir)
-    if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
-        raise FileExistsError(f"output directory {output_dir} is not empty")
+    prepare_output_dir(output_dir, create=False, empty=True)
     return output_dir
 
 

@@ -8,7 +8,6 @@ dataset is built, and each file's record count is checked again as it is read.
 
 from __future__ import annotations
 
-import glob
 import gzip
 import json
 import os
@@ -18,6 +17,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from albert_tf.errors import UserError
+from albert_tf.files import expand_patterns, tfrecord_compression
 from albert_tf.features import (
     EXAMPLE_WEIGHT,
     PRETRAINING_METADATA_FILE,
@@ -30,29 +30,13 @@ from albert_tf.tfrecord import masked_crc32c
 # run finished ("complete"); read here so that training never starts on half a dataset.
 METADATA_FILE = PRETRAINING_METADATA_FILE
 SHUFFLE_BUFFER_RECORDS = 10_000
-_GZIP_SUFFIXES = (".gz", ".gzip")
 _COMPRESSIONS = {"auto": None, "none": "", "": "", "gzip": "GZIP"}
 
 
 def expand_file_patterns(file_patterns: str | Sequence[str]) -> list[str]:
-    """Sorted files of comma-separated globs (a str) or of a list of globs; empty globs are errors."""
-    if isinstance(file_patterns, str):
-        file_patterns = file_patterns.split(",")
-    patterns = [p.strip() for p in file_patterns if p and p.strip()]
-    if not patterns:
-        raise UserError("no input file pattern given")
-    files: list[str] = []
-    seen: set[str] = set()
-    for pattern in patterns:
-        matches = sorted(tf.io.gfile.glob(pattern)) if "://" in pattern else sorted(glob.glob(pattern))
-        matches = [m for m in matches if not tf.io.gfile.isdir(m)]
-        if not matches:
-            raise UserError(f"input pattern {pattern!r} matches no file")
-        for match in matches:  # a file named by two patterns is read once
-            if match not in seen:
-                seen.add(match)
-                files.append(match)
-    return files
+    """Sorted files of comma-separated globs (a str) or of a list of globs; empty globs are errors
+    (`albert_tf.files.expand_patterns`; a file matched twice is read once)."""
+    return expand_patterns(file_patterns)
 
 
 def check_complete(files: Sequence[str]) -> None:
@@ -242,7 +226,7 @@ def pretraining_dataset(
     if deterministic and seed is None:
         seed = 0
     fixed = _COMPRESSIONS[compression.lower()]
-    compressions = [fixed if fixed is not None else ("GZIP" if f.endswith(_GZIP_SUFFIXES) else "") for f in files]
+    compressions = [fixed if fixed is not None else tfrecord_compression(f) for f in files]
 
     shard_records = False
     if input_context is not None and input_context.num_input_pipelines > 1:

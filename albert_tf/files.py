@@ -266,10 +266,13 @@ DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, gzip.BadGzipFile, OSError)
 # ---- output folders --------------------------------------------------------------------------------
 
 
-def prepare_output_dir(path: str | os.PathLike, flag: str = "output_dir", fs=None, create: bool = True) -> None:
+def prepare_output_dir(
+    path: str | os.PathLike, flag: str = "output_dir", fs=None, create: bool = True, empty: bool = False
+) -> None:
     """Makes `path` a folder this process can write, or raises a FlagError of one line naming `--flag`:
     it is a file, it cannot be created (a part of it is a file, no permission), or it cannot be
-    written (read-only, no permission). An existing local folder is tested by writing a file in it.
+    written (read-only, no permission); with `empty`, it holds something (for tools that write a
+    whole folder, never into another one). An existing local folder is tested by writing a file in it.
 
     With `create=False` nothing is made: a missing folder is only checked to be creatable (its
     nearest existing parent is a folder this process may write), so that a tool can refuse a bad
@@ -279,6 +282,8 @@ def prepare_output_dir(path: str | os.PathLike, flag: str = "output_dir", fs=Non
     fs = fs or files_for(path)
     if fs.exists(path) and not fs.isdir(path):
         raise FlagError(f"--{flag} {path} is a file, not a folder")
+    if empty and fs.isdir(path) and (fs.glob(os.path.join(path, "*")) if is_url(path) else os.listdir(path)):
+        raise FlagError(f"--{flag} {path} is not empty")
     if is_url(path):
         if create:
             try:

@@ -48,6 +48,7 @@ from albert_tf import optimization
 from albert_tf.choices import MIXED_PRECISION_HELP, MIXED_PRECISION_POLICIES  # noqa: F401 (re-exported)
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import FlagError, UserError
+from albert_tf.files import prepare_output_dir, tfrecord_compression, write_json
 from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
 from albert_tf.validation import require_positive_ints
 
@@ -164,7 +165,7 @@ def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_p
     check_complete(files)
     for path in files:
         try:
-            first = [raw.numpy() for raw in tf.data.TFRecordDataset(path, compression_type=_compression(path)).take(1)]
+            first = [raw.numpy() for raw in tf.data.TFRecordDataset(path, compression_type=tfrecord_compression(path)).take(1)]
         except tf.errors.DataLossError as error:
             first_line = error.message.splitlines()[0]
             raise UserError(f"{path} is not a TFRecord file, or it is corrupted: {first_line}") from None
@@ -182,10 +183,6 @@ def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_p
     for name in found:
         if found[name] != wanted[name]:
             raise FlagError(f"{path}: records were written with {name}={found[name]}, but --{name}={wanted[name]}")
-
-
-def _compression(path: str) -> str:
-    return "GZIP" if path.endswith(".gz") else ""
 
 
 def replica_batch_size(global_batch_size: int, num_replicas: int, grad_accum_steps: int = 1) -> int:
@@ -215,8 +212,7 @@ def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
     A config without checkpoints beside it (a first run that failed before its first save)
     protects nothing: it is replaced.
     """
-    if tf.io.gfile.exists(output_dir) and not tf.io.gfile.isdir(output_dir):
-        raise FlagError(f"--output_dir {output_dir} is a file, not a folder")
+    prepare_output_dir(output_dir, create=write)  # a file, or not writable: one line naming the flag
     path = os.path.join(output_dir, CONFIG_FILE)
     if tf.io.gfile.exists(path) and tf.train.latest_checkpoint(output_dir):
         with tf.io.gfile.GFile(path) as f:
@@ -236,13 +232,8 @@ def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
             f"output_dir {output_dir} holds checkpoints but no {CONFIG_FILE}: cannot tell which "
             f"config wrote them; use a fresh output_dir"
         )
-    if write:
-        tf.io.gfile.makedirs(output_dir)
-        # Written aside and renamed: other workers check the same file and must never read half.
-        partial = f"{path}.tmp-{os.getpid()}"
-        with tf.io.gfile.GFile(partial, "w") as f:
-            f.write(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
-        tf.io.gfile.rename(partial, path, overwrite=True)
+    if write:  # written aside and renamed: other workers check the same file and must never read half
+        write_json(path, config.to_dict())
 
 
 def keep_run_vocabulary(spm_model_file: str, output_dir: str) -> str:
@@ -395,6 +386,7 @@ class TrainingLoop:
         # uninterrupted run would have drawn, and ends on the same weights.
         in_weights = {id(v) for v in weights.values()}
         self._seed_states = [v for v in self.model.variables if id(v) not in in_weights]
+        self._weights = weights
         self.checkpoint = tf.train.Checkpoint(
             model=weights, rng=self._seed_states, optimizer=self.optimizer, step=self.step
         )
@@ -461,6 +453,12 @@ class TrainingLoop:
                 self._restore(path)
                 break
             except (IndexError, ValueError, tf.errors.OpError) as error:
+                other_model = self._shape_differences(path)
+                if other_model:  # readable, but of another model: no older checkpoint helps
+                    raise UserError(
+                        f"output_dir {self.options.output_dir} holds checkpoints of another model: in {path}, "
+                        f"{other_model}; use a fresh output_dir, or the config (and task) that wrote them"
+                    ) from None
                 files = ", ".join(sorted(tf.io.gfile.glob(path + ".*"))) or path
                 reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 logging.warning("checkpoint %s is unreadable (%s; its files: %s): trying the one before",
@@ -476,6 +474,23 @@ class TrainingLoop:
         if initialize is not None:
             logging.info("starting weights not loaded: resuming instead")
         return self.current_step
+
+    def _shape_differences(self, path: str) -> str | None:
+        """How the variables of checkpoint `path` differ in shape from the model's, or None (also
+        when its index cannot be read: then it is damaged, not of another model)."""
+        try:
+            stored = dict(tf.train.list_variables(path))
+        except (IndexError, ValueError, tf.errors.OpError):
+            return None
+        differences = [
+            f"{key} has shape {list(stored[name])} there, {list(variable.shape)} here"
+            for key, variable in self._weights.items()
+            if (name := _checkpoint_key(key)) in stored and list(stored[name]) != list(variable.shape)
+        ]
+        if not differences:
+            return None
+        more = f" (and {len(differences) - 1} more variables)" if len(differences) > 1 else ""
+        return differences[0] + more
 
     def _restore(self, path: str):
         checkpoint = self.checkpoint

@@ -34,6 +34,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.features import serialize_example
+from albert_tf.files import atomic_open, atomic_path
 from albert_tf.tokenizer import AlbertTokenizer
 
 _DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
@@ -180,16 +181,11 @@ def cache_features(
     report = ConversionReport()
     records = convert(report)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    partial = record_path.with_name(f"{record_path.name}.partial-{os.getpid()}")
     num_records = 0
-    try:
-        with tf.io.TFRecordWriter(str(partial)) as writer:
-            for features in records:
-                writer.write(serialize_example(features, spec))
-                num_records += 1
-        os.replace(partial, record_path)
-    finally:
-        partial.unlink(missing_ok=True)
+    with atomic_path(record_path) as partial, tf.io.TFRecordWriter(partial) as writer:
+        for features in records:
+            writer.write(serialize_example(features, spec))
+            num_records += 1
     cached = CachedFeatures(
         path=record_path,
         task=task,
@@ -202,7 +198,6 @@ def cache_features(
         num_truncated=report.num_truncated,
         details=dict(report.details),
     )
-    partial = description_path.with_name(f"{description_path.name}.partial-{os.getpid()}")
-    partial.write_text(cached.to_json(), encoding="utf-8")
-    os.replace(partial, description_path)
+    with atomic_open(description_path, "w") as f:
+        f.write(cached.to_json())
     return cached

@@ -34,6 +34,7 @@ from albert_tf.cli import entry_point
 from albert_tf.cli.entry_point import quiet_logs
 from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
 from albert_tf.errors import UserError
+from albert_tf.files import prepare_output_dir, write_json
 from finetune.task import PRESET_FIELDS
 
 EVAL_RESULTS = "eval_results.json"
@@ -215,10 +216,7 @@ class Evaluation:
         if self.run.is_chief:
             record = {"checkpoint": os.path.basename(path), "global_step": step, "split": splits[0],
                       "metric": metric, "value": value}
-            partial = f"{self._best_path}.partial-{os.getpid()}"
-            with open(partial, "w", encoding="utf-8") as f:
-                f.write(json.dumps(record, indent=2) + "\n")
-            os.replace(partial, self._best_path)
+            write_json(self._best_path, record, sort_keys=False)
             logging.info("best %s %s so far (%.4f at step %d): %s", splits[0], metric, value, step, path)
 
     def scalars_of(self, results: dict) -> dict:
@@ -235,6 +233,10 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
     from albert_tf import strategies, training  # here: --help must not load TensorFlow
 
     F = flag_values
+    # Before any data is read or a model built: an unusable folder is one line naming its flag.
+    prepare_output_dir(F.output_dir, create=False)
+    if F.cache_dir:
+        prepare_output_dir(F.cache_dir, "cache_dir", create=False)
     options = options_from_flags(F, task)
     splits = (((task.train_split,) if F.do_train and task.train_split else ())
               + (tuple(task.eval_splits) if F.do_eval else ()) + (tuple(task.predict_splits) if F.do_predict else ()))
@@ -302,8 +304,7 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
             for split, cached in evaluation.splits.items():
                 summary["predictions"] += task.write_predictions(split, evaluation.predictions[split], cached,
                                                                  F.output_dir)
-            with open(os.path.join(F.output_dir, EVAL_RESULTS), "w", encoding="utf-8") as f:
-                f.write(json.dumps(results, indent=2) + "\n")
+            write_json(os.path.join(F.output_dir, EVAL_RESULTS), results, sort_keys=False)
         summary["eval"] = results
 
     if F.do_predict:

@@ -34,6 +34,7 @@ import tensorflow as tf
 from albert_tf import training
 from albert_tf.config import AlbertConfig
 from albert_tf.features import EXAMPLE_WEIGHT
+from albert_tf.files import write_json
 from finetune import inputs
 from finetune.cache import CachedFeatures
 from finetune.task import FinetuningTask
@@ -90,9 +91,7 @@ def check_task_of_output_dir(output_dir: str, task: FinetuningTask, write: bool)
             raise ValueError(f"output_dir {output_dir} holds a {saved.get('task')} run, not {info['task']}; "
                              f"use a fresh output_dir")
     elif write:
-        tf.io.gfile.makedirs(output_dir)
-        with tf.io.gfile.GFile(path, "w") as f:
-            f.write(json.dumps(info) + "\n")
+        write_json(path, info, sort_keys=False)
 
 
 class Finetuning(training.TrainingLoop):

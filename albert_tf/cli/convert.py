@@ -16,6 +16,7 @@ from absl import flags
 
 from albert_tf.cli.entry_point import run_main
 from albert_tf.errors import FlagError
+from albert_tf.files import prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_enum("source", None, ["tf1", "hf", "preset"], "What --input holds.", flag_values=FLAGS)
@@ -35,6 +36,7 @@ def main(argv):
     del argv
     from albert_tf import convert
 
+    prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before any weights are read
     if FLAGS.source == "preset":
         if FLAGS.to != "hf":
             raise FlagError("--source preset converts to Hugging Face: pass --to hf")

@@ -15,6 +15,7 @@ from absl import flags
 
 from albert_tf.cli.entry_point import run_main
 from albert_tf.errors import FlagError
+from albert_tf.files import prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_string("preset", None, "Preset folder (config.json, model.weights.h5, spiece.model), "
@@ -53,8 +54,7 @@ def main(argv):
         raise FlagError("give exactly one of --preset and --init_checkpoint")
     if not FLAGS.output_dir:
         raise FlagError("--output_dir is required")
-    if os.path.exists(FLAGS.output_dir) and os.listdir(FLAGS.output_dir):
-        raise FlagError(f"--output_dir {FLAGS.output_dir} is not empty")
+    prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before the model is built
     spm_model_file = FLAGS.spm_model_file
     if spm_model_file is None:
         if not FLAGS.preset:

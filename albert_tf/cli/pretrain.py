@@ -10,7 +10,6 @@ Flags keep the names of the original `run_pretraining.py` where it had them. A r
 SavedModel under `<output_dir>/export`.
 """
 
-import glob
 import json
 import os
 
@@ -19,6 +18,7 @@ from absl import flags, logging
 from albert_tf import choices
 from albert_tf.cli.entry_point import quiet_device_start, run_main
 from albert_tf.errors import FlagError
+from albert_tf.files import prepare_output_dir
 
 # Its own FlagValues: data_prep's scripts define --input_file too, and one process may import both.
 FLAGS = flags.FlagValues()
@@ -84,9 +84,11 @@ def record_lengths() -> tuple[int, int]:
     given = {"max_seq_length": FLAGS.max_seq_length, "max_predictions_per_seq": FLAGS.max_predictions_per_seq}
     if None not in given.values():
         return given["max_seq_length"], given["max_predictions_per_seq"]
-    files = sorted(f for pattern in FLAGS.input_file.split(",") for f in glob.glob(pattern.strip()))
-    metadata = os.path.join(os.path.dirname(files[0]), PRETRAINING_METADATA_FILE) if files else None
-    if metadata is None or not os.path.exists(metadata):
+    from albert_tf.training import expand_globs
+
+    files = expand_globs(FLAGS.input_file, "input_file")
+    metadata = os.path.join(os.path.dirname(files[0]), PRETRAINING_METADATA_FILE)
+    if not os.path.exists(metadata):
         missing = [f"--{name}" for name, value in given.items() if value is None]
         raise FlagError(f"give {' and '.join(missing)}: no {PRETRAINING_METADATA_FILE} beside the records of "
                         f"--input_file={FLAGS.input_file} to read it from")
@@ -137,6 +139,8 @@ def main(argv):
     for name in ("input_file", "output_dir"):
         if not FLAGS[name].value:
             raise FlagError(f"--{name} is required")
+    # Before anything is read or written: an unusable folder is one line naming the flag.
+    prepare_output_dir(FLAGS.output_dir, create=False)
     config = load_config()
     max_seq_length, max_predictions_per_seq = record_lengths()
     run_vocabulary()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pathlib
 
+from albert_tf.files import atomic_open
 from finetune.glue.metrics import predictions_from_outputs
 from finetune.glue.tasks import Task, get_task
 
@@ -62,12 +63,10 @@ def write_submission(
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     path = output_dir / layout.submission_file
-    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
-    with open(partial, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_open(path, "w", newline="\n") as f:
         f.write("index\tprediction\n")
         for index, line in enumerate(lines):
             f.write(f"{index}\t{line}\n")
-    os.replace(partial, path)
     return path
 
 
@@ -87,10 +86,8 @@ def write_predictions_with_labels(task: Task | str, split: str, outputs, label_i
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     path = output_dir / f"{split}_predictions.tsv"
-    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
-    with open(partial, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_open(path, "w", newline="\n") as f:
         f.write("index\tprediction\tlabel\n")
         for index, (prediction, label) in enumerate(zip(predictions, labels)):
             f.write(f"{index}\t{prediction}\t{label}\n")
-    os.replace(partial, path)
     return path

@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from albert_tf.features import EXAMPLE_WEIGHT, multiple_choice_feature_spec
+from albert_tf.files import atomic_open
 from albert_tf.heads import AlbertMultipleChoice, classifier_sums
 from finetune import cache
 from finetune.race import features, metrics, readers
@@ -136,8 +137,7 @@ class RaceTask(FinetuningTask):
         questions = self.questions(split)
         probabilities = _softmax(predictions["logits"].astype(np.float64))
         path = os.path.join(output_dir, f"predictions_{split}.jsonl")
-        partial = f"{path}.partial-{os.getpid()}"
-        with open(partial, "w", encoding="utf-8") as f:
+        with atomic_open(path, "w") as f:
             for question, row in zip(questions, probabilities, strict=True):
                 f.write(json.dumps({
                     "id": question.qid,
@@ -146,7 +146,6 @@ class RaceTask(FinetuningTask):
                     "probabilities": [round(float(p), 6) for p in row],
                     "answer": question.answer,
                 }) + "\n")
-        os.replace(partial, path)
         return [path]
 
     # ---- serving and runs --------------------------------------------------------------------

@@ -8,13 +8,13 @@ v1.1's model is `albert_tf.heads.AlbertSpanLabeler`. The split "train" is `train
 
 from __future__ import annotations
 
-import json
 import os
 
 import tensorflow as tf
 from tqdm import tqdm
 
 from albert_tf.features import EXAMPLE_WEIGHT, span_feature_spec
+from albert_tf.files import write_json
 from albert_tf.heads import AlbertSpanLabeler
 from finetune.cache import cache_features
 from finetune.squad import features, metrics, postprocess, readers, serving
@@ -139,8 +139,7 @@ class SquadTask(FinetuningTask):
         paths = []
         for name, values in files.items():
             path = os.path.join(output_dir, name)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(json.dumps(values, indent=2) + "\n")
+            write_json(path, values, sort_keys=False)
             paths.append(path)
         return paths
 

@@ -1,5 +1,7 @@
 """Out-of-range inputs give a clear error, not silent garbage."""
 
+import json
+import os
 import re
 
 import numpy as np
@@ -192,6 +194,26 @@ def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_p
         training.Pretraining(TINY, _options(tmp_path)).restore_or_initialize()
 
 
+def test_a_checkpoint_of_another_model_is_named_as_such_not_as_damaged(tmp_path, caplog):
+    from albert_tf import training
+    from albert_tf.errors import UserError
+
+    training.Pretraining(TINY, _options(tmp_path)).save()
+    # The run folder's config was replaced (a copied folder, an edited file): it now describes
+    # another model than its checkpoints.
+    wider = TINY.replace(intermediate_size=48)
+    (tmp_path / training.CONFIG_FILE).write_text(json.dumps(wider.to_dict()))
+    with pytest.raises(UserError) as error:
+        training.Pretraining(wider, _options(tmp_path)).restore_or_initialize()
+    assert re.fullmatch(
+        rf"output_dir {tmp_path} holds checkpoints of another model: in {tmp_path}/ckpt-0, "
+        r"encoder/\S+ has shape \[(16, 32|32|32, 16)\] there, \[(16, 48|48|48, 16)\] here \(and [1-9] more "
+        r"variables\); use a fresh output_dir, or the config \(and task\) that wrote them",
+        str(error.value),
+    ), str(error.value)
+    assert "unreadable" not in caplog.text and "truncated" not in str(error.value)
+
+
 def test_export_of_a_missing_checkpoint_folder_names_it(tmp_path):
     from albert_tf.errors import UserError
     from albert_tf.export import load_model
@@ -263,3 +285,58 @@ def test_strategy_tpu_without_a_tpu_is_a_flag_error(monkeypatch):
     monkeypatch.delenv("TPU_NAME", raising=False)
     with pytest.raises(FlagError, match=r"^strategy 'tpu' needs a TPU: pass --tpu="):
         strategies.get_strategy("tpu")
+
+
+@pytest.mark.parametrize("tool", ["pretrain", "export", "convert"])
+def test_every_tool_refuses_an_unusable_output_dir_up_front_naming_the_flag(tmp_path, tool):
+    """Through albert_tf.files' one rule, before any input is read (the inputs here do not exist)."""
+    import importlib
+
+    from albert_tf.errors import FlagError
+
+    module = importlib.import_module(f"albert_tf.cli.{tool}")
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "kept.txt").write_text("x")
+    missing = tmp_path / "missing"
+    inputs = {
+        "pretrain": [f"--input_file={missing}/*.tfrecord", "--preset=albert_base_v2"],
+        "export": [f"--init_checkpoint={missing}", "--model=encoder"],
+        "convert": ["--source=tf1", f"--input={missing}"],
+    }[tool]
+    cases = [
+        (tmp_path / "a_file" / "run", "cannot be created (a part of the path is a file)"),
+        (tmp_path / "a_file", "is a file, not a folder"),
+    ]
+    if tool != "pretrain":  # a whole new folder: never written into another one
+        cases.append((tmp_path / "full", "is not empty"))
+    try:
+        for output_dir, reason in cases:
+            module.FLAGS.unparse_flags()
+            module.FLAGS([f"albert-{tool}", *inputs, f"--output_dir={output_dir}"])
+            with pytest.raises(FlagError) as error:
+                module.main([f"albert-{tool}"])
+            assert str(error.value) == f"--output_dir {output_dir} {reason}"
+    finally:
+        module.FLAGS.unparse_flags()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "full"]
+    assert os.listdir(tmp_path / "full") == ["kept.txt"]
+
+
+def test_records_compressed_as_gzip_are_read_under_either_gzip_suffix(tmp_path):
+    # One rule for compression: ".gzip" was GZIP to the reader but plain to the up-front check,
+    # which then called the file corrupted.
+    from albert_tf import training
+    from albert_tf.datasets import pretraining_dataset
+
+    plain = _write_records(tmp_path / "plain.tfrecord", 4)
+    packed = tmp_path / "packed.tfrecord.gzip"
+    with tf.io.TFRecordWriter(str(packed), options="GZIP") as writer:
+        for record in tf.data.TFRecordDataset(plain):
+            writer.write(record.numpy())
+    training.check_record_shapes([str(packed)], SEQ, PREDICTIONS)
+    batch = next(iter(pretraining_dataset(str(packed), batch_size=4, max_seq_length=SEQ,
+                                          max_predictions_per_seq=PREDICTIONS, is_training=False)))
+    expected = next(iter(pretraining_dataset(plain, batch_size=4, max_seq_length=SEQ,
+                                             max_predictions_per_seq=PREDICTIONS, is_training=False)))
+    np.testing.assert_array_equal(batch["input_ids"], expected["input_ids"])

@@ -16,6 +16,7 @@ import transformers
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf import convert
+from albert_tf.errors import FlagError
 from albert_tf.tokenizer import AlbertTokenizer
 from tests.albert_tf import hf_reference
 
@@ -383,7 +384,7 @@ def test_command_lines_convert_and_export(tf1_reference, tmp_path):
     for key in ("mlm_logits", "sop_logits"):
         np.testing.assert_allclose(got[key], expected[key], atol=1e-5, rtol=0)
     # Refuses to overwrite, before reading anything.
-    with pytest.raises(FileExistsError, match="is not empty"):
+    with pytest.raises(FlagError, match=f"^--output_dir {tmp_path / 'preset'} is not empty$"):
         convert.convert_tf1(folder / "missing_checkpoint", tmp_path / "preset")
 
 

@@ -96,3 +96,28 @@ def test_a_truncated_feature_cache_is_named_and_rebuilt(tmp_path, caplog):
     assert f"feature cache {first.path} is damaged (25 records, its description says 50): rebuilding it" in caplog.text
     cached()
     assert len(conversions) == 2  # an intact cache is reused
+
+
+@pytest.mark.parametrize("tool", ["glue", "squad", "race"])
+def test_an_unusable_output_or_cache_dir_is_refused_up_front_naming_the_flag(tmp_path, small_data_dir, tool):
+    """Through albert_tf.files' one rule, before data is read or a model built."""
+    import importlib
+
+    from albert_tf.errors import FlagError
+
+    module = importlib.import_module(f"finetune.{tool}.cli")
+    (tmp_path / "a_file").write_text("x")
+    inputs = {
+        "glue": ["--task=RTE", f"--data_dir={small_data_dir / 'glue'}"],
+        "squad": [f"--train_file={tmp_path / 'missing.json'}"],
+        "race": [f"--data_dir={tmp_path / 'missing'}"],
+    }[tool]
+    common = [f"albert-finetune-{tool}", *inputs, "--preset=albert_base_v2", "--do_train"]
+    out = tmp_path / "a_file" / "run"
+    with pytest.raises(FlagError) as error:
+        module.finetune([*common, f"--output_dir={out}"])
+    assert str(error.value) == f"--output_dir {out} cannot be created (a part of the path is a file)"
+    with pytest.raises(FlagError) as error:
+        module.finetune([*common, f"--output_dir={tmp_path / 'run'}", f"--cache_dir={tmp_path / 'a_file'}"])
+    assert str(error.value) == f"--cache_dir {tmp_path / 'a_file'} is a file, not a folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]

@@ -18,6 +18,7 @@ from typing import Iterator, Sequence
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
+from albert_tf.files import partial_path, prepare_output_dir
 
 # Its own FlagValues, so that the two console scripts (and tests importing both) never collide.
 FLAGS = flags.FlagValues()
@@ -98,42 +99,66 @@ def train_vocab(
 
     if vocab_size < 6:
         raise ValueError(f"vocab_size must leave room beyond the 5 special pieces, got {vocab_size}")
-    directory = os.path.dirname(model_prefix)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-    spm.SentencePieceTrainer.Train(
-        sentence_iterator=normalized_sentences(input_files, input_format, do_lower_case, skip_bad_lines),
-        model_prefix=model_prefix,
-        model_type="unigram",
-        vocab_size=vocab_size,
-        character_coverage=character_coverage,
-        input_sentence_size=input_sentence_size,
-        shuffle_input_sentence=True,
-        pad_id=0,
-        unk_id=1,
-        bos_id=-1,
-        eos_id=-1,
-        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-        user_defined_symbols=list(user_defined_symbols),
-        hard_vocab_limit=hard_vocab_limit,
-        normalization_rule_name=normalization_rule_name,
-        num_threads=num_threads or os.cpu_count() or 1,
-        minloglevel=1,
-    )
-    model_file = model_prefix + ".model"
-    AlbertTokenizer(model_file, do_lower_case)  # the model must load as an ALBERT vocabulary
-    return model_file
+    prepare_output_dir(os.path.dirname(model_prefix) or ".", flag="model_prefix")
+    # Written under a partial prefix and renamed (albert_tf.files' rule): an interrupted or refused
+    # training leaves no .model that a later tool would take for a finished vocabulary.
+    partial = partial_path(model_prefix)
+    try:
+        spm.SentencePieceTrainer.Train(
+            sentence_iterator=normalized_sentences(input_files, input_format, do_lower_case, skip_bad_lines),
+            model_prefix=partial,
+            model_type="unigram",
+            vocab_size=vocab_size,
+            character_coverage=character_coverage,
+            input_sentence_size=input_sentence_size,
+            shuffle_input_sentence=True,
+            pad_id=0,
+            unk_id=1,
+            bos_id=-1,
+            eos_id=-1,
+            control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+            user_defined_symbols=list(user_defined_symbols),
+            hard_vocab_limit=hard_vocab_limit,
+            normalization_rule_name=normalization_rule_name,
+            num_threads=num_threads or os.cpu_count() or 1,
+            minloglevel=1,
+        )
+        AlbertTokenizer(partial + ".model", do_lower_case)  # the model must load as an ALBERT vocabulary
+        _record_prefix(partial + ".model", model_prefix)
+        for suffix in (".vocab", ".model"):  # the .model last: with it, the vocabulary is whole
+            os.replace(partial + suffix, model_prefix + suffix)
+    finally:
+        for suffix in (".model", ".vocab"):
+            if os.path.exists(partial + suffix):
+                os.remove(partial + suffix)
+    return model_prefix + ".model"
+
+
+def _record_prefix(model_file: str, model_prefix: str) -> None:
+    """Puts `model_prefix` back as the prefix the model records it was trained with: the file is
+    then byte for byte what training straight to `model_prefix` writes (the same vocabulary gives
+    the same sha256, which data prep records)."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    with open(model_file, "rb") as f:
+        model.ParseFromString(f.read())
+    model.trainer_spec.model_prefix = model_prefix
+    with open(model_file, "wb") as f:
+        f.write(model.SerializeToString())
 
 
 def main(argv) -> int:
     del argv
-    from data_prep.documents import BadInputError, check_not_all_empty, expand_input_patterns
+    from albert_tf.errors import UserError
+    from data_prep.documents import check_not_all_empty, expand_input_patterns
 
     for name in ("input_file", "model_prefix"):
         if not getattr(FLAGS, name):
             print(f"error: --{name} is required", file=sys.stderr)
             return 2
     try:
+        prepare_output_dir(os.path.dirname(FLAGS.model_prefix) or ".", flag="model_prefix", create=False)
         files = expand_input_patterns(FLAGS.input_file)
         check_not_all_empty(files)
         model_file = train_vocab(
@@ -150,7 +175,10 @@ def main(argv) -> int:
             num_threads=FLAGS.num_threads,
             skip_bad_lines=FLAGS.skip_bad_lines,
         )
-    except (BadInputError, ValueError, RuntimeError) as error:
+    except UserError as error:  # a flag's (exit code 2) or the input's (1)
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+    except (ValueError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(f"wrote {model_file} and {FLAGS.model_prefix}.vocab")

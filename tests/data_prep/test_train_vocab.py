@@ -57,3 +57,49 @@ def test_a_vocabulary_too_large_for_the_corpus_fails_clearly(tmp_path):
     corpus.write_text("a few words only\n" * 10)
     with pytest.raises(RuntimeError, match="Vocabulary size too high"):
         train_vocab([str(corpus)], str(tmp_path / "v"), vocab_size=5000, num_threads=1)
+
+
+def test_a_refused_vocabulary_leaves_no_model_file(tmp_path, monkeypatch):
+    # Written under a partial prefix and renamed only once checked: no .model to be taken for a
+    # finished vocabulary (albert_tf.files' rule).
+    import albert_tf.tokenizer
+
+    def refuse(model_file, do_lower_case=True):
+        raise ValueError(f"{model_file} refused")
+
+    monkeypatch.setattr(albert_tf.tokenizer, "AlbertTokenizer", refuse)
+    with pytest.raises(ValueError, match=r"v\.incomplete-\d+\.model refused"):
+        train_vocab([str(FIXTURES / "tiny_corpus.txt")], str(tmp_path / "v"), vocab_size=100, hard_vocab_limit=False,
+                    num_threads=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_model_prefix_folder_is_checked_naming_the_flag(tmp_path, capsys):
+    from data_prep import train_vocab as tool
+
+    (tmp_path / "a_file").write_text("x")
+    tool.FLAGS.unparse_flags()
+    try:
+        # The input matches nothing too: the output is checked first.
+        tool.FLAGS(["albert-train-vocab", f"--input_file={tmp_path}/none-*.txt",
+                    f"--model_prefix={tmp_path / 'a_file' / 'vocab' / 'spiece'}"])
+        assert tool.main([]) == 2
+    finally:
+        tool.FLAGS.unparse_flags()
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: --model_prefix {tmp_path / 'a_file' / 'vocab'} cannot be created (a part of the path is a file)"]
+
+
+def test_the_model_file_records_its_own_prefix_not_the_partial_one(tmp_path):
+    # Trained under a partial prefix, the model would record that name (it holds its trainer's
+    # settings) and its bytes would change with the process id; data prep keys its output on the
+    # model's sha256.
+    from sentencepiece import sentencepiece_model_pb2
+
+    model_file = train_vocab([str(FIXTURES / "tiny_corpus.txt")], str(tmp_path / "v"), vocab_size=100,
+                             hard_vocab_limit=False, num_threads=1)
+    data = pathlib.Path(model_file).read_bytes()
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(data)
+    assert model.trainer_spec.model_prefix == str(tmp_path / "v") and b"incomplete" not in data
+    assert len(model.pieces) == 100 and model.SerializeToString() == data

@@ -19,23 +19,34 @@ import tensorflow as tf
 SMALLEST_BUCKET = 16
 
 
-def bucket_lengths(max_seq_length: int, smallest: int = SMALLEST_BUCKET) -> tuple[int, ...]:
-    """Powers of two from `smallest` below `max_seq_length`, then `max_seq_length`.
+def bucket_lengths(max_seq_length: int, smallest: int = SMALLEST_BUCKET, steps_per_octave: int = 1) -> tuple[int, ...]:
+    """Powers of two from `smallest` below `max_seq_length`, then `max_seq_length`; with
+    `steps_per_octave` n > 1, each octave [L, 2L) split into n equal steps (L, L + L/n, ...).
+
+    Finer steps waste less on padding (a batch pads to at most 1 + 1/n times its longest row,
+    not twice) at the price of more shapes for XLA to compile: 11 instead of 6 at 512 with n = 2.
 
     >>> bucket_lengths(512)
     (16, 32, 64, 128, 256, 512)
     >>> bucket_lengths(200)
     (16, 32, 64, 128, 200)
+    >>> bucket_lengths(512, steps_per_octave=2)
+    (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
     """
     if not isinstance(max_seq_length, int) or max_seq_length < 1:
         raise ValueError(f"max_seq_length must be a positive integer, got {max_seq_length!r}")
     if not isinstance(smallest, int) or smallest < 1:
         raise ValueError(f"the smallest bucket must be a positive integer, got {smallest!r}")
+    if not isinstance(steps_per_octave, int) or steps_per_octave < 1:
+        raise ValueError(f"steps_per_octave must be a positive integer, got {steps_per_octave!r}")
     lengths = []
-    length = smallest
-    while length < max_seq_length:
-        lengths.append(length)
-        length *= 2
+    octave = smallest
+    while octave < max_seq_length:
+        for step in range(steps_per_octave):
+            length = octave + -(-octave * step // steps_per_octave)  # rounded up: whole tokens
+            if length < max_seq_length and (not lengths or length > lengths[-1]):
+                lengths.append(length)
+        octave *= 2
     return (*lengths, max_seq_length)
 
 

@@ -45,6 +45,9 @@ def parse_args():
     parser.add_argument("--train_examples", type=int, default=2048, help="training records drawn from")
     parser.add_argument("--eval_examples", type=int, default=128, help="dev examples per evaluation")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--length_batches", type=int, default=500,
+                        help="training batches (and the whole dev split) whose padded lengths are tabled")
+    parser.add_argument("--lengths_only", action="store_true", help="table the padded lengths, time nothing")
     parser.add_argument("--ours", default="xla",
                         help="our variants, comma-separated: xla (float32, XLA: the default options), "
                              "noxla (float32, TensorFlow's kernels), bf16 (mixed_bfloat16 without XLA)")
@@ -68,9 +71,12 @@ import transformers  # noqa: E402
 
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.convert import config_to_hf  # noqa: E402
+from albert_tf.length_buckets import bucket_length, bucket_lengths  # noqa: E402
 from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
 from finetune import inputs  # noqa: E402
+from finetune.trainer import EVAL_SORT_WINDOW  # noqa: E402
 from finetune.glue import data, trainer  # noqa: E402
+from finetune.glue.task import GlueTask  # noqa: E402
 from finetune.glue.tasks import get_task  # noqa: E402
 
 
@@ -187,6 +193,27 @@ def padded_lengths(batches, hf_batches) -> tuple[float, float, float]:
     return float(np.mean(ours)), float(np.mean(longest)), float(np.mean(real))
 
 
+def length_table(task, train, dev):
+    """Mean columns a batch computes over many training batches and the whole dev split: ours
+    (the task's buckets, and power-of-two buckets), Hugging Face's (each batch's longest row)."""
+    seed = trainer.FinetuneOptions(output_dir="unused").seed  # the seed of the timed runs
+    task_buckets = GlueTask(task).length_buckets(ARGS.seq_length)
+    rows = {}
+    for split, cached, training, batch in (("train", train, True, ARGS.train_batch), ("dev", dev, False, ARGS.eval_batch)):
+        def longest(dataset):
+            return [int(np.max(np.sum(b["input_mask"].numpy(), -1))) for b in dataset]
+
+        kwargs = dict(global_batch_size=batch, training=training, seed=seed)
+        in_order = inputs.make_dataset(cached, **kwargs)
+        in_order = longest(in_order.take(ARGS.length_batches) if training else in_order)
+        ours = inputs.make_dataset(cached, **kwargs, length_buckets=task_buckets,
+                                   sort_window=None if training else EVAL_SORT_WINDOW)
+        ours = [b["input_ids"].shape[-1] for b in (ours.take(ARGS.length_batches) if training else ours)]
+        pow2 = [bucket_length(n, bucket_lengths(ARGS.seq_length)) for n in in_order]
+        rows[split] = (len(ours), np.mean(ours), np.mean(pow2), np.mean(in_order))
+    return rows
+
+
 def main():
     glue = os.path.join(ARGS.data_dir, "glue")
     tokenizer = AlbertTokenizer(ARGS.spm_model_file or os.path.join(ARGS.data_dir, "albert", "30k-clean.model"))
@@ -204,6 +231,13 @@ def main():
         began = time.perf_counter()
         train = data.cache_features(task, glue, "train", tokenizer, ARGS.seq_length, ARGS.cache_dir)
         dev = data.cache_features(task, glue, "dev", tokenizer, ARGS.seq_length, ARGS.cache_dir)
+        print(f"{name}: mean columns of a batch (batches; ours with the task's buckets; ours with power-of-two "
+              f"buckets in file order; Hugging Face's longest row in file order)")
+        for split, (count, ours_mean, pow2, hf_mean) in length_table(task, train, dev).items():
+            print(f"| {name} | {split} | {count} | {ours_mean:.1f} | {pow2:.1f} | {hf_mean:.1f} | "
+                  f"{ours_mean / hf_mean:.2f} | {pow2 / hf_mean:.2f} |", flush=True)
+        if ARGS.lengths_only:
+            continue
         dev = subset(dev, ARGS.eval_examples, work)
         pair = {f"ours {v}": Ours(config, task, train, dev, work, v) for v in variants}
         first = next(iter(pair.values()))
@@ -223,6 +257,8 @@ def main():
             system.eval_rate()
             print(f"{name}: {system_name} warmed up in {time.perf_counter() - began:.1f} s", flush=True)
         systems[name] = pair
+    if ARGS.lengths_only:
+        return
 
     rows = ("train", "eval")
     rates = {(task, row, system): [] for task in systems for row in rows for system in systems[task]}

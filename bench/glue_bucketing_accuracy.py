@@ -1,0 +1,120 @@
+"""Dev accuracy after a short GLUE fine-tune, with batches cut to length buckets or padded to
+max_seq_length, and in mixed_bfloat16: does the faster path change the result?
+
+Every variant starts from the same random weights (the seed) and reads the same training batches
+in the same order through the real path (`GlueFinetuning.dataset_fn` and `train_steps`), then
+evaluates the whole dev split with `GlueFinetuning.predict`:
+  padded: every batch padded to --seq_length (the task's length buckets switched off);
+  bucketed: the default, batches cut to the smallest length bucket that holds their longest row
+      (evaluation also sorts by length within windows);
+  bf16: bucketed, under the mixed_bfloat16 policy, without XLA (oneDNN's bf16 kernels).
+The table gives the training loss of each logging interval, the final dev accuracy and loss, the
+largest difference of the dev logits from the first variant's, and the training time (the machine
+may be shared: compare the times only roughly).
+
+Usage: python bench/glue_bucketing_accuracy.py [--task SST-2] [--train_steps 200] [--variants padded,bucketed,bf16]
+"""
+
+import argparse
+import os
+import tempfile
+import time
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", default="SST-2")
+    parser.add_argument("--variants", default="padded,bucketed,bf16")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--albert_config_file", default=None,
+                        help="default: a small ALBERT (hidden 64, 2 layers, embedding 32), random weights")
+    parser.add_argument("--spm_model_file", default=None, help="default: <data_dir>/albert/30k-clean.model")
+    parser.add_argument("--seq_length", type=int, default=512)
+    parser.add_argument("--train_batch", type=int, default=32)
+    parser.add_argument("--eval_batch", type=int, default=64)
+    parser.add_argument("--train_steps", type=int, default=200)
+    parser.add_argument("--log_every", type=int, default=50)
+    parser.add_argument("--learning_rate", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--jit_compile", type=int, default=1, help="for the float32 variants")
+    parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "glue_vs_hf_cache"))
+    return parser.parse_args()
+
+
+ARGS = parse_args()
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
+tf.config.threading.set_inter_op_parallelism_threads(1)
+
+from albert_tf import AlbertConfig  # noqa: E402
+from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
+from finetune import trainer  # noqa: E402
+from finetune.glue.task import GlueTask  # noqa: E402
+
+SMALL = AlbertConfig(vocab_size=30000, embedding_size=32, hidden_size=64, num_hidden_layers=2,
+                     num_attention_heads=2, intermediate_size=256, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+VARIANTS = {"padded": (False, "none"), "bucketed": (True, "none"), "bf16": (True, "bf16")}
+
+
+def run_variant(name, config, tokenizer, work):
+    buckets, precision = VARIANTS[name]
+    task = GlueTask(ARGS.task, os.path.join(ARGS.data_dir, "glue"))
+    if not buckets:
+        task.length_buckets = lambda max_seq_length: None
+    train_features = task.features("train", tokenizer, ARGS.seq_length, ARGS.cache_dir)
+    dev_features = task.features("dev", tokenizer, ARGS.seq_length, ARGS.cache_dir)
+    options = trainer.FinetuneOptions(
+        output_dir=os.path.join(work, name), train_batch_size=ARGS.train_batch, eval_batch_size=ARGS.eval_batch,
+        max_seq_length=ARGS.seq_length, learning_rate=ARGS.learning_rate, num_train_steps=ARGS.train_steps,
+        num_warmup_steps=ARGS.train_steps // 10, steps_per_loop=ARGS.log_every, seed=ARGS.seed,
+        mixed_precision=precision, jit_compile=bool(ARGS.jit_compile) and precision == "none",
+    )
+    run = trainer.Finetuning(config, task, options, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    run.restore_or_initialize()
+    iterator = iter(run.distribute(run.dataset_fn(train_features, for_training=True), run.per_replica_batch))
+    losses = []
+    began = time.perf_counter()
+    for _ in range(ARGS.train_steps // ARGS.log_every):
+        losses.append(run.train_steps(iterator, ARGS.log_every)["loss"])
+        print(f"{name}: step {run.current_step} loss {losses[-1]:.4f}", flush=True)
+    seconds = time.perf_counter() - began
+    predictions, rate = run.predict(dev_features)
+    logits = predictions["logits"]
+    results = task.evaluate("dev", predictions, dev_features)
+    print(f"{name}: dev {results} in {seconds:.0f} s of training, evaluation {rate:.1f} examples/s", flush=True)
+    return {"losses": losses, "results": results, "logits": logits, "seconds": seconds, "eval_rate": rate}
+
+
+def main():
+    config = AlbertConfig.from_json_file(ARGS.albert_config_file) if ARGS.albert_config_file else SMALL
+    tokenizer = AlbertTokenizer(ARGS.spm_model_file or os.path.join(ARGS.data_dir, "albert", "30k-clean.model"))
+    work = tempfile.mkdtemp(prefix="glue_bucketing_accuracy_")
+    names = ARGS.variants.split(",")
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"--variants: unknown {unknown}; known: {sorted(VARIANTS)}")
+    outcome = {name: run_variant(name, config, tokenizer, work) for name in names}
+
+    first = names[0]
+    print(f"\n{ARGS.task}, {'small ALBERT (H 64, 2 layers)' if ARGS.albert_config_file is None else ARGS.albert_config_file}"
+          f", random init, seed {ARGS.seed}, max_seq_length {ARGS.seq_length}, batch {ARGS.train_batch}, "
+          f"{ARGS.train_steps} steps at learning rate {ARGS.learning_rate}, {ARGS.threads} threads")
+    steps = [ARGS.log_every * (k + 1) for k in range(ARGS.train_steps // ARGS.log_every)]
+    print("| variant | " + " | ".join(f"loss, steps {s - ARGS.log_every + 1}-{s}" for s in steps)
+          + f" | dev accuracy | dev loss | largest logit difference to {first} | training s | evaluation ex/s |")
+    print("|---" * (len(steps) + 6) + "|")
+    for name, o in outcome.items():
+        difference = float(np.max(np.abs(o["logits"] - outcome[first]["logits"])))
+        print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in o["losses"])
+              + f" | {o['results']['accuracy']:.4f} | {o['results']['loss']:.4f} | {difference:.2e} | "
+                f"{o['seconds']:.0f} | {o['eval_rate']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

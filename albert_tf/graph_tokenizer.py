@@ -7,10 +7,11 @@ release's digit-comma re-split is a lookup in a per-id table of replacement ids.
 Two SentencePiece kernels, because they break ties differently. When two segmentations score the
 same (`666` as `6` `66` or `66` `6`), the release's sentencepiece (its lattice Viterbi) keeps the one
 whose last piece starts first, at every position (`6` `66`); so do sentencepiece >= 0.2.2 and
-tensorflow-text's `FastSentencepieceTokenizer`, which gives the ids here. The older kernel,
-`SentencepieceTokenizer` (like sentencepiece 0.1.9x to 0.2.1), keeps the other one; it is used only
-for what the fast one lacks, each piece's byte span, and those spans are carried over to the fast
-kernel's pieces (see `_ids_with_byte_spans`). docs/data.md gives the measurement.
+tensorflow-text's `FastSentencepieceTokenizer`, which gives the ids of `tokenize` (it is also the
+quicker one). The older kernel, `SentencepieceTokenizer` (like sentencepiece 0.1.9x to 0.2.1), keeps
+the other one, but it is the one with byte spans: `tokenize_with_offsets` takes its pieces and puts
+tied ones in the release's order as the Python tokenizer does (`albert_tf.tokenizer.tie_runs`).
+docs/data.md gives the measurement.
 """
 
 from __future__ import annotations
@@ -72,11 +73,15 @@ class AlbertGraphTokenizer(tf.Module):
         self._combining = _regex_class(combining_ranges())
         self._sentencepiece = tf_text.FastSentencepieceTokenizer(model_bytes)
         self._sentencepiece_spans = tf_text.SentencepieceTokenizer(model=model_bytes, out_type=tf.int32)
-        # Bytes each piece takes in the normalised string ("▁" is one space), for the spans.
-        self._piece_bytes = tf.constant(
-            [len(p.replace("\u2581", " ").encode("utf-8")) for p in reference.convert_ids_to_tokens(range(self.vocab_size))],
-            tf.int64,
+        # Per id, for the span kernel's ties: which string the piece repeats (0: none that can tie)
+        # and how many times.
+        runs = reference.id_tie_runs
+        strings = {root: number for number, root in enumerate(sorted({root for root, _ in runs.values()}), 1)}
+        self._tie_strings = tf.constant(
+            [strings[runs[i][0]] if i in runs else 0 for i in range(self.vocab_size)], tf.int64
         )
+        self._tie_lengths = tf.constant([runs[i][1] if i in runs else 0 for i in range(self.vocab_size)], tf.int64)
+        self._tie_longest = max([length for _, length in runs.values()], default=0)
         # Row i of this table is what id i becomes and, for offsets, how many characters each part
         # takes ([i] and "all of them", or the release's digit-comma re-split of `▁2012,`).
         resplits = reference.id_resplits
@@ -143,7 +148,7 @@ class AlbertGraphTokenizer(tf.Module):
         origin_dense = tf.pad(origin.to_tensor(-1), [[0, 0], [0, 1]], constant_values=-1)
         num_normalized = origin.row_lengths()
 
-        ids, byte_begin, byte_end = self._ids_with_byte_spans(normalized)
+        ids, byte_begin, byte_end = self._pieces_with_byte_spans(normalized)
         # Byte offsets in the normalised strings -> normalised character indices.
         _, char_bytes = tf.strings.unicode_decode_with_offsets(normalized, "UTF-8")
         boundaries = char_bytes.to_tensor(tf.int64.max)
@@ -188,69 +193,30 @@ class AlbertGraphTokenizer(tf.Module):
             tf.RaggedTensor.from_row_lengths(tf.cast(ends, tf.int64), rows),
         )
 
-    def _ids_with_byte_spans(self, normalized: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
-        """The fast kernel's ids of normalised strings `[B]`, each with its byte span in its string.
+    def _pieces_with_byte_spans(
+        self, normalized: tf.Tensor
+    ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+        """The span kernel's ids of normalised strings `[B]`, ties in the release's order, and byte spans.
 
-        The span kernel segments the same string, differing only where two segmentations tie, so
-        both tile it with the same boundaries except inside a tie. Positions are counted in the
-        bytes of the pieces (an `<unk>` takes its span's bytes; the fast kernel's k-th `<unk>` is
-        the span kernel's k-th): a boundary the two share takes the span kernel's byte offset, one
-        inside a span piece counts back from that piece's end (a tie is between pieces that the
-        normaliser leaves as they are, such as digits). Where the ids agree, the spans are the span
-        kernel's own.
+        A run of adjacent pieces that repeat one string (`66` `6`) is sorted by length, stably, as
+        `AlbertTokenizer` does; each piece keeps its width and the spans are laid again from the
+        start of the run. Every other piece is a run of its own and keeps its span.
         """
-        ids = self._sentencepiece.tokenize(normalized).with_row_splits_dtype(tf.int64)
-        span_ids, span_begin, span_end = self._sentencepiece_spans.tokenize_with_offsets(normalized)
-        span_begin, span_end = tf.cast(span_begin, tf.int64), tf.cast(span_end, tf.int64)
-        never = tf.constant(1 << 62, tf.int64)
-
-        old = span_ids.to_tensor(-1)
-        old_begin, old_end = span_begin.to_tensor(0), span_end.to_tensor(0)
-        old_unk = old == self.unk_id
-        old_size = tf.where(old_unk, old_end - old_begin, tf.gather(self._piece_bytes, tf.maximum(old, 0)))
-        old_size = tf.where(old >= 0, old_size, 0)
-        old_starts = tf.math.cumsum(old_size, axis=1, exclusive=True)
-        old_ends = old_starts + old_size
-        old_starts = tf.where(old >= 0, old_starts, never)
-        old_ends = tf.where(old >= 0, old_ends, never)
-
-        new = ids.to_tensor(-1)
-        new_unk = new == self.unk_id
-        unk_sizes = tf.ragged.boolean_mask(span_end - span_begin, tf.equal(span_ids, self.unk_id)).to_tensor(0)
-        unk_sizes = tf.pad(unk_sizes, [[0, 0], [0, 1]])
-        unk_rank = tf.math.cumsum(tf.cast(new_unk, tf.int32), axis=1, exclusive=True)
-        unk_rank = tf.minimum(unk_rank, tf.shape(unk_sizes)[1] - 1)
-        new_size = tf.where(
-            new_unk, tf.gather(unk_sizes, unk_rank, batch_dims=1), tf.gather(self._piece_bytes, tf.maximum(new, 0))
-        )
-        new_size = tf.where(new >= 0, new_size, 0)
-        new_starts = tf.math.cumsum(new_size, axis=1, exclusive=True)
-        new_ends = new_starts + new_size
-
-        last = tf.maximum(tf.shape(old)[1] - 1, 0)
-        # The span piece holding each new piece's first byte, and the one holding its last.
-        first_piece = tf.minimum(tf.searchsorted(old_ends, new_starts, side="right"), last)
-        last_piece = tf.clip_by_value(tf.searchsorted(old_starts, new_ends, side="left") - 1, 0, last)
-
-        def at(values, index):
-            return tf.gather(values, index, batch_dims=1)
-
-        begin = tf.where(
-            at(old_starts, first_piece) == new_starts,
-            at(old_begin, first_piece),
-            at(old_end, first_piece) - (at(old_ends, first_piece) - new_starts),
-        )
-        end = tf.where(
-            at(old_ends, last_piece) == new_ends,
-            at(old_end, last_piece),
-            at(old_end, last_piece) - (at(old_ends, last_piece) - new_ends),
-        )
-        lengths = ids.row_lengths()
-        return (
-            ids,
-            tf.RaggedTensor.from_tensor(begin, lengths=lengths),
-            tf.RaggedTensor.from_tensor(end, lengths=lengths),
-        )
+        ids, begin, end = self._sentencepiece_spans.tokenize_with_offsets(normalized)
+        ids = ids.with_row_splits_dtype(tf.int64)
+        flat = ids.flat_values
+        begin, end = tf.cast(begin.flat_values, tf.int64), tf.cast(end.flat_values, tf.int64)
+        string = tf.gather(self._tie_strings, flat)
+        rows = ids.value_rowids()
+        continues = (string[1:] == string[:-1]) & (string[1:] > 0) & (rows[1:] == rows[:-1])
+        continues = tf.concat([[False], continues], axis=0)[: tf.size(flat)]
+        run = tf.math.cumsum(tf.cast(~continues, tf.int64)) - 1
+        order = tf.argsort(run * (self._tie_longest + 1) + tf.gather(self._tie_lengths, flat), stable=True)
+        widths = tf.gather(end - begin, order)
+        taken = tf.math.cumsum(widths, exclusive=True)
+        new_begin = tf.gather(tf.math.segment_min(begin, run) - tf.math.segment_min(taken, run), run) + taken
+        new_ids = tf.gather(flat, order)
+        return ids.with_flat_values(new_ids), ids.with_flat_values(new_begin), ids.with_flat_values(new_begin + widths)
 
     def pack(
         self,

@@ -245,7 +245,7 @@ def test_ties_are_broken_as_the_release_broke_them(tokenizers, sp, release_viter
 
 
 def test_a_run_of_repeated_pieces_goes_in_ascending_length(tokenizers):
-    python_tokenizer, _ = tokenizers
+    python_tokenizer, graph_tokenizer = tokenizers
     runs = {"6": ("6", 1), "66": ("6", 2), "666": ("6", 3), "la": ("la", 1), "lala": ("la", 2)}
     tokens = ["x", "66", "6", "666", "6", "lala", "la", "6", "66", "y", "66", "6"]
     # Runs: 66 6 666 6 (out of order), lala la (out of order), 6 66 (in order), 66 6 (out of order).
@@ -265,6 +265,12 @@ def test_a_run_of_repeated_pieces_goes_in_ascending_length(tokenizers):
     ]
     assert [text[a:b] for a, b in zip(starts, ends)] == [p.lstrip("▁") for p in pieces]
     assert starts[1:4] == [0, 1, 3]
+    # The graph's span kernel keeps sentencepiece 0.2.1's order; its spans follow the same sort.
+    graph = graph_tokenizer.tokenize_with_offsets(tf.constant([text, "", "666 and 1,666"]))
+    assert [t[0].numpy().tolist() for t in graph] == [ids, starts, ends]
+    assert [t[1].numpy().tolist() for t in graph] == [[], [], []]
+    assert [t[2].numpy().tolist() for t in graph] == list(python_tokenizer.encode_with_offsets("666 and 1,666"))
+    assert python_tokenizer.tokenize("666 and 1,666") == ["▁6", "66", "▁and", "▁1", ",", "6", "66"]
 
 
 def test_each_rule_on_the_real_texts_that_need_it(small_data_dir, tokenizers, sp, release_viterbi):

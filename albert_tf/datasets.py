@@ -30,6 +30,9 @@ from albert_tf.tfrecord import masked_crc32c
 # run finished ("complete"); read here so that training never starts on half a dataset.
 METADATA_FILE = PRETRAINING_METADATA_FILE
 SHUFFLE_BUFFER_RECORDS = 10_000
+# Files a training input pipeline reads at once (a read buffer each): all of them, drawn in proportion
+# to their records, when there are at most this many; otherwise this many at a time, in turn.
+MAX_OPEN_FILES = 64
 _COMPRESSIONS = {"auto": None, "none": "", "": "", "gzip": "GZIP"}
 
 
@@ -246,16 +249,27 @@ def pretraining_dataset(
     if shard_records:  # this pipeline's share of the records, dealt out one by one
         num_records = len(range(input_context.input_pipeline_id, num_records, input_context.num_input_pipelines))
 
-    dataset = tf.data.Dataset.from_tensor_slices((files, compressions, tf.constant(counts, tf.int64)))
-    if is_training:
-        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
-    dataset = dataset.interleave(
-        _checked_records,
-        cycle_length=min(len(files), 8),
-        block_length=1 if is_training else None,
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=deterministic or not is_training,
-    )
+    if is_training and 1 < len(files) <= MAX_OPEN_FILES:
+        # All files are open at once: each record is drawn from a file with a probability
+        # proportional to its records, so the files run out together and a stretch of the stream
+        # mixes documents as a global shuffle would. Taking the files in turn (as below) would let
+        # a large file end alone, and over-represent the documents of the small ones meanwhile.
+        dataset = tf.data.Dataset.sample_from_datasets(
+            [_checked_records(f, c, n).repeat() for f, c, n in zip(files, compressions, counts)],
+            weights=[n / sum(counts) for n in counts],
+            seed=seed,
+        )
+    else:
+        dataset = tf.data.Dataset.from_tensor_slices((files, compressions, tf.constant(counts, tf.int64)))
+        if is_training:
+            dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+        dataset = dataset.interleave(
+            _checked_records,
+            cycle_length=min(len(files), MAX_OPEN_FILES),
+            block_length=1 if is_training else None,
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=deterministic or not is_training,
+        )
     if shard_records:
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     if is_training:

@@ -72,7 +72,7 @@ def _global_shuffle_batches(documents, labels, seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("num_output_shards", [1, 4])
+@pytest.mark.parametrize("num_output_shards", [1, 4, 16])
 def test_batches_are_composed_like_a_global_shuffles(tmp_path, data_dir, num_output_shards):
     """The reference corpus (87 documents), dupe_factor 8: about 25,000 records, 2.5 reader buffers."""
     corpus = str(data_dir.parent / "reference" / "release-pretraining-data" / "corpus.txt")

@@ -24,7 +24,7 @@ SEQ, BATCH, STEPS = 32, 16, 6
 def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path, small_data_dir):
     result = subprocess.run(
         [sys.executable, "-m", "tests.finetune.test_glue_training", str(tmp_path), str(small_data_dir)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])

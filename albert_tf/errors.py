@@ -76,3 +76,9 @@ def _os_error(error: OSError) -> str:
 def _first_line(message: str) -> str:
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
     return lines[0] if lines else "(no message)"
+
+
+def reason(error: BaseException) -> str:
+    """The first line of an error's message (TensorFlow's `.message` included), or its type's name."""
+    message = str(getattr(error, "message", None) or error)
+    return _first_line(message) if message.strip() else type(error).__name__

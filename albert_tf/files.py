@@ -37,7 +37,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO, Callable
 
-from albert_tf.errors import FlagError, UserError
+from albert_tf.errors import FlagError, UserError, reason
 
 PARTIAL_SUFFIX = ".incomplete"
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".xz": "xz"}
@@ -289,7 +289,7 @@ def prepare_output_dir(
             try:
                 fs.makedirs(path)
             except Exception as error:  # gfile's and Beam's errors are not all OSErrors
-                raise FlagError(f"--{flag} {path} cannot be created ({_first_line(error)})") from None
+                raise FlagError(f"--{flag} {path} cannot be created ({reason(error)})") from None
         return  # an object store has no folder permissions to test without writing an object
     if not os.path.isdir(path):
         parent = os.path.dirname(os.path.abspath(path))
@@ -298,21 +298,21 @@ def prepare_output_dir(
         if not os.path.isdir(parent):
             raise FlagError(f"--{flag} {path} cannot be created (a part of the path is a file)")
         if not os.access(parent, os.W_OK | os.X_OK):
-            reason = "Read-only file system" if _read_only(parent) else "Permission denied"
-            raise FlagError(f"--{flag} {path} cannot be created ({reason}: {parent} is not writable)")
+            why = "Read-only file system" if _read_only(parent) else "Permission denied"
+            raise FlagError(f"--{flag} {path} cannot be created ({why}: {parent} is not writable)")
         if not create:
             return
         try:
             os.makedirs(path, exist_ok=True)
         except OSError as error:
-            raise FlagError(f"--{flag} {path} cannot be created ({_reason(error)})") from None
+            raise FlagError(f"--{flag} {path} cannot be created ({_os_reason(error)})") from None
     probe = os.path.join(path, f".write-test{PARTIAL_SUFFIX}-{os.getpid()}")
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
         return
     except OSError as error:
-        raise FlagError(f"--{flag} {path} is not writable ({_reason(error)})") from None
+        raise FlagError(f"--{flag} {path} is not writable ({_os_reason(error)})") from None
     os.remove(probe)
 
 
@@ -323,12 +323,7 @@ def _read_only(path: str) -> bool:
         return False
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(getattr(error, "message", None) or error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
-def _reason(error: OSError) -> str:
+def _os_reason(error: OSError) -> str:
     if error.errno == errno.ENOTDIR:
         return "a part of the path is a file"
     return error.strerror or str(error)

@@ -171,7 +171,9 @@ def _reorder(values: list, changes: list[tuple[int, list[int]]]) -> list:
     return reordered
 
 
-def digit_comma_resplits(processor: spm.SentencePieceProcessor) -> dict[str, list[str]]:
+def digit_comma_resplits(
+    processor: spm.SentencePieceProcessor, runs: dict[str, tuple[str, int]] | None = None
+) -> dict[str, list[str]]:
     """Pieces that the release's `encode_pieces` re-splits, each with the pieces it becomes.
 
     A piece that ends in a digit followed by a comma is encoded again without its comma and without
@@ -179,9 +181,10 @@ def digit_comma_resplits(processor: spm.SentencePieceProcessor) -> dict[str, lis
     adds is dropped when the piece had none. The result depends on the piece alone, so one table
     built from the vocabulary serves every text. Unknown pieces never end in a comma (a comma is
     a piece of its own), so vocabulary pieces are the only ones that can match. Ties in the
-    re-encoding are put in the release's order, as everywhere.
+    re-encoding are put in the release's order, as everywhere (`runs`: `tie_runs(processor)`, when
+    the caller has it already).
     """
-    runs = tie_runs(processor)
+    runs = tie_runs(processor) if runs is None else runs
     table = {}
     for piece_id in range(processor.GetPieceSize()):
         piece = processor.IdToPiece(piece_id)
@@ -309,7 +312,7 @@ class AlbertTokenizer:
             shortest[root] = min(length, shortest.get(root, length))
         self._out_of_order_ids = frozenset(i for i, (root, length) in self._id_runs.items() if length > shortest[root])
         self._out_of_order_pieces = frozenset(self._sp.IdToPiece(i) for i in self._out_of_order_ids)
-        self._piece_resplits = digit_comma_resplits(self._sp)
+        self._piece_resplits = digit_comma_resplits(self._sp, self._piece_runs)
         self._id_resplits = {
             self._sp.PieceToId(piece): [self._sp.PieceToId(p) for p in pieces]
             for piece, pieces in self._piece_resplits.items()

@@ -47,7 +47,7 @@ from tensorflow.core.framework import summary_pb2
 from albert_tf import optimization
 from albert_tf.choices import MIXED_PRECISION_HELP, MIXED_PRECISION_POLICIES  # noqa: F401 (re-exported)
 from albert_tf.config import AlbertConfig
-from albert_tf.errors import FlagError, UserError
+from albert_tf.errors import FlagError, UserError, reason
 from albert_tf.files import prepare_output_dir, tfrecord_compression, write_json
 from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
 from albert_tf.validation import require_positive_ints
@@ -460,9 +460,8 @@ class TrainingLoop:
                         f"{other_model}; use a fresh output_dir, or the config (and task) that wrote them"
                     ) from None
                 files = ", ".join(sorted(tf.io.gfile.glob(path + ".*"))) or path
-                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 logging.warning("checkpoint %s is unreadable (%s; its files: %s): trying the one before",
-                                path, reason, files)
+                                path, reason(error), files)
         else:
             raise UserError(
                 f"no checkpoint in {self.options.output_dir} could be read ({', '.join(candidates)}): they are "

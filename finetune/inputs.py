@@ -33,6 +33,12 @@ RECORD_INDEX = "record_index"
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
+def longest_rows(input_mask: tf.Tensor) -> tf.Tensor:
+    """Per record of a batch `[B, ..., T]` (several rows for multiple choice), its longest row's length."""
+    lengths = tf.reduce_sum(tf.cast(input_mask, tf.int32), -1)
+    return tf.reduce_max(tf.reshape(lengths, [tf.shape(input_mask)[0], -1]), -1)
+
+
 def filler_features(spec) -> dict:
     """An all-zero record of `spec`: what completes the last evaluation batch."""
     fillers = {}
@@ -108,9 +114,7 @@ def make_dataset(
         mask_spec = {"input_mask": spec["input_mask"]}
 
         def by_length(index, serialized):
-            mask = tf.io.parse_example(serialized, mask_spec)["input_mask"]
-            lengths = tf.reduce_max(tf.reshape(tf.reduce_sum(tf.cast(mask, tf.int32), -1), [tf.shape(mask)[0], -1]), -1)
-            order = tf.argsort(lengths, stable=True)
+            order = tf.argsort(longest_rows(tf.io.parse_example(serialized, mask_spec)["input_mask"]), stable=True)
             return tf.gather(index, order), tf.gather(serialized, order)
 
         records = records.batch(sort_window * batch_size).map(by_length).unbatch()
@@ -123,8 +127,7 @@ def make_dataset(
         if with_index:
             batch[RECORD_INDEX] = index
         if length_buckets is not None:
-            longest = tf.reduce_max(tf.concat([tf.reshape(tf.reduce_sum(batch["input_mask"], axis=-1), [-1]), [0]], 0))
-            length = bucket_length(longest, length_buckets)
+            length = bucket_length(tf.reduce_max(longest_rows(batch["input_mask"])), length_buckets)
             for name in SEQUENCE_INPUTS:
                 batch[name] = batch[name][..., :length]
         return batch

@@ -283,27 +283,34 @@ def _mb(value) -> str:
     return "" if value is None else f"{value:.0f} MB"
 
 
+def _memory_run(kind: str, files: list, output_dir: str, shards: int) -> tuple[dict, int]:
+    """One memory run of `kind` at dupe_factor 2 into `shards` shards: (measurements, instances);
+    the output is removed afterwards."""
+    import shutil
+
+    command = []
+    for arg in _ours_command(kind, ",".join(str(f) for f in files), output_dir, 1):
+        if arg == "--dupe_factor=20":
+            arg = "--dupe_factor=2"
+        elif arg.startswith("--num_output_shards="):
+            arg = f"--num_output_shards={shards}"
+        command.append(arg)
+    measured = _run_measured(command)
+    instances = _count_records(output_dir)
+    shutil.rmtree(output_dir, ignore_errors=True)
+    return measured, instances
+
+
 def beam_worker_memory_at_scales(scales: list[int]) -> None:
     """The Beam DirectRunner in 2 processes on `scale` distinct copies of the release corpus with
     4 shards a copy, dupe_factor 2: peak RSS of the largest worker and of the launcher."""
-    import shutil
-
     print("| input, dupe 2 | shards | instances | wall s | largest worker peak RSS | launcher peak RSS |")
     print("|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
         copies = _distinct_copies(RELEASE_CORPUS, scratch, max(scales))
         for scale in scales:
-            output_dir = f"{scratch}/out-{scale}"
-            command = []
-            for arg in _ours_command("Beam DirectRunner, 2 processes", ",".join(copies[:scale]), output_dir, 1):
-                if arg == "--dupe_factor=20":
-                    arg = "--dupe_factor=2"
-                elif arg.startswith("--num_output_shards="):
-                    arg = f"--num_output_shards={4 * scale}"
-                command.append(arg)
-            measured = _run_measured(command)
-            instances = _count_records(output_dir)
-            shutil.rmtree(output_dir, ignore_errors=True)
+            measured, instances = _memory_run("Beam DirectRunner, 2 processes", copies[:scale],
+                                              f"{scratch}/out-{scale}", 4 * scale)
             print(f"| {1.73 * scale:.0f} MB ({scale} distinct copies) | {4 * scale} | {instances:,} | "
                   f"{measured['wall_s']:.1f} | {_mb(measured['worker_hwm_mb'])} | {_mb(measured['launcher_hwm_mb'])} |",
                   flush=True)
@@ -360,8 +367,6 @@ def memory_against_input(kinds: list[str], corpus: str, scratch: str) -> None:
     with 4 shards (each shard gets ten times the documents), and as ten distinct copies with 4 and
     with 40 shards (shards scaled to the input: each gets what it got from the corpus once). The
     original is left out: it holds every instance of its input in memory at once."""
-    import shutil
-
     copies = _distinct_copies(pathlib.Path(corpus), scratch, 10)
     inputs = [
         ("1.7 MB (1x), 4 shards", [corpus], 4),
@@ -373,17 +378,7 @@ def memory_against_input(kinds: list[str], corpus: str, scratch: str) -> None:
     print("|---|---|---|---|---|---|", flush=True)
     for kind in kinds:
         for label, files, shards in inputs:
-            output_dir = f"{scratch}/{kind[:5]}-{shards}-{len(files)}"
-            command = []
-            for arg in _ours_command(kind, ",".join(files), output_dir, 1):
-                if arg == "--dupe_factor=20":
-                    arg = "--dupe_factor=2"
-                elif arg.startswith("--num_output_shards="):
-                    arg = f"--num_output_shards={shards}"
-                command.append(arg)
-            measured = _run_measured(command)
-            instances = _count_records(output_dir)
-            shutil.rmtree(output_dir, ignore_errors=True)
+            measured, instances = _memory_run(kind, files, f"{scratch}/{kind[:5]}-{shards}-{len(files)}", shards)
             worker = _mb(measured["worker_hwm_mb"]) if kind != "Beam DirectRunner, 1 worker" else "in the launcher"
             print(f"| {label} | {kind} | {instances:,} | {measured['wall_s']:.1f} | {_mb(measured['launcher_hwm_mb'])} | "
                   f"{worker} |", flush=True)

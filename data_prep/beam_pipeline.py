@@ -38,7 +38,7 @@ from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
-from albert_tf.files import PartialFile, is_url, prepare_output_dir, write_json
+from albert_tf.files import PartialFile, files_for, prepare_output_dir, write_json
 from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of
@@ -49,6 +49,7 @@ from data_prep.shards import (
     TOKENIZER_BATCH_SENTENCES,
     GenerationConfig,
     finished_metadata,
+    refuse_empty_shards,
     total_counts,
 )
 
@@ -281,7 +282,7 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
     """
     from data_prep import shards as local
 
-    prepare_output_dir(output_dir, fs=BeamFiles() if is_url(output_dir) else None)
+    prepare_output_dir(output_dir, fs=files_for(output_dir, BeamFiles))
     settings = config.settings()
     is_local = "://" not in output_dir
     if is_local:
@@ -352,13 +353,8 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
             raise RuntimeError(f"the pipeline finished without writing {name}")
         records[index] = record
     counts = total_counts(config, records)
-    if is_local:  # no instance at all, or an empty shard: refused as the local tool refuses it
-        local._refuse_empty_shards(output_dir, config, records, counts)
-    elif not all(record["instances"] for record in records.values()):
-        raise BadInputError(
-            f"{sum(not r['instances'] for r in records.values())} of {config.num_output_shards} shards got no "
-            f"instance: too little input for --num_output_shards or --max_seq_length; delete {output_dir}"
-        )
+    # No instance at all, or an empty shard: refused and removed as the local tool does.
+    refuse_empty_shards(output_dir, config, records, counts, files_for(output_dir, BeamFiles))
     result = finished_metadata(config, settings, records, counts, len(pending), elapsed, runner=runner_name)
     _write_json(metadata_path, result)
     return result

@@ -119,8 +119,8 @@ def main(argv) -> int:
         print(f"error: unknown flag {beam_args[0]} (flags for Apache Beam need --runner; see --help)", file=sys.stderr)
         return 2
     from albert_tf.errors import UserError
-    from albert_tf.files import is_url, prepare_output_dir
-    from data_prep.documents import check_not_all_empty, expand_input_patterns
+    from albert_tf.files import files_for, prepare_output_dir
+    from data_prep.documents import beam_files, check_not_all_empty, expand_input_patterns
     from data_prep.instances import InstanceOptions
     from data_prep.shards import GenerationConfig, format_summary, run_generation
 
@@ -132,12 +132,7 @@ def main(argv) -> int:
         from albert_tf.tokenizer import AlbertTokenizer
 
         # Before the input is read and hashed: an unusable output_dir fails at once, naming the flag.
-        if is_url(FLAGS.output_dir):
-            from data_prep.beam_pipeline import BeamFiles
-
-            prepare_output_dir(FLAGS.output_dir, fs=BeamFiles(), create=False)
-        else:
-            prepare_output_dir(FLAGS.output_dir, create=False)
+        prepare_output_dir(FLAGS.output_dir, fs=files_for(FLAGS.output_dir, beam_files), create=False)
         spm_model = FLAGS.spm_model_file
         if "://" in spm_model:  # gs://... : SentencePiece reads local files
             from data_prep.beam_pipeline import _local_copy

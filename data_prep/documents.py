@@ -33,7 +33,7 @@ def expand_input_patterns(patterns: str | Sequence[str]) -> list[str]:
     A pattern that matches no file is an error. Repeating a pattern repeats its files (a way to
     weight a corpus), so duplicates are kept. Globs with a scheme (gs://...) go through Beam.
     """
-    return expand_patterns(patterns, keep_repeats=True, urls=_beam_files, error=BadInputError)
+    return expand_patterns(patterns, keep_repeats=True, urls=beam_files, error=BadInputError)
 
 
 def check_not_all_empty(files: Sequence[str]) -> list[str]:
@@ -67,7 +67,7 @@ def _open_raw(path: str) -> BinaryIO:
     return open(path, "rb")
 
 
-def _beam_files():
+def beam_files():
     """Apache Beam's filesystems, for input paths with a scheme (the workers do not load TensorFlow)."""
     try:
         from data_prep.beam_pipeline import BeamFiles

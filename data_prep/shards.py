@@ -29,7 +29,9 @@ from albert_tf.features import PRETRAINING_METADATA_FILE
 from albert_tf.files import (
     PartialFile,
     compression_suffix,
+    files_for,
     is_partial,
+    is_url,
     prepare_output_dir,
     remove_partials,
     write_json,
@@ -342,7 +344,7 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
 
     shard_records = _complete_shards(output_dir, config)
     counts = total_counts(config, shard_records)
-    _refuse_empty_shards(output_dir, config, shard_records, counts)
+    refuse_empty_shards(output_dir, config, shard_records, counts)
     result = finished_metadata(config, settings, shard_records, counts, len(pending), elapsed, num_workers=num_workers)
     write_json(metadata_path, result)
     return result
@@ -369,8 +371,10 @@ def finished_metadata(config, settings, shard_records, counts, generated_shards,
     }
 
 
-def _refuse_empty_shards(output_dir: str, config: GenerationConfig, shard_records: dict, counts: dict) -> None:
-    """An output with no instances, or with a shard without any, is an error, and is removed.
+def refuse_empty_shards(output_dir: str, config: GenerationConfig, shard_records: dict, counts: dict,
+                        fs=None) -> None:
+    """An output with no instances, or with a shard without any, is an error, and is removed
+    (through `fs`, `albert_tf.files`' filesystem interface: the Beam pipeline passes Beam's).
 
     Training on it would hang (no records) or read empty files; the fix is in the flags or input.
     """
@@ -389,13 +393,14 @@ def _refuse_empty_shards(output_dir: str, config: GenerationConfig, shard_record
             f"{_count(counts['documents'], 'document')} are too few for --num_output_shards="
             f"{config.num_output_shards} (documents are dealt to shards by a hash of their text); give fewer shards"
         )
+    fs = fs or files_for(output_dir)
     for name in [config.shard_name(i) for i in shard_records]:
-        for path in (os.path.join(output_dir, name), os.path.join(output_dir, STATS_DIR, name + ".json")):
-            if os.path.exists(path):
-                os.remove(path)
-    os.remove(os.path.join(output_dir, METADATA_FILE))
-    if not os.listdir(os.path.join(output_dir, STATS_DIR)):
-        os.rmdir(os.path.join(output_dir, STATS_DIR))
+        fs.remove(os.path.join(output_dir, name))
+        fs.remove(os.path.join(output_dir, STATS_DIR, name + ".json"))
+    fs.remove(os.path.join(output_dir, METADATA_FILE))
+    stats_dir = os.path.join(output_dir, STATS_DIR)
+    if not is_url(output_dir) and not os.listdir(stats_dir):
+        os.rmdir(stats_dir)
     raise BadInputError(f"{message}; nothing was written to {output_dir}")
 
 

@@ -60,6 +60,9 @@ _OPTION_HELP = {
     "mixed_precision": choices.MIXED_PRECISION_HELP,
     "jit_compile": "Compile the forward and backward pass with XLA.",
     "max_train_examples": "Train on the first N training records only (short CPU runs).",
+    "group_by_length": "Batch training records of similar length together (within windows of 32 shuffled "
+                       "batches), where the task cuts batches to length buckets (GLUE): a batch costs about "
+                       "what its tokens cost. --nogroup_by_length draws batches at random, as the release did.",
     "seed": "Seed of the head's initialisation (and the encoder's when it starts from random weights), "
             "dropout and shuffling.",
     "progress_bar": "Show a progress bar (on the chief).",

@@ -16,7 +16,11 @@ of shapes for XLA to compile, and the outputs of padding to `max_seq_length`. Wi
 as well (evaluation and prediction), the records of each window of that many batches are put in
 order of length before they are batched, so that short rows share batches with short rows and a
 batch's bucket is set by rows like its own rather than by the longest of a random draw; the records
-keep their `record_index`, by which prediction puts the outputs back in file order.
+keep their `record_index`, by which prediction puts the outputs back in file order. Training with
+`sort_window` groups by length the same way, after the shuffle: each window of shuffled records is
+sorted and batched, and the batches of a window are shuffled among themselves, so that a batch costs
+about what its tokens cost while the order of lengths stays random (Hugging Face's
+`group_by_length`, tf.data's `bucket_by_sequence_length`).
 """
 
 from __future__ import annotations
@@ -79,15 +83,18 @@ def make_dataset(
             continue the count).
         length_buckets: sorted lengths, the largest the features' length: each batch's sequence
             inputs (last axis) are cut to the smallest that holds its longest row (`input_mask`).
-        sort_window: with `length_buckets` and not `training`: order the records of each window
-            of this many batches by length (the longest row of a record; stable) before batching.
-            Only the order within a window changes: the batches and their count stay full.
+        sort_window: with `length_buckets`: order the records of each window of this many batches
+            by length (the longest row of a record; stable) before batching. Only the order within
+            a window changes: the batches and their count stay full. In training the batches of a
+            window are then shuffled among themselves (seeded by `seed`). A window counts global
+            batches (this pipeline's share of each), so that replicas taking batches in turn get
+            the records of one device's batches.
     """
     if global_batch_size < 1:
         raise ValueError(f"global_batch_size must be at least 1, got {global_batch_size}")
-    if sort_window is not None and (sort_window < 1 or training or length_buckets is None):
-        raise ValueError(f"sort_window must be a positive number of batches and needs length_buckets "
-                         f"and training=False, got sort_window={sort_window}, training={training}")
+    if sort_window is not None and (sort_window < 1 or length_buckets is None):
+        raise ValueError(f"sort_window must be a positive number of batches and needs length_buckets, "
+                         f"got sort_window={sort_window}, length_buckets={length_buckets}")
     num_pipelines, pipeline_id, batch_size = 1, 0, global_batch_size
     if input_context is not None:
         num_pipelines = input_context.num_input_pipelines
@@ -117,7 +124,15 @@ def make_dataset(
             order = tf.argsort(longest_rows(tf.io.parse_example(serialized, mask_spec)["input_mask"]), stable=True)
             return tf.gather(index, order), tf.gather(serialized, order)
 
-        records = records.batch(sort_window * batch_size).map(by_length).unbatch()
+        # What this pipeline supplies to one step (one batch or, for several replicas, theirs in
+        # turn): the unit sorted windows are counted in and training shuffles, so that a step
+        # takes the same records however many replicas share it.
+        step_records = global_batch_size // num_pipelines
+        records = records.batch(sort_window * step_records).map(by_length).unbatch()
+        if training:
+            # A window's steps run from its shortest to its longest: shuffled, a window at a time.
+            records = (records.batch(step_records, drop_remainder=True)
+                       .shuffle(sort_window, seed=None if seed is None else seed + 1).unbatch())
     records = records.batch(batch_size, drop_remainder=True)
 
     def parse(index, serialized):

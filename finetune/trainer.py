@@ -40,9 +40,10 @@ from finetune.cache import CachedFeatures
 from finetune.task import FinetuningTask
 
 TASK_FILE = "task.json"
-# Evaluation and prediction order the records of each window of this many batches by length
-# (`finetune.inputs.make_dataset`'s `sort_window`), where the task cuts batches to length buckets.
-EVAL_SORT_WINDOW = 32
+# Where the task cuts batches to length buckets, evaluation and prediction (and training, with
+# `group_by_length`) order the records of each window of this many batches by length
+# (`finetune.inputs.make_dataset`'s `sort_window`).
+SORT_WINDOW = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +51,10 @@ class FinetuneOptions(training.TrainingOptions):
     """How to fine-tune; a task's preset (`FinetuningTask.default_options`) fills the CLI's defaults.
 
     `train_batch_size` and `eval_batch_size` are global batches, split across replicas.
-    `max_train_examples` keeps the first N training records (short CPU runs).
+    `max_train_examples` keeps the first N training records (short CPU runs). `group_by_length`
+    batches training records of similar length together (within windows of `SORT_WINDOW` batches
+    of the shuffled records), for tasks with length buckets: a batch then costs about what its
+    tokens cost. Off, batches are drawn at random as the release's were (still cut to a bucket).
     """
 
     output_dir: str
@@ -68,6 +72,7 @@ class FinetuneOptions(training.TrainingOptions):
     mixed_precision: str = "none"
     jit_compile: bool = True
     max_train_examples: Optional[int] = None
+    group_by_length: bool = True
     seed: int = 12345
     progress_bar: bool = False
 
@@ -135,13 +140,16 @@ class Finetuning(training.TrainingLoop):
 
     def dataset_fn(self, cached: CachedFeatures, for_training: bool) -> training.DatasetFn:
         """A `DatasetFn` of the cached features: shuffled and repeated for training, else one
-        pass completed to full batches, each record with its position (in file order, or sorted
-        by length within windows of `EVAL_SORT_WINDOW` batches where the task has length
-        buckets). The one place where fine-tuning input is batched."""
+        pass completed to full batches, each record with its position (in file order). Where the
+        task has length buckets, records are sorted by length within windows of `SORT_WINDOW`
+        batches (in training with `group_by_length`). The one place where fine-tuning input is
+        batched."""
         options = self.options
         buckets = self.task.length_buckets(options.max_seq_length)
         if isinstance(self.strategy, tf.distribute.TPUStrategy):
             buckets = None  # a TPU program needs every shape static
+
+        sort = buckets is not None and (options.group_by_length or not for_training)
 
         def fn(input_context, batch_size):
             return inputs.make_dataset(
@@ -150,7 +158,7 @@ class Finetuning(training.TrainingLoop):
                 with_index=not for_training,
                 max_records=options.max_train_examples if for_training else None,
                 length_buckets=buckets,
-                sort_window=EVAL_SORT_WINDOW if buckets is not None and not for_training else None,
+                sort_window=SORT_WINDOW if sort else None,
             )
 
         return fn

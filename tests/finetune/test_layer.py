@@ -244,7 +244,58 @@ def test_sorting_by_length_within_windows_keeps_every_record_once_and_shortens_b
     widths = [b["input_ids"].shape[-1] for b in sorted_]
     assert widths[:2] == [2, 2] and widths[3] == SEQ
     with pytest.raises(ValueError, match="sort_window"):
-        inputs.make_dataset(mixed, global_batch_size=8, training=True, length_buckets=task.buckets, sort_window=4)
+        inputs.make_dataset(mixed, global_batch_size=8, training=True, sort_window=4)  # no buckets
+
+
+def test_training_grouped_by_length_draws_every_record_evenly_in_shorter_batches(tokenizer, tmp_path):
+    task = _ShortToyTask(num_examples=32)
+    task.longest_short = 1  # rows 0-15 hold one token; rows 16-31 1 to SEQ
+    cached = task.features("train", tokenizer, SEQ, tmp_path / "features")
+
+    def batches(sort_window, seed=7):
+        dataset = inputs.make_dataset(cached, global_batch_size=8, training=True, seed=seed, with_index=True,
+                                      length_buckets=task.buckets, sort_window=sort_window)
+        return list(dataset.take(16))  # four epochs of 32 records: a window of 4 batches each
+
+    grouped, at_random = batches(4), batches(None)
+    # Every record drawn about as often as at random: 4 times in 4 epochs, give or take the batches
+    # that the shuffle of a window's batches lets through from the next window.
+    counts = np.bincount(np.concatenate([b[inputs.RECORD_INDEX].numpy() for b in grouped]), minlength=32)
+    assert counts.sum() == 128 and counts.min() >= 3 and counts.max() <= 5
+    # A batch of grouped records holds rows of similar length: fewer columns than random batches.
+    def widths(of):
+        return [b["input_ids"].shape[-1] for b in of]
+
+    assert np.mean(widths(grouped)) < 0.8 * np.mean(widths(at_random))
+    assert widths(grouped).count(2) >= 4 > widths(at_random).count(2)
+    # The spread of lengths within a batch is smaller too (the longest minus the shortest row).
+    def spread(of):
+        return np.mean([np.ptp(_lengths(b)) for b in of])
+
+    assert spread(grouped) < 0.6 * spread(at_random)
+    # The batches of a window come in shuffled order, not shortest first, the same for the same seed.
+    first_window = widths(grouped)[:4]
+    assert first_window != sorted(first_window)
+    again = batches(4)
+    for one, other in zip(grouped, again):
+        np.testing.assert_array_equal(one[inputs.RECORD_INDEX].numpy(), other[inputs.RECORD_INDEX].numpy())
+    assert any(not np.array_equal(one[inputs.RECORD_INDEX].numpy(), other[inputs.RECORD_INDEX].numpy())
+               for one, other in zip(grouped, batches(4, seed=8)))
+
+
+def test_the_trainer_groups_training_batches_by_length_unless_told_not_to(tokenizer, tmp_path):
+    task = _ShortToyTask(num_examples=32)
+    task.longest_short = 1
+    cached = task.features("train", tokenizer, SEQ, tmp_path / "features")
+
+    def widths(group_by_length):
+        run = trainer.Finetuning(CONFIG, task, _options(tmp_path / f"run-{group_by_length}",
+                                                        group_by_length=group_by_length))
+        dataset = run.dataset_fn(cached, for_training=True)(tf.distribute.InputContext(), 8)
+        return [b["input_ids"].shape[-1] for b in dataset.take(trainer.SORT_WINDOW)]
+
+    grouped, at_random = widths(True), widths(False)
+    assert np.mean(grouped) < 0.8 * np.mean(at_random)
 
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
@@ -259,9 +310,10 @@ def test_length_bucketed_training_follows_the_padded_trajectory(tokenizer, tmp_p
     for buckets in (task.buckets, None):
         task.buckets = buckets
         keras.utils.set_random_seed(0)
+        # Batches drawn at random, as without buckets (grouping by length would change them).
         run = trainer.Finetuning(CONFIG, task, _options(tmp_path / f"run_{buckets is None}", num_train_steps=6,
                                                         save_checkpoints_steps=6, steps_per_loop=3,
-                                                        jit_compile=jit_compile))
+                                                        jit_compile=jit_compile, group_by_length=False))
         run.restore_or_initialize()
         trainer.train(run, cached)
         weights[buckets is None] = [v.numpy() for v in run.model.trainable_variables]

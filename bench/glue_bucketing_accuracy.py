@@ -1,18 +1,23 @@
 """Dev accuracy after a short GLUE fine-tune, with batches cut to length buckets or padded to
-max_seq_length, and in mixed_bfloat16: does the faster path change the result?
+max_seq_length, grouped by length or drawn at random, and in mixed_bfloat16: does the faster path
+change the result?
 
-Every variant starts from the same random weights (the seed) and reads the same training batches
-in the same order through the real path (`GlueFinetuning.dataset_fn` and `train_steps`), then
-evaluates the whole dev split with `GlueFinetuning.predict`:
-  padded: every batch padded to --seq_length (the task's length buckets switched off);
-  bucketed: the default, batches cut to the smallest length bucket that holds their longest row
+Every variant starts from the same random weights (the seed) and trains through the real path
+(`GlueFinetuning.dataset_fn` and `train_steps`), then evaluates the whole dev split with
+`GlueFinetuning.predict`:
+  padded: batches drawn at random, every batch padded to --seq_length (no length buckets);
+  bucketed: the same batches, each cut to the smallest length bucket that holds its longest row
       (evaluation also sorts by length within windows);
-  bf16: bucketed, under the mixed_bfloat16 policy, without XLA (oneDNN's bf16 kernels).
-The table gives the training loss of each logging interval, the final dev accuracy and loss, the
-largest difference of the dev logits from the first variant's, and the training time (the machine
-may be shared: compare the times only roughly).
+  grouped: the default, training records grouped by length within windows of shuffled batches
+      (other batches than the two above), cut to buckets;
+  bf16: grouped, under the mixed_bfloat16 policy, without XLA (oneDNN's bf16 kernels).
+The table gives, per seed, the training loss of each logging interval, the final dev accuracy and
+loss, the largest difference of the dev logits from the first variant's, and the training time
+(the machine may be shared: compare the times only roughly); with several seeds, then each
+variant's mean and spread of dev accuracy.
 
-Usage: python bench/glue_bucketing_accuracy.py [--task SST-2] [--train_steps 200] [--variants padded,bucketed,bf16]
+Usage: python bench/glue_bucketing_accuracy.py [--task SST-2] [--train_steps 200]
+       [--variants padded,bucketed,grouped,bf16] [--seeds 12345,1,2]
 """
 
 import argparse
@@ -35,7 +40,7 @@ def parse_args():
     parser.add_argument("--train_steps", type=int, default=200)
     parser.add_argument("--log_every", type=int, default=50)
     parser.add_argument("--learning_rate", type=float, default=1e-3)
-    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--seeds", default="12345", help="comma-separated: a run of every variant per seed")
     parser.add_argument("--jit_compile", type=int, default=1, help="for the float32 variants")
     parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "glue_vs_hf_cache"))
@@ -59,21 +64,23 @@ from finetune.glue.task import GlueTask  # noqa: E402
 SMALL = AlbertConfig(vocab_size=30000, embedding_size=32, hidden_size=64, num_hidden_layers=2,
                      num_attention_heads=2, intermediate_size=256, hidden_dropout_prob=0.0,
                      attention_probs_dropout_prob=0.0)
-VARIANTS = {"padded": (False, "none"), "bucketed": (True, "none"), "bf16": (True, "bf16")}
+# name: (length buckets, grouped by length, mixed precision)
+VARIANTS = {"padded": (False, False, "none"), "bucketed": (True, False, "none"), "grouped": (True, True, "none"),
+            "bf16": (True, True, "bf16")}
 
 
-def run_variant(name, config, tokenizer, work):
-    buckets, precision = VARIANTS[name]
+def run_variant(name, seed, config, tokenizer, work):
+    buckets, grouped, precision = VARIANTS[name]
     task = GlueTask(ARGS.task, os.path.join(ARGS.data_dir, "glue"))
     if not buckets:
         task.length_buckets = lambda max_seq_length: None
     train_features = task.features("train", tokenizer, ARGS.seq_length, ARGS.cache_dir)
     dev_features = task.features("dev", tokenizer, ARGS.seq_length, ARGS.cache_dir)
     options = trainer.FinetuneOptions(
-        output_dir=os.path.join(work, name), train_batch_size=ARGS.train_batch, eval_batch_size=ARGS.eval_batch,
-        max_seq_length=ARGS.seq_length, learning_rate=ARGS.learning_rate, num_train_steps=ARGS.train_steps,
-        num_warmup_steps=ARGS.train_steps // 10, steps_per_loop=ARGS.log_every, seed=ARGS.seed,
-        mixed_precision=precision, jit_compile=bool(ARGS.jit_compile) and precision == "none",
+        output_dir=os.path.join(work, f"{name}-{seed}"), train_batch_size=ARGS.train_batch,
+        eval_batch_size=ARGS.eval_batch, max_seq_length=ARGS.seq_length, learning_rate=ARGS.learning_rate,
+        num_train_steps=ARGS.train_steps, num_warmup_steps=ARGS.train_steps // 10, steps_per_loop=ARGS.log_every,
+        seed=seed, group_by_length=grouped, mixed_precision=precision, jit_compile=bool(ARGS.jit_compile) and precision == "none",
     )
     run = trainer.Finetuning(config, task, options, tf.distribute.OneDeviceStrategy("/cpu:0"))
     run.restore_or_initialize()
@@ -82,12 +89,12 @@ def run_variant(name, config, tokenizer, work):
     began = time.perf_counter()
     for _ in range(ARGS.train_steps // ARGS.log_every):
         losses.append(run.train_steps(iterator, ARGS.log_every)["loss"])
-        print(f"{name}: step {run.current_step} loss {losses[-1]:.4f}", flush=True)
+        print(f"{name}, seed {seed}: step {run.current_step} loss {losses[-1]:.4f}", flush=True)
     seconds = time.perf_counter() - began
     predictions, rate = run.predict(dev_features)
     logits = predictions["logits"]
     results = task.evaluate("dev", predictions, dev_features)
-    print(f"{name}: dev {results} in {seconds:.0f} s of training, evaluation {rate:.1f} examples/s", flush=True)
+    print(f"{name}, seed {seed}: dev {results} in {seconds:.0f} s of training, evaluation {rate:.1f} examples/s", flush=True)
     return {"losses": losses, "results": results, "logits": logits, "seconds": seconds, "eval_rate": rate}
 
 
@@ -99,21 +106,28 @@ def main():
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         raise SystemExit(f"--variants: unknown {unknown}; known: {sorted(VARIANTS)}")
-    outcome = {name: run_variant(name, config, tokenizer, work) for name in names}
+    seeds = [int(seed) for seed in ARGS.seeds.split(",")]
+    outcome = {(name, seed): run_variant(name, seed, config, tokenizer, work) for seed in seeds for name in names}
 
     first = names[0]
     print(f"\n{ARGS.task}, {'small ALBERT (H 64, 2 layers)' if ARGS.albert_config_file is None else ARGS.albert_config_file}"
-          f", random init, seed {ARGS.seed}, max_seq_length {ARGS.seq_length}, batch {ARGS.train_batch}, "
+          f", random init, max_seq_length {ARGS.seq_length}, batch {ARGS.train_batch}, "
           f"{ARGS.train_steps} steps at learning rate {ARGS.learning_rate}, {ARGS.threads} threads")
     steps = [ARGS.log_every * (k + 1) for k in range(ARGS.train_steps // ARGS.log_every)]
-    print("| variant | " + " | ".join(f"loss, steps {s - ARGS.log_every + 1}-{s}" for s in steps)
+    print("| variant | seed | " + " | ".join(f"loss, steps {s - ARGS.log_every + 1}-{s}" for s in steps)
           + f" | dev accuracy | dev loss | largest logit difference to {first} | training s | evaluation ex/s |")
-    print("|---" * (len(steps) + 6) + "|")
-    for name, o in outcome.items():
-        difference = float(np.max(np.abs(o["logits"] - outcome[first]["logits"])))
-        print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in o["losses"])
+    print("|---" * (len(steps) + 7) + "|")
+    for (name, seed), o in outcome.items():
+        difference = float(np.max(np.abs(o["logits"] - outcome[(first, seed)]["logits"])))
+        print(f"| {name} | {seed} | " + " | ".join(f"{v:.4f}" for v in o["losses"])
               + f" | {o['results']['accuracy']:.4f} | {o['results']['loss']:.4f} | {difference:.2e} | "
                 f"{o['seconds']:.0f} | {o['eval_rate']:.1f} |")
+    if len(seeds) > 1:
+        print("\n| variant | seeds | dev accuracy, mean | standard deviation | min | max |\n|---|---|---|---|---|---|")
+        for name in names:
+            accuracies = [outcome[(name, seed)]["results"]["accuracy"] for seed in seeds]
+            print(f"| {name} | {len(seeds)} | {np.mean(accuracies):.4f} | {np.std(accuracies, ddof=1):.4f} | "
+                  f"{min(accuracies):.4f} | {max(accuracies):.4f} |")
 
 
 if __name__ == "__main__":

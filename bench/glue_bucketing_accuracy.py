@@ -33,6 +33,9 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--albert_config_file", default=None,
                         help="default: a small ALBERT (hidden 64, 2 layers, embedding 32), random weights")
+    parser.add_argument("--init_checkpoint", default=None,
+                        help="start from this encoder (e.g. an albert-pretrain output_dir such as runs/demo/model, "
+                             "with its --spm_model_file) instead of random weights")
     parser.add_argument("--spm_model_file", default=None, help="default: <data_dir>/albert/30k-clean.model")
     parser.add_argument("--seq_length", type=int, default=512)
     parser.add_argument("--train_batch", type=int, default=32)
@@ -40,6 +43,8 @@ def parse_args():
     parser.add_argument("--train_steps", type=int, default=200)
     parser.add_argument("--log_every", type=int, default=50)
     parser.add_argument("--learning_rate", type=float, default=1e-3)
+    parser.add_argument("--sort_window", type=int, default=None,
+                        help="steps per window of grouped training (default: the trainer's SORT_WINDOW)")
     parser.add_argument("--seeds", default="12345", help="comma-separated: a run of every variant per seed")
     parser.add_argument("--jit_compile", type=int, default=1, help="for the float32 variants")
     parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
@@ -58,7 +63,7 @@ tf.config.threading.set_inter_op_parallelism_threads(1)
 
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
-from finetune import trainer  # noqa: E402
+from finetune import initialization, trainer  # noqa: E402
 from finetune.glue.task import GlueTask  # noqa: E402
 
 SMALL = AlbertConfig(vocab_size=30000, embedding_size=32, hidden_size=64, num_hidden_layers=2,
@@ -70,6 +75,8 @@ VARIANTS = {"padded": (False, False, "none"), "bucketed": (True, False, "none"),
 
 
 def run_variant(name, seed, config, tokenizer, work):
+    if ARGS.sort_window is not None:
+        trainer.SORT_WINDOW = ARGS.sort_window
     buckets, grouped, precision = VARIANTS[name]
     task = GlueTask(ARGS.task, os.path.join(ARGS.data_dir, "glue"))
     if not buckets:
@@ -83,7 +90,11 @@ def run_variant(name, seed, config, tokenizer, work):
         seed=seed, group_by_length=grouped, mixed_precision=precision, jit_compile=bool(ARGS.jit_compile) and precision == "none",
     )
     run = trainer.Finetuning(config, task, options, tf.distribute.OneDeviceStrategy("/cpu:0"))
-    run.restore_or_initialize()
+    start = None
+    if ARGS.init_checkpoint:
+        def start(model):
+            return initialization.initialize_encoder(model, ARGS.init_checkpoint, None)
+    run.restore_or_initialize(start)
     iterator = iter(run.distribute(run.dataset_fn(train_features, for_training=True), run.per_replica_batch))
     losses = []
     began = time.perf_counter()
@@ -99,7 +110,10 @@ def run_variant(name, seed, config, tokenizer, work):
 
 
 def main():
-    config = AlbertConfig.from_json_file(ARGS.albert_config_file) if ARGS.albert_config_file else SMALL
+    if ARGS.init_checkpoint:
+        config = initialization.init_config(ARGS.init_checkpoint, ARGS.albert_config_file)
+    else:
+        config = AlbertConfig.from_json_file(ARGS.albert_config_file) if ARGS.albert_config_file else SMALL
     tokenizer = AlbertTokenizer(ARGS.spm_model_file or os.path.join(ARGS.data_dir, "albert", "30k-clean.model"))
     work = tempfile.mkdtemp(prefix="glue_bucketing_accuracy_")
     names = ARGS.variants.split(",")
@@ -110,8 +124,10 @@ def main():
     outcome = {(name, seed): run_variant(name, seed, config, tokenizer, work) for seed in seeds for name in names}
 
     first = names[0]
-    print(f"\n{ARGS.task}, {'small ALBERT (H 64, 2 layers)' if ARGS.albert_config_file is None else ARGS.albert_config_file}"
-          f", random init, max_seq_length {ARGS.seq_length}, batch {ARGS.train_batch}, "
+    model = ARGS.albert_config_file or "small ALBERT (H 64, 2 layers)"
+    start = f"from {ARGS.init_checkpoint}" if ARGS.init_checkpoint else "random init"
+    window = ARGS.sort_window or trainer.SORT_WINDOW
+    print(f"\n{ARGS.task}, {model}, {start}, grouping window {window} steps, max_seq_length {ARGS.seq_length}, batch {ARGS.train_batch}, "
           f"{ARGS.train_steps} steps at learning rate {ARGS.learning_rate}, {ARGS.threads} threads")
     steps = [ARGS.log_every * (k + 1) for k in range(ARGS.train_steps // ARGS.log_every)]
     print("| variant | seed | " + " | ".join(f"loss, steps {s - ARGS.log_every + 1}-{s}" for s in steps)

@@ -20,11 +20,14 @@ def activation(name: str):
 
 
 def float32_policy(layer: keras.layers.Layer):
-    """The policy for numerically sensitive sublayers: the layer's variable dtype as compute dtype.
+    """The policy for numerically sensitive sublayers (LayerNorm): float32 under a 16-bit policy.
 
-    Under mixed_bfloat16 that is float32, so LayerNorm statistics are not computed in bf16.
+    Under mixed_bfloat16 (float32 variables) and under "bfloat16" (bf16 variables: the inference
+    policy, whose matmuls read their weights without a cast each time the shared layers run),
+    LayerNorm keeps float32 statistics and float32 scale and bias; float64 stays float64.
     """
-    return keras.DTypePolicy(layer.dtype_policy.variable_dtype)
+    variable_dtype = layer.dtype_policy.variable_dtype
+    return keras.DTypePolicy("float32" if variable_dtype in ("bfloat16", "float16") else variable_dtype)
 
 
 def layer_norm(layer: keras.layers.Layer, name: str = "layer_norm"):

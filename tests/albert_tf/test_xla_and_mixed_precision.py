@@ -69,6 +69,27 @@ def test_mixed_bfloat16_computes_in_bf16_and_stays_close_to_float32():
     np.testing.assert_allclose(b["loss"], a["loss"], rtol=2e-2)
 
 
+def test_bfloat16_inference_policy_holds_bf16_weights_and_gives_the_mixed_outputs():
+    # "bfloat16" holds the matmul and embedding weights in bf16 (no cast each time the shared
+    # layers run), LayerNorm's in float32: the same numbers as mixed_bfloat16 with the same weights.
+    batch = pretraining_batch(CONFIG)
+    full = AlbertPretrainer(CONFIG)
+    mixed = AlbertPretrainer(CONFIG, dtype="mixed_bfloat16")
+    bf16 = AlbertPretrainer(CONFIG, dtype="bfloat16")
+    for model in (full, mixed, bf16):
+        model(batch)
+    mixed.set_weights(full.get_weights())
+    bf16.set_weights(full.get_weights())
+    dtypes = {v.path: v.dtype for v in bf16.weights}
+    layer_norms = {path for path in dtypes if "layer_norm" in path.lower()}
+    assert layer_norms and all(dtypes[path] == "float32" for path in layer_norms)
+    assert {dtypes[path] for path in dtypes if path not in layer_norms} == {"bfloat16"}
+    one, other = mixed.encoder(batch)["sequence_output"], bf16.encoder(batch)["sequence_output"]
+    assert other.dtype == tf.bfloat16
+    np.testing.assert_array_equal(tf.cast(other, tf.float32), tf.cast(one, tf.float32))
+    np.testing.assert_allclose(bf16(batch)["loss"], full(batch)["loss"], rtol=2e-2)
+
+
 def test_losses_equal_a_numpy_transcription_of_the_release():
     model = AlbertPretrainer(CONFIG)
     batch = pretraining_batch(CONFIG)

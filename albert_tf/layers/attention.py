@@ -55,7 +55,7 @@ class AlbertAttention(keras.layers.Layer):
         self.head_size = hidden_size // num_heads
 
         def dense(name):
-            return keras.layers.Dense(
+            return common.Dense(
                 hidden_size,
                 kernel_initializer=common.kernel_initializer(initializer_range),
                 dtype=self.dtype_policy,

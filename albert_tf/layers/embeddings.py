@@ -59,7 +59,7 @@ class AlbertEmbeddings(keras.layers.Layer):
         self.layer_norm = common.layer_norm(self)
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
         self.projection = (
-            keras.layers.Dense(
+            common.Dense(
                 hidden_size, kernel_initializer=init, dtype=self.dtype_policy,
                 name="embedding_hidden_mapping_in",
             )

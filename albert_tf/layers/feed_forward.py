@@ -41,11 +41,11 @@ class AlbertFeedForward(keras.layers.Layer):
         self.initializer_range = initializer_range
 
         init = common.kernel_initializer(initializer_range)
-        self.intermediate = keras.layers.Dense(
+        self.intermediate = common.Dense(
             intermediate_size, activation=common.activation(hidden_act), kernel_initializer=init,
             dtype=self.dtype_policy, name="intermediate",
         )
-        self.output_dense = keras.layers.Dense(
+        self.output_dense = common.Dense(
             hidden_size, kernel_initializer=init, dtype=self.dtype_policy, name="output",
         )
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)

@@ -95,7 +95,7 @@ class AlbertAttention(keras.layers.Layer):
         context = tf.einsum("bnts,bsnd->btnd", probs, v)
         context = tf.reshape(context, tf.shape(rows))
         output = self.output_dropout(self.output_dense(context), training=training)
-        return tf.cast(self.layer_norm(rows + output), self.compute_dtype)
+        return tf.cast(self.layer_norm(rows + output, training=training), self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -115,7 +115,7 @@ class AlbertEmbeddings(keras.layers.Layer):
         seq_length = tf.shape(input_ids)[1]
         positions = tf.cast(self.position_embeddings[:seq_length], self.compute_dtype)
         x = self.word_embeddings(input_ids) + self.token_type_embeddings(segment_ids) + positions
-        x = self.layer_norm(x)
+        x = self.layer_norm(x, training=training)
         x = self.dropout(x, training=training)
         if self.projection is not None:
             x = self.projection(x)

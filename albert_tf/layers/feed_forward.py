@@ -58,7 +58,7 @@ class AlbertFeedForward(keras.layers.Layer):
 
     def call(self, x, training=None):
         output = self.dropout(self.output_dense(self.intermediate(x)), training=training)
-        return tf.cast(self.layer_norm(x + output), self.compute_dtype)
+        return tf.cast(self.layer_norm(x + output, training=training), self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

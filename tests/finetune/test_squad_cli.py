@@ -120,8 +120,16 @@ def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir):
     assert all(predictions[q] == "" for q in predictions if null_odds[q] >= threshold)
     examples = readers.read_squad(data, version_2_with_negative=True)
     served = _serve(summary["export_dir"], examples[:100], tmp_path)
-    assert served["answer_text"] == [predictions[e.qas_id] for e in examples[:100]]
     assert served["null_odds"] == pytest.approx([null_odds[e.qas_id] for e in examples[:100]], abs=1e-4)
+    # The threshold is a dev question's own null odds (the best cut), so that question lies on the
+    # cut itself, where the SavedModel's rounding (no XLA) may put it on either side.
+    on_cut = [i for i, e in enumerate(examples[:100]) if abs(null_odds[e.qas_id] - threshold) < 1e-4]
+    print("questions on the cut:", on_cut)
+    assert len(on_cut) <= 1
+    expected = [predictions[e.qas_id] for e in examples[:100]]
+    assert [a for i, a in enumerate(served["answer_text"]) if i not in on_cut] == [
+        a for i, a in enumerate(expected) if i not in on_cut
+    ]
 
 
 def test_task_features_are_cached_once_with_every_window(tmp_path, small_data_dir):

@@ -8,9 +8,12 @@ each variant's median time over the shipped layers'. Variants:
   no_mask:   the padding bias replaced by zeros (less work than shipped: a floor for mask handling).
   all_rows:  the last block computes every row and the rows the heads read are gathered after it,
              as before `output_positions` (the train step's work without that saving).
-Albert base, random weights, XLA, rows: forward 1x128, forward 8x128, train step 8x128 (Adam).
+  keras_layer_norm: LayerNorm as Keras' formula at inference too, not the form oneDNN runs as one
+             kernel (the same program under XLA, which always gets Keras' formula).
+Albert base, random weights, rows: forward 1x128, forward 8x128, train step 8x128 (Adam).
 
-Usage: python bench/attention_variants.py [--repeats 9] [--threads 2]
+Usage: python bench/attention_variants.py [--repeats 9] [--threads 2] [--dtype bfloat16] [--no_xla]
+       [--forward_only] [--variants fused_qkv,keras_layer_norm]
 """
 
 import argparse
@@ -21,6 +24,7 @@ import model_throughput  # noqa: F401  (sets the TF environment before TensorFlo
 import tensorflow as tf  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertPretrainer  # noqa: E402
+from albert_tf.layers import common  # noqa: E402
 from albert_tf.layers.attention import AlbertAttention  # noqa: E402
 from albert_tf.layers.transformer_block import AlbertTransformerBlock  # noqa: E402
 
@@ -28,6 +32,7 @@ SHIPPED = {
     (AlbertAttention, "call"): AlbertAttention.call,
     (AlbertAttention, "_query_key_value"): AlbertAttention._query_key_value,
     (AlbertTransformerBlock, "call"): AlbertTransformerBlock.call,
+    (common.LayerNorm, "_fusable"): common.LayerNorm._fusable,
 }
 
 
@@ -58,6 +63,7 @@ VARIANTS = {
     "fused_qkv": {(AlbertAttention, "_query_key_value"): fused_qkv},
     "no_mask": {(AlbertAttention, "call"): no_mask},
     "all_rows": {(AlbertTransformerBlock, "call"): all_rows},
+    "keras_layer_norm": {(common.LayerNorm, "_fusable"): lambda self, inputs: False},
 }
 
 
@@ -65,20 +71,32 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dtype", default="float32",
+                        help='the models\' Keras dtype policy, e.g. "bfloat16" (bf16 weights, for inference)')
+    parser.add_argument("--no_xla", action="store_true", help="run the models without XLA")
+    parser.add_argument("--forward_only", action="store_true", help="leave out the train step row")
+    parser.add_argument("--variants", default=",".join(list(VARIANTS)[1:]), help="comma-separated")
     args = parser.parse_args()
+    jit = not args.no_xla
+    variants = {"shipped": {}, **{name: VARIANTS[name] for name in args.variants.split(",")}}
+    # Outputs must agree within float32 rounding, or a few bf16 units at values of order 1-10.
+    tolerance = 1e-4 if args.dtype == "float32" else 0.125
     model_throughput.set_threads(args.threads)
 
     config = AlbertConfig.from_preset("albert_base_v2")
     batches = {size: {k: tf.constant(v) for k, v in model_throughput.random_batch(config, size, 128, 20).items()}
                for size in (1, 8)}
     rows = {"forward 1x128": (False, 1, 5), "forward 8x128": (False, 8, 1), "train step 8x128": (True, 8, 1)}
+    if args.forward_only:
+        del rows["train step 8x128"]
     systems, reference = {}, None
-    for name, replaced in VARIANTS.items():
+    for name, replaced in variants.items():
         for (cls, method), function in {**SHIPPED, **replaced}.items():
             setattr(cls, method, function)
-        model = AlbertPretrainer(config)
+        model = AlbertPretrainer(config, dtype=args.dtype)
         model.build()
-        forward = tf.function(lambda b, m=model: m.encoder(b)["sequence_output"], jit_compile=True)
+        forward = tf.function(lambda b, m=model: tf.cast(m.encoder(b)["sequence_output"], tf.float32),
+                              jit_compile=jit)
         # Same weights in every variant, and the same outputs (the batches have no padding, so
         # no_mask computes the same function too).
         if reference is None:
@@ -86,9 +104,9 @@ def main():
         else:
             model.set_weights(reference[0])
             difference = abs(forward(batches[8]).numpy() - reference[1]).max()
-            if difference > 1e-4:
+            if difference > tolerance:
                 raise AssertionError(f"{name} differs from the shipped layer by {difference}")
-        train = model_throughput.tf_train_step(model, lambda b, m=model: m(b, training=True)["loss"], True)
+        train = model_throughput.tf_train_step(model, lambda b, m=model: m(b, training=True)["loss"], jit)
         for train_row, size, _ in rows.values():  # trace under this variant, and warm up
             for _ in range(2):
                 (train if train_row else forward)(batches[size]).numpy()
@@ -108,7 +126,8 @@ def main():
                     step(batches[size]).numpy()
                 times[(name, row)].append((time.perf_counter() - began) / calls)
 
-    print(f"\nalbert base, XLA, {args.threads} threads, {args.repeats} repeats; median seconds (ratio to shipped)")
+    print(f"\nalbert base, {args.dtype}, {'XLA' if jit else 'no XLA'}, {args.threads} threads, "
+          f"{args.repeats} repeats; median seconds (ratio to shipped)")
     print("| row | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
     for row in rows:

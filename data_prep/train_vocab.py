@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from typing import Iterator, Sequence
@@ -100,13 +101,16 @@ def train_vocab(
     if vocab_size < 6:
         raise ValueError(f"vocab_size must leave room beyond the 5 special pieces, got {vocab_size}")
     prepare_output_dir(os.path.dirname(model_prefix) or ".", flag="model_prefix")
-    # Written under a partial prefix and renamed (albert_tf.files' rule): an interrupted or refused
-    # training leaves no .model that a later tool would take for a finished vocabulary.
+    # Trained in memory, then written under a partial prefix and renamed (albert_tf.files' rule):
+    # an interrupted or refused training leaves no .model that a later tool would take for a
+    # finished vocabulary. A model trained so records no prefix among its trainer's settings, so
+    # the same training gives the same bytes wherever it is saved (data prep records the sha256).
     partial = partial_path(model_prefix)
+    model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.Train(
             sentence_iterator=normalized_sentences(input_files, input_format, do_lower_case, skip_bad_lines),
-            model_prefix=partial,
+            model_writer=model,
             model_type="unigram",
             vocab_size=vocab_size,
             character_coverage=character_coverage,
@@ -123,8 +127,10 @@ def train_vocab(
             num_threads=num_threads or os.cpu_count() or 1,
             minloglevel=1,
         )
+        with open(partial + ".model", "wb") as f:
+            f.write(model.getvalue())
         AlbertTokenizer(partial + ".model", do_lower_case)  # the model must load as an ALBERT vocabulary
-        _record_prefix(partial + ".model", model_prefix)
+        _write_vocab(model.getvalue(), partial + ".vocab")
         for suffix in (".vocab", ".model"):  # the .model last: with it, the vocabulary is whole
             os.replace(partial + suffix, model_prefix + suffix)
     finally:
@@ -134,18 +140,15 @@ def train_vocab(
     return model_prefix + ".model"
 
 
-def _record_prefix(model_file: str, model_prefix: str) -> None:
-    """Puts `model_prefix` back as the prefix the model records it was trained with: the file is
-    then byte for byte what training straight to `model_prefix` writes (the same vocabulary gives
-    the same sha256, which data prep records)."""
-    from sentencepiece import sentencepiece_model_pb2
+def _write_vocab(model_proto: bytes, vocab_file: str) -> None:
+    """The .vocab file SentencePiece's trainer writes beside a model it saves itself: each piece and
+    its score, tab-separated, the score as C++ streams a float (six significant digits)."""
+    import sentencepiece as spm
 
-    model = sentencepiece_model_pb2.ModelProto()
-    with open(model_file, "rb") as f:
-        model.ParseFromString(f.read())
-    model.trainer_spec.model_prefix = model_prefix
-    with open(model_file, "wb") as f:
-        f.write(model.SerializeToString())
+    processor = spm.SentencePieceProcessor(model_proto=model_proto)
+    with open(vocab_file, "w", encoding="utf-8") as f:
+        for i in range(processor.get_piece_size()):
+            f.write(f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n")
 
 
 def main(argv) -> int:

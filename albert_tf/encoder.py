@@ -76,7 +76,7 @@ class AlbertEncoder(AlbertConfigModel):
             # Keras 3 keeps layers held in a list out of tf.train.Checkpoint's object graph (its
             # TrackedList is no TF trackable): an attribute per block puts every weight in.
             setattr(self, block.name, block)
-        self.pooler = keras.layers.Dense(
+        self.pooler = common.Dense(
             c.hidden_size,
             activation="tanh",
             kernel_initializer=common.kernel_initializer(c.initializer_range),

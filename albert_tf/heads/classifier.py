@@ -51,7 +51,7 @@ class AlbertClassifier(AlbertConfigModel):
         self.dropout_rate = dropout_rate
         self.encoder = AlbertEncoder(self.config, dtype=self.dtype_policy, name="encoder")
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
-        self.classifier = keras.layers.Dense(
+        self.classifier = common.Dense(
             num_labels,
             kernel_initializer=common.kernel_initializer(self.config.initializer_range),
             dtype=self.dtype_policy,

@@ -43,7 +43,7 @@ class AlbertMultipleChoice(AlbertConfigModel):
         self.dropout_rate = dropout_rate
         self.encoder = AlbertEncoder(self.config, dtype=self.dtype_policy, name="encoder")
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
-        self.classifier = keras.layers.Dense(
+        self.classifier = common.Dense(
             1,
             kernel_initializer=common.kernel_initializer(self.config.initializer_range),
             dtype=self.dtype_policy,

@@ -35,7 +35,7 @@ class AlbertSpanLabeler(AlbertConfigModel):
     def __init__(self, config: AlbertConfig | dict, **kwargs):
         super().__init__(config, **kwargs)
         self.encoder = AlbertEncoder(self.config, dtype=self.dtype_policy, name="encoder")
-        self.span = keras.layers.Dense(
+        self.span = common.Dense(
             2,
             kernel_initializer=common.kernel_initializer(self.config.initializer_range),
             dtype=self.dtype_policy,

@@ -88,7 +88,8 @@ class LayerNorm(keras.layers.LayerNormalization):
 
 
 class Dense(keras.layers.Dense):
-    """Keras' Dense as one 2-D matmul and a bias add: the same variables, names and outputs.
+    """Keras' Dense as one 2-D matmul and a bias add: the same variables, names and outputs. Every
+    dense layer of the package (encoder, pooler, heads, fine-tuning models) is this one.
 
     Keras multiplies a [B, T, I] input through `tensordot` and adds the bias apart. Flattened to
     [B*T, I] with `tf.nn.bias_add`, TensorFlow's graph optimiser fuses matmul, bias and activation

@@ -38,7 +38,7 @@ class AlbertMaskedLMHead(keras.layers.Layer):
         self.embedding_size = embedding_size
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
-        self.transform = keras.layers.Dense(
+        self.transform = common.Dense(
             embedding_size,
             activation=common.activation(hidden_act),
             kernel_initializer=common.kernel_initializer(initializer_range),

@@ -30,7 +30,7 @@ class AlbertSentenceOrderHead(keras.layers.Layer):
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
-        self.classifier = keras.layers.Dense(
+        self.classifier = common.Dense(
             num_classes,
             kernel_initializer=common.kernel_initializer(initializer_range),
             dtype=self.dtype_policy,

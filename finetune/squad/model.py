@@ -67,15 +67,15 @@ class AlbertSquadV2(AlbertConfigModel):
         init = lambda: common.kernel_initializer(self.config.initializer_range)  # noqa: E731
         policy = self.dtype_policy
         self.encoder = AlbertEncoder(self.config, dtype=policy, name="encoder")
-        self.start_dense = keras.layers.Dense(1, kernel_initializer=init(), dtype=policy, name="start_logits")
-        self.end_dense_0 = keras.layers.Dense(hidden, activation="tanh", kernel_initializer=init(), dtype=policy,
+        self.start_dense = common.Dense(1, kernel_initializer=init(), dtype=policy, name="start_logits")
+        self.end_dense_0 = common.Dense(hidden, activation="tanh", kernel_initializer=init(), dtype=policy,
                                               name="end_logits_dense_0")
         self.end_layer_norm = common.layer_norm(self, name="end_logits_layer_norm")
-        self.end_dense_1 = keras.layers.Dense(1, kernel_initializer=init(), dtype=policy, name="end_logits_dense_1")
-        self.answer_dense_0 = keras.layers.Dense(hidden, activation="tanh", kernel_initializer=init(), dtype=policy,
+        self.end_dense_1 = common.Dense(1, kernel_initializer=init(), dtype=policy, name="end_logits_dense_1")
+        self.answer_dense_0 = common.Dense(hidden, activation="tanh", kernel_initializer=init(), dtype=policy,
                                                  name="answer_class_dense_0")
         self.answer_dropout = keras.layers.Dropout(dropout, dtype=policy)
-        self.answer_dense_1 = keras.layers.Dense(1, use_bias=False, kernel_initializer=init(), dtype=policy,
+        self.answer_dense_1 = common.Dense(1, use_bias=False, kernel_initializer=init(), dtype=policy,
                                                  name="answer_class_dense_1")
 
     def build(self, input_shape=None):

@@ -49,8 +49,8 @@ class LayerNorm(keras.layers.LayerNormalization):
     TensorFlow's graph optimiser rewrites into one `_MklLayerNorm` kernel when the model runs
     without XLA (Keras 2's LayerNormalization was written so). albert base's bf16 forward pass at
     batch 1 took about 5% less time. A bf16 input is not cast: the kernel keeps its statistics in
-    float32, scale and shift round to bf16 as the output does. In training the layer is Keras'
-    formula in float32 (its policy's dtype), whose gradient XLA fuses; so it is on a GPU.
+    float32, scale and shift round to bf16 as the output does. In training, inside XLA and on a
+    GPU the layer is Keras' formula in float32 (its policy's dtype), as Keras' layer computes it.
     """
 
     def __init__(self, **kwargs):

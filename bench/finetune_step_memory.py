@@ -12,6 +12,7 @@ Usage: python bench/finetune_step_memory.py --system xla|noxla|hf [--seq_length 
 
 import argparse
 import os
+import resource
 import time
 
 
@@ -34,11 +35,8 @@ from albert_tf import AlbertConfig  # noqa: E402
 
 
 def peak_rss_mb() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM"):
-                return int(line.split()[1]) // 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    """This process's peak RSS so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
 def hugging_face_update(config, ids, labels):

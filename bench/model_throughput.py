@@ -252,7 +252,7 @@ def main():
     # The bf16 rows: Keras' mixed_bfloat16 policy (float32 variables, LayerNorm and softmax;
     # matmuls in bf16). Without XLA TensorFlow runs the matmuls on oneDNN's bf16 kernels
     # (AVX512_BF16 / AMX where the CPU has them); XLA's CPU backend does not use them. The
-    # "bfloat16" policy (inference) holds the weights in bf16 (LayerNorm's and softmax stay
+    # "bfloat16" policy (inference) holds the weights in bf16 (LayerNorm's weights and softmax stay
     # float32): the same outputs as mixed_bfloat16, without casting the shared weights 12 times.
     builders = {
         "albert_tf XLA": lambda: ours(True),

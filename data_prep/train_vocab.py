@@ -127,10 +127,11 @@ def train_vocab(
             num_threads=num_threads or os.cpu_count() or 1,
             minloglevel=1,
         )
+        proto = model.getvalue()
         with open(partial + ".model", "wb") as f:
-            f.write(model.getvalue())
+            f.write(proto)
         AlbertTokenizer(partial + ".model", do_lower_case)  # the model must load as an ALBERT vocabulary
-        _write_vocab(model.getvalue(), partial + ".vocab")
+        _write_vocab(proto, partial + ".vocab")
         for suffix in (".vocab", ".model"):  # the .model last: with it, the vocabulary is whole
             os.replace(partial + suffix, model_prefix + suffix)
     finally:

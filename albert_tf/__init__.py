@@ -6,12 +6,11 @@ import importlib
 # the data-prep workers need) must not pull in TensorFlow, which costs each process seconds and
 # hundreds of MB. `albert_tf.AlbertEncoder` and `from albert_tf import AlbertEncoder` work as before.
 _LAZY = {
-    "PRESETS": "albert_tf.config",
+    "SIZES": "albert_tf.config",
     "AlbertConfig": "albert_tf.config",
     "convert_hf": "albert_tf.convert",
     "convert_preset_to_hf": "albert_tf.convert",
     "convert_tf1": "albert_tf.convert",
-    "load_preset_model": "albert_tf.convert",
     "pretraining_dataset": "albert_tf.datasets",
     "AlbertEncoder": "albert_tf.encoder",
     "classification_feature_spec": "albert_tf.features",
@@ -43,7 +42,7 @@ def __getattr__(name):
 
 
 __all__ = [
-    "PRESETS",
+    "SIZES",
     "AlbertConfig",
     "AlbertEncoder",
     "AlbertGraphTokenizer",
@@ -60,7 +59,6 @@ __all__ = [
     "export_encoder",
     "export_pretrainer",
     "export_saved_model",
-    "load_preset_model",
     "losses_from_sums",
     "multiple_choice_feature_spec",
     "normalize_text",

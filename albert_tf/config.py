@@ -38,7 +38,7 @@ class AlbertConfig:
     The modes other than "all" have no groups (`num_hidden_groups == inner_group_num == 1`).
 
     Example:
-        >>> config = AlbertConfig.from_preset("albert_base_v2")
+        >>> config = AlbertConfig.named("albert_base_v2")
         >>> config.replace(num_hidden_layers=6).num_hidden_layers
         6
     """
@@ -172,12 +172,13 @@ class AlbertConfig:
             f.write("\n")
 
     @classmethod
-    def from_preset(cls, name: str) -> "AlbertConfig":
-        """A released size by name (see `PRESETS`), e.g. "albert_base_v2" or "bert_base"."""
+    def named(cls, name: str) -> "AlbertConfig":
+        """A released size by name, without weights (see `SIZES`), e.g. "albert_base_v2" or
+        "bert_base". The weights of a released model are a preset: `AlbertEncoder.from_preset`."""
         try:
-            return PRESETS[name]
+            return SIZES[name]
         except KeyError:
-            raise ValueError(f"unknown preset {name!r}; known presets are {sorted(PRESETS)}") from None
+            raise ValueError(f"unknown size {name!r}; known sizes are {sorted(SIZES)}") from None
 
 
 def _released(hidden_size: int, num_layers: int, dropout: float, embedding_size: int = 128) -> AlbertConfig:
@@ -193,7 +194,7 @@ def _released(hidden_size: int, num_layers: int, dropout: float, embedding_size:
 
 
 # The released sizes: v2 has no dropout; v1 has 0.1 except xxlarge. xxlarge has 64 heads of 64.
-PRESETS: dict[str, AlbertConfig] = {
+SIZES: dict[str, AlbertConfig] = {
     "albert_base_v1": _released(768, 12, 0.1),
     "albert_large_v1": _released(1024, 24, 0.1),
     "albert_xlarge_v1": _released(2048, 24, 0.1),
@@ -206,8 +207,8 @@ PRESETS: dict[str, AlbertConfig] = {
     "bert_large": _released(1024, 24, 0.1, embedding_size=1024).replace(sharing="none"),
 }
 # xlarge has 16 heads of 128 (2048 / 16), as released, not 2048 / 64.
-PRESETS["albert_xlarge_v1"] = PRESETS["albert_xlarge_v1"].replace(num_attention_heads=16)
-PRESETS["albert_xlarge_v2"] = PRESETS["albert_xlarge_v2"].replace(num_attention_heads=16)
+SIZES["albert_xlarge_v1"] = SIZES["albert_xlarge_v1"].replace(num_attention_heads=16)
+SIZES["albert_xlarge_v2"] = SIZES["albert_xlarge_v2"].replace(num_attention_heads=16)
 
 
 def parameter_counts(config: AlbertConfig) -> dict[str, int]:

@@ -1,16 +1,12 @@
 """Released ALBERT checkpoints (original TF1, Hugging Face) to presets of ours, and back to HF.
 
-A preset is a folder with
-
-- `config.json`: the `AlbertConfig`, in the keys of the original `albert_config.json`;
-- `model.weights.h5`: the Keras weights of an `AlbertPretrainer` (or, when the source had no
-  pretraining heads, of an `AlbertEncoder`);
-- `spiece.model`: the SentencePiece vocabulary.
-
-`AlbertEncoder.from_preset` and `AlbertPretrainer.from_preset` load it. Tensor names come from
-`albert_tf.checkpoint_names`, the one table of both external namings. Optimizer slots (`/adam_m`,
-`/adam_v`) and `global_step` are skipped; any other tensor that is missing, left over or of
-another shape is an error that names it.
+Conversion works on tensors by name and builds no model: the names come from
+`albert_tf.checkpoint_names`, computed from the config, and a preset is written and read as
+tensors by name (`albert_tf.presets.folder`). A TF1 or HF checkpoint with the pretraining heads
+becomes an `AlbertPretrainer`'s preset (the encoder in model.weights.h5, the heads in
+task.weights.h5); without them (or with `encoder_only`), an encoder's. Optimizer slots (`/adam_m`,
+`/adam_v`) and `global_step` are skipped; any other tensor that is missing, left over or of another
+shape is an error that names it.
 """
 
 from __future__ import annotations
@@ -22,22 +18,13 @@ import shutil
 
 import numpy as np
 
-from albert_tf.checkpoint_names import (
-    WeightName,
-    assign_from,
-    encoder_weight_names,
-    pretrainer_weight_names,
-)
+from albert_tf.checkpoint_names import encoder_weight_names, head_weight_names, to_ours, to_source
 from albert_tf.config import AlbertConfig
 from albert_tf.files import prepare_output_dir
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.presets import folder as preset_folder
+from albert_tf.presets import weights as preset_weights
 
-PRESET_CONFIG = "config.json"
-PRESET_WEIGHTS = "model.weights.h5"
-PRESET_VOCAB = "spiece.model"
-# A fine-tuned classifier's preset (AlbertTextClassifier.save_to_preset) adds these two.
-TEXT_CLASSIFIER_CONFIG = "text_classifier.json"
-TEXT_CLASSIFIER_WEIGHTS = "text_classifier.weights.h5"
+PRETRAINER_TASK = {"class": preset_folder.PRETRAINER_TASK, "arguments": {}}
 
 TF1_CONFIG = "albert_config.json"
 TF1_VOCAB = "30k-clean.model"
@@ -68,58 +55,6 @@ _HF_CONFIG_IGNORED = frozenset({
 })
 
 
-# ---- presets ---------------------------------------------------------------------------------------
-
-
-def read_preset_config(preset_dir: str | os.PathLike) -> AlbertConfig:
-    path = os.path.join(os.fspath(preset_dir), PRESET_CONFIG)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{preset_dir} is not a preset folder: no {PRESET_CONFIG}")
-    return AlbertConfig.from_json_file(path)
-
-
-def preset_holds_heads(preset_dir: str | os.PathLike) -> bool:
-    """Whether the preset's weights are a pretrainer's (encoder and heads) or an encoder's alone."""
-    import h5py
-
-    path = os.path.join(os.fspath(preset_dir), PRESET_WEIGHTS)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{preset_dir} is not a preset folder: no {PRESET_WEIGHTS}")
-    with h5py.File(path, "r") as f:
-        # A pretrainer's weights file nests the encoder under its attribute name.
-        return "encoder" in f
-
-
-def load_preset_model(model_class, preset_dir: str | os.PathLike, **kwargs):
-    """An `AlbertEncoder` or `AlbertPretrainer` of the preset's config with the preset's weights.
-
-    An encoder loads from a pretrainer preset too (its heads are left out); a pretrainer from an
-    encoder-only preset is an error, as its heads would be random.
-    """
-    from albert_tf.encoder import AlbertEncoder
-    from albert_tf.pretrainer import AlbertPretrainer
-
-    config = read_preset_config(preset_dir)
-    weights = os.path.join(os.fspath(preset_dir), PRESET_WEIGHTS)
-    heads = preset_holds_heads(preset_dir)
-    model = model_class(config, **kwargs)
-    model.build()
-    if issubclass(model_class, AlbertEncoder) and heads:
-        source = AlbertPretrainer(config, **kwargs)
-        source.build()
-        source.load_weights(weights)
-        # Same class, same config: the two encoders create their variables in the same order.
-        for ours, theirs in zip(model.weights, source.encoder.weights, strict=True):
-            ours.assign(theirs)
-        return model
-    if issubclass(model_class, AlbertPretrainer) and not heads:
-        raise ValueError(
-            f"{preset_dir} holds an encoder without pretraining heads; load it with AlbertEncoder.from_preset"
-        )
-    model.load_weights(weights)
-    return model
-
-
 def _check_output_dir(output_dir: str | os.PathLike) -> str:
     """A new or empty folder that can be written (the files rule: one line naming --output_dir)."""
     output_dir = os.fspath(output_dir)
@@ -127,63 +62,32 @@ def _check_output_dir(output_dir: str | os.PathLike) -> str:
     return output_dir
 
 
-def write_preset(model, config: AlbertConfig, spm_model_file: str | os.PathLike,
-                 output_dir: str | os.PathLike) -> str:
-    """Writes `model` (an `AlbertEncoder` or `AlbertPretrainer`) as a preset folder."""
-    output_dir = _check_output_dir(output_dir)
-    check_vocabulary(spm_model_file, config)
-    os.makedirs(output_dir, exist_ok=True)
-    config.to_json_file(os.path.join(output_dir, PRESET_CONFIG))
-    model.save_weights(os.path.join(output_dir, PRESET_WEIGHTS))
-    shutil.copyfile(spm_model_file, os.path.join(output_dir, PRESET_VOCAB))
-    return output_dir
-
-
-def check_vocabulary(spm_model_file: str | os.PathLike, config: AlbertConfig) -> AlbertTokenizer:
-    """The tokenizer of `spm_model_file`; an error unless it is an ALBERT SentencePiece model whose
-    ids all index the embedding table."""
-    if not os.path.isfile(spm_model_file):
-        raise FileNotFoundError(f"SentencePiece model {spm_model_file} not found")
-    tokenizer = AlbertTokenizer(os.fspath(spm_model_file))
-    if tokenizer.vocab_size > config.vocab_size:
-        raise ValueError(
-            f"{spm_model_file} has {tokenizer.vocab_size} pieces but the config's vocab_size is "
-            f"{config.vocab_size}: ids beyond the embedding table"
-        )
-    return tokenizer
-
-
-def _build(config: AlbertConfig, with_heads: bool):
-    from albert_tf.encoder import AlbertEncoder
-    from albert_tf.pretrainer import AlbertPretrainer
-
-    model = (AlbertPretrainer if with_heads else AlbertEncoder)(config)
-    model.build()
-    return model
-
-
-def _assign(model, naming: str, tensors: dict[str, np.ndarray], source: str,
-            skippable) -> list[WeightName]:
-    """Assigns every tensor the model needs; leftovers that `skippable` does not excuse are an error."""
-    from albert_tf.pretrainer import AlbertPretrainer
-
-    with_heads = isinstance(model, AlbertPretrainer)
-    names = (pretrainer_weight_names if with_heads else encoder_weight_names)(model, naming)
-    encoder_names = {n.source for n in encoder_weight_names(model.encoder if with_heads else model, naming)}
-    missing = [n.source for n in names if n.source not in tensors]
-    if missing and with_heads and not encoder_names.intersection(missing):
+def _split_source(config: AlbertConfig, naming: str, tensors: dict[str, np.ndarray], source: str,
+                  with_heads: bool, skippable) -> tuple[dict, dict | None]:
+    """Our encoder's (and heads') tensors by name from a checkpoint's; leftovers that `skippable`
+    does not excuse are an error."""
+    encoder_names = encoder_weight_names(config, naming)
+    head_names = head_weight_names(config, naming) if with_heads else []
+    missing = [n.source for n in encoder_names + head_names if n.source not in tensors]
+    if missing and with_heads and not {n.source for n in encoder_names}.intersection(missing):
         # E.g. a masked-LM checkpoint without the sentence-order head.
         raise ValueError(f"{source}: missing tensors {missing} (heads only); to convert the encoder "
                          "alone, dropping the heads, pass encoder_only=True (--encoder_only)")
     if missing:
         raise ValueError(f"{source}: missing tensors {missing}, which an ALBERT model of this config "
-                         f"has (num_hidden_layers={model.config.num_hidden_layers}, num_hidden_groups="
-                         f"{model.config.num_hidden_groups}, groups used {list(model.config.used_groups)})")
-    leftovers = assign_from(names, tensors, source=source)
-    unexpected = [name for name in leftovers if not skippable(name)]
+                         f"has (num_hidden_layers={config.num_hidden_layers}, num_hidden_groups="
+                         f"{config.num_hidden_groups}, groups used {list(config.used_groups)})")
+    used = {n.source for n in encoder_names + head_names}
+    unexpected = sorted(name for name in tensors if name not in used and not skippable(name))
     if unexpected:
         raise ValueError(f"{source}: unexpected tensors {unexpected} (not part of an ALBERT model of this config)")
-    return names
+    encoder = to_ours(encoder_names, tensors, source)
+    return encoder, (to_ours(head_names, tensors, source) if with_heads else None)
+
+
+def _write(output_dir, config, encoder, heads, spm_model_file) -> str:
+    return preset_folder.write(output_dir, config, encoder, spm_model_file,
+                               task=PRETRAINER_TASK if heads is not None else None, task_weights=heads)
 
 
 # ---- original TF1 checkpoints ------------------------------------------------------------------
@@ -230,15 +134,14 @@ def convert_tf1(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
     folder = input_dir if os.path.isdir(input_dir) else os.path.dirname(input_dir)
     config = AlbertConfig.from_json_file(config_file or os.path.join(folder, TF1_CONFIG))
     spm_model_file = spm_model_file or os.path.join(folder, TF1_VOCAB)
-    check_vocabulary(spm_model_file, config)
+    preset_folder.check_vocabulary(spm_model_file, config)
     prefix = find_tf1_checkpoint(input_dir)
     tensors = read_tf1_checkpoint(prefix)
     with_heads = not encoder_only and any(name.startswith("cls/") for name in tensors)
-    model = _build(config, with_heads)
     skippable = _tf1_skippable if not encoder_only else (
         lambda name: _tf1_skippable(name) or name.startswith("cls/"))
-    _assign(model, "tf1", tensors, f"TF1 checkpoint {prefix}", skippable)
-    return write_preset(model, config, spm_model_file, output_dir)
+    encoder, heads = _split_source(config, "tf1", tensors, f"TF1 checkpoint {prefix}", with_heads, skippable)
+    return _write(output_dir, config, encoder, heads, spm_model_file)
 
 
 # ---- Hugging Face ------------------------------------------------------------------------------
@@ -363,7 +266,7 @@ def convert_hf(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
             raise ValueError(f"{config_path}: not valid JSON ({e})") from None
     config = config_from_hf(values, config_path, exact_gelu_as_tanh)
     spm_model_file = os.path.join(input_dir, HF_VOCAB)
-    check_vocabulary(spm_model_file, config)
+    preset_folder.check_vocabulary(spm_model_file, config)
     source = f"Hugging Face checkpoint {input_dir}"
     tensors = read_hf_weights(input_dir)
     if not any(k.startswith("albert.") for k in tensors):
@@ -372,77 +275,44 @@ def convert_hf(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
     tensors = _untie_hf(tensors, source)
     heads = ("predictions.", "sop_classifier.")
     with_heads = not encoder_only and any(k.startswith(heads) for k in tensors)
-    model = _build(config, with_heads)
     # position_ids is a buffer of positions 0..T-1 that older transformers saved; nothing to load.
-    _assign(model, "hf", tensors, source,
-            lambda name: name == "albert.embeddings.position_ids" or (encoder_only and name.startswith(heads)))
-    return write_preset(model, config, spm_model_file, output_dir)
+    encoder, head_tensors = _split_source(
+        config, "hf", tensors, source, with_heads,
+        lambda name: name == "albert.embeddings.position_ids" or (encoder_only and name.startswith(heads)))
+    return _write(output_dir, config, encoder, head_tensors, spm_model_file)
 
 
 def convert_preset_to_hf(preset_dir: str | os.PathLike, output_dir: str | os.PathLike) -> str:
     """A preset folder -> a Hugging Face folder that `AlbertForPreTraining.from_pretrained` (or
-    `AlbertModel`, for an encoder-only preset; `AlbertForSequenceClassification` for a classifier
+    `AlbertModel`, for an encoder's preset; `AlbertForSequenceClassification` for a classifier
     of `AlbertTextClassifier.save_to_preset`) loads: config.json, model.safetensors, spiece.model."""
-    from safetensors.numpy import save_file
-
-    from albert_tf.encoder import AlbertEncoder
-    from albert_tf.pretrainer import AlbertPretrainer
-
     preset_dir, output_dir = os.fspath(preset_dir), _check_output_dir(output_dir)
-    config = read_preset_config(preset_dir)
-    hf_config = config_to_hf(config)  # fails early for configs HF cannot hold
-    if os.path.isfile(os.path.join(preset_dir, TEXT_CLASSIFIER_CONFIG)):
-        from albert_tf.text_classifier import AlbertTextClassifier
-
-        classifier = AlbertTextClassifier.from_preset(preset_dir)
-        return classifier_to_hf(classifier.classifier, os.path.join(preset_dir, PRESET_VOCAB), output_dir,
-                                labels=classifier.labels)
-    with_heads = preset_holds_heads(preset_dir)
-    model = load_preset_model(AlbertPretrainer if with_heads else AlbertEncoder, preset_dir)
-    names = (pretrainer_weight_names if with_heads else encoder_weight_names)(model, "hf")
-    tensors = {n.source: np.ascontiguousarray(n.to_source(np.asarray(n.variable.numpy(), np.float32)))
-               for n in names}
-    if not with_heads:
+    config = preset_folder.read_config(preset_dir)
+    config_to_hf(config)  # fails early for configs HF cannot hold
+    encoder = preset_weights.read(os.path.join(preset_dir, preset_folder.WEIGHTS))
+    task = preset_folder.read_task(preset_dir)
+    vocab = os.path.join(preset_dir, preset_folder.VOCAB)
+    kind = task["class"] if task else None
+    if kind == preset_folder.TEXT_CLASSIFIER_TASK:
+        head = preset_weights.read(os.path.join(preset_dir, preset_folder.TASK_WEIGHTS))
+        arguments = task["arguments"]
+        return classifier_to_hf(config, encoder, head["classifier/kernel"], head["classifier/bias"], vocab,
+                                output_dir, labels=arguments.get("labels"), dropout_rate=arguments["dropout_rate"])
+    if kind not in (None, preset_folder.PRETRAINER_TASK):
+        raise ValueError(f"preset {preset_dir} holds an {kind}, which has no Hugging Face counterpart here; "
+                         "convert its encoder from an encoder's preset")
+    tensors = to_source(encoder_weight_names(config, "hf"), encoder)
+    if kind is None:
         tensors = {k[len("albert."):]: v for k, v in tensors.items()}
-        hf_config = config_to_hf(config, with_heads=False)
-    os.makedirs(output_dir, exist_ok=True)
-    save_file(tensors, os.path.join(output_dir, HF_SAFETENSORS), metadata={"format": "pt"})
-    with open(os.path.join(output_dir, HF_CONFIG), "w", encoding="utf-8") as f:
-        json.dump(hf_config, f, indent=2, sort_keys=True)
-        f.write("\n")
-    shutil.copyfile(os.path.join(preset_dir, PRESET_VOCAB), os.path.join(output_dir, HF_VOCAB))
-    return output_dir
+    else:
+        heads = preset_weights.read(os.path.join(preset_dir, preset_folder.TASK_WEIGHTS))
+        tensors.update(to_source(head_weight_names(config, "hf"), heads))
+    return _write_hf(output_dir, tensors, config_to_hf(config, with_heads=kind is not None), vocab)
 
 
-def classifier_to_hf(classifier, spm_model_file: str | os.PathLike, output_dir: str | os.PathLike,
-                     labels=None) -> str:
-    """An `albert_tf.heads.AlbertClassifier` (a fine-tuned GLUE or text classifier) -> a Hugging Face
-    folder that `AlbertForSequenceClassification.from_pretrained` loads, with the same logits; one
-    output is a regressor (`problem_type` "regression"). `labels` names the classes (`id2label`)."""
+def _write_hf(output_dir: str, tensors: dict, hf_config: dict, spm_model_file) -> str:
     from safetensors.numpy import save_file
 
-    output_dir = _check_output_dir(output_dir)
-    config = classifier.config
-    hf_config = config_to_hf(config)
-    if not classifier.built:
-        classifier.build()
-    names = encoder_weight_names(classifier.encoder, "hf")
-    tensors = {n.source: np.ascontiguousarray(n.to_source(np.asarray(n.variable.numpy(), np.float32)))
-               for n in names}
-    # torch's Linear holds [out, in]: the Keras kernel transposed.
-    tensors["classifier.weight"] = np.ascontiguousarray(classifier.classifier.kernel.numpy().T.astype(np.float32))
-    tensors["classifier.bias"] = classifier.classifier.bias.numpy().astype(np.float32)
-    labels = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(classifier.num_labels)]
-    if len(labels) != classifier.num_labels:
-        raise ValueError(f"{len(labels)} labels for a classifier of {classifier.num_labels} outputs")
-    hf_config.update(
-        architectures=["AlbertForSequenceClassification"],
-        num_labels=classifier.num_labels,
-        id2label={str(i): label for i, label in enumerate(labels)},
-        label2id={label: i for i, label in enumerate(labels)},
-        problem_type="regression" if classifier.num_labels == 1 else "single_label_classification",
-        classifier_dropout_prob=classifier.dropout_rate,
-    )
     os.makedirs(output_dir, exist_ok=True)
     save_file(tensors, os.path.join(output_dir, HF_SAFETENSORS), metadata={"format": "pt"})
     with open(os.path.join(output_dir, HF_CONFIG), "w", encoding="utf-8") as f:
@@ -450,3 +320,31 @@ def classifier_to_hf(classifier, spm_model_file: str | os.PathLike, output_dir: 
         f.write("\n")
     shutil.copyfile(spm_model_file, os.path.join(output_dir, HF_VOCAB))
     return output_dir
+
+
+def classifier_to_hf(config: AlbertConfig, encoder: dict[str, np.ndarray], kernel: np.ndarray, bias: np.ndarray,
+                     spm_model_file: str | os.PathLike, output_dir: str | os.PathLike, labels=None,
+                     dropout_rate: float = 0.1) -> str:
+    """A classifier (its encoder's tensors by name, the output layer's `kernel` [H, N] and `bias`)
+    -> a Hugging Face folder that `AlbertForSequenceClassification.from_pretrained` loads, with the
+    same logits; one output is a regressor (`problem_type` "regression"). `labels` names the classes
+    (`id2label`)."""
+    output_dir = _check_output_dir(output_dir)
+    hf_config = config_to_hf(config)
+    tensors = to_source(encoder_weight_names(config, "hf"), encoder)
+    num_labels = int(np.shape(kernel)[1])
+    # torch's Linear holds [out, in]: the Keras kernel transposed.
+    tensors["classifier.weight"] = np.ascontiguousarray(np.asarray(kernel, np.float32).T)
+    tensors["classifier.bias"] = np.asarray(bias, np.float32)
+    labels = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
+    if len(labels) != num_labels:
+        raise ValueError(f"{len(labels)} labels for a classifier of {num_labels} outputs")
+    hf_config.update(
+        architectures=["AlbertForSequenceClassification"],
+        num_labels=num_labels,
+        id2label={str(i): label for i, label in enumerate(labels)},
+        label2id={label: i for i, label in enumerate(labels)},
+        problem_type="regression" if num_labels == 1 else "single_label_classification",
+        classifier_dropout_prob=dropout_rate,
+    )
+    return _write_hf(output_dir, tensors, hf_config, spm_model_file)

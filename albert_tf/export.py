@@ -262,6 +262,12 @@ def export_saved_model(
     root.do_lower_case = tf.Variable(do_lower_case, trainable=False, name="do_lower_case")
     root.length_buckets = tf.Variable(length_buckets, trainable=False, name="length_buckets")
     tf.saved_model.save(root, output_dir, signatures=signatures)
+    if config is not None:
+        # Every artifact carries its config: fine-tuning from this export needs no other flag.
+        from albert_tf.files import write_json
+        from albert_tf.presets.checkpoints import CONFIG_FILE
+
+        write_json(os.path.join(output_dir, CONFIG_FILE), config.to_dict())
     return output_dir
 
 
@@ -282,11 +288,13 @@ def export_pretrainer(pretrainer, output_dir, spm_model_file, max_seq_length: in
 
 
 def load_model(kind: str, preset: str | None = None, checkpoint: str | None = None):
-    """The `kind` ("encoder" or "pretrainer") of a preset folder, or of a pretraining run: the
-    output_dir of albert-pretrain (its albert_config.json and latest checkpoint) or a checkpoint
-    prefix in it. What albert-export exports."""
-    from albert_tf.config import AlbertConfig
+    """The `kind` ("encoder" or "pretrainer") of a preset (a folder, a released name, a URL, hf://),
+    or of a pretraining run: the output_dir of albert-pretrain (its albert_config.json and latest
+    checkpoint) or a checkpoint prefix in it. What albert-export exports."""
     from albert_tf.encoder import AlbertEncoder
+    from albert_tf.errors import UserError
+    from albert_tf.presets.checkpoints import CONFIG_FILE, load_init_checkpoint
+    from albert_tf.presets.loader import init_config
     from albert_tf.pretrainer import AlbertPretrainer
 
     if kind not in ("encoder", "pretrainer"):
@@ -295,17 +303,13 @@ def load_model(kind: str, preset: str | None = None, checkpoint: str | None = No
         raise ValueError("give exactly one of preset and checkpoint")
     if preset is not None:
         return (AlbertPretrainer if kind == "pretrainer" else AlbertEncoder).from_preset(preset)
-    from albert_tf.training import CONFIG_FILE, load_init_checkpoint
-
-    from albert_tf.errors import UserError
-
     run_dir = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
     if not os.path.isdir(checkpoint) and not tf.io.gfile.exists(checkpoint + ".index"):
         raise UserError(f"--init_checkpoint {checkpoint}: no such folder, nor a checkpoint prefix ({checkpoint}.index)")
     if not os.path.exists(os.path.join(run_dir, CONFIG_FILE)):
         raise UserError(f"--init_checkpoint {checkpoint}: {run_dir} holds no {CONFIG_FILE}; give the output_dir of "
                         "albert-pretrain or a checkpoint prefix in it")
-    pretrainer = AlbertPretrainer(AlbertConfig.from_json_file(os.path.join(run_dir, CONFIG_FILE)))
+    pretrainer = AlbertPretrainer(init_config(checkpoint))
     pretrainer.build()
     load_init_checkpoint(pretrainer, checkpoint)
     return pretrainer if kind == "pretrainer" else pretrainer.encoder

@@ -41,12 +41,29 @@ class AlbertConfigModel(keras.Model):
             config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
         return cls(**config)
 
-    @classmethod
-    def from_preset(cls, preset_dir, **kwargs):
-        """The model of a preset folder (config.json, model.weights.h5, spiece.model), as written by
-        `albert_tf.convert`; `kwargs` go to the constructor (e.g. `dtype`). An encoder loads from a
-        pretrainer preset too (the heads are left out); a model with heads refuses a preset without
-        them (its heads would be random)."""
-        from albert_tf.convert import load_preset_model
+    # Whether `from_preset` refuses a preset without this class's own weights beside the encoder
+    # (the pretrainer: its heads were pretrained too); other task models then get new heads.
+    preset_heads_required = False
 
-        return load_preset_model(cls, preset_dir, **kwargs)
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """The model of a preset: a folder, a released name (`albert_base_v2`), a URL of a release
+        tarball (`...#sha256=<hex>` to pin it) or `hf://<repo>` (see `albert_tf.presets.sources`);
+        `kwargs` go to the constructor (e.g. `dtype`).
+
+        The encoder loads from any preset (a pretrainer's, a classifier's); a task model's heads load
+        from a preset of its own class, and are new otherwise (refused for the pretrainer).
+        """
+        from albert_tf.presets.loader import load_model
+
+        return load_model(cls, preset, cls.preset_heads_required, **kwargs)
+
+    def save_to_preset(self, preset_dir, spm_model_file) -> str:
+        """Writes this model as a preset folder (new or empty) with the vocabulary `spm_model_file`."""
+        from albert_tf.presets.folder import save_model
+
+        task = None
+        if hasattr(self, "encoder"):
+            task = {"class": type(self).__name__,
+                    "arguments": {name: getattr(self, name) for name in self.config_arguments}}
+        return save_model(self, preset_dir, spm_model_file, task)

@@ -84,10 +84,12 @@ class AlbertPretrainer(AlbertConfigModel):
     Outputs: a dict with `mlm_logits` [B, P, V] and `sop_logits` [B, 2] (and the losses).
 
     Example:
-        >>> pretrainer = AlbertPretrainer(AlbertConfig.from_preset("albert_base_v2"))
+        >>> pretrainer = AlbertPretrainer(AlbertConfig.named("albert_base_v2"))
         >>> outputs = pretrainer(features, training=True)   # features: a batch of records
         >>> outputs["loss"], outputs["mlm_accuracy"]
     """
+
+    preset_heads_required = True
 
     def __init__(self, config: AlbertConfig | dict, **kwargs):
         super().__init__(config, **kwargs)

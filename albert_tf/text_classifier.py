@@ -9,27 +9,25 @@ logits, accuracy); `compile` again for others. The command-line fine-tuning with
 presets is finetune/glue (docs/finetuning.md); this is the few-lines path.
 
 Example:
-    >>> classifier = AlbertTextClassifier.from_preset("albert_base_preset", num_classes=2)
+    >>> classifier = AlbertTextClassifier.from_preset("albert_base_v2", num_classes=2)
     >>> classifier.fit(x=["A gem of a film.", "Dull."], y=[1, 0], batch_size=2, epochs=3)
     >>> classifier.predict(["What a delight."])          # logits [1, 2]
     >>> classifier.save_to_preset("my_classifier")       # from_preset("my_classifier") reloads it
     >>> classifier.export("exported")                    # serve_text: raw strings in, probabilities out
     >>> albert_tf.convert.convert_preset_to_hf("my_classifier", "hf_classifier")  # AlbertForSequenceClassification
+    >>> AlbertEncoder.from_preset("my_classifier")         # its encoder, as from any preset
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.convert import TEXT_CLASSIFIER_CONFIG as TASK_CONFIG
-from albert_tf.convert import TEXT_CLASSIFIER_WEIGHTS as TASK_WEIGHTS
 from albert_tf.heads.classifier import AlbertClassifier
+from albert_tf.presets.folder import TEXT_CLASSIFIER_TASK as TASK_CLASS
 from albert_tf.text_preprocessor import AlbertTextPreprocessor
 
 _TOKENIZE_CHUNK = 1024  # strings tokenized per call of the in-graph preprocessor
@@ -86,36 +84,35 @@ class AlbertTextClassifier(keras.Model):
     # ---- presets -----------------------------------------------------------------------------
 
     @classmethod
-    def from_preset(cls, preset_dir, num_classes: int | None = None, sequence_length: int = 128,
+    def from_preset(cls, preset, num_classes: int | None = None, sequence_length: int = 128,
                     dropout_rate: float = 0.1, labels=None, **kwargs) -> "AlbertTextClassifier":
-        """A classifier on a preset folder: a fine-tuned one (written by `save_to_preset`) comes back
-        whole; an encoder or pretrainer preset (`albert-convert`) gets a new head of `num_classes`
-        (or of `len(labels)` classes named `labels`)."""
-        from albert_tf.convert import PRESET_VOCAB, read_preset_config
-        from albert_tf.encoder import AlbertEncoder
+        """A classifier on a preset (a folder, a released name, a URL or hf://: see
+        `albert_tf.presets.sources`): a fine-tuned one (written by `save_to_preset`) comes back whole;
+        any other preset's encoder gets a new head of `num_classes` (or of `len(labels)` classes
+        named `labels`)."""
+        from albert_tf.presets import folder
+        from albert_tf.presets.sources import resolve
 
-        preset_dir = os.fspath(preset_dir)
-        config = read_preset_config(preset_dir)
-        vocab = os.path.join(preset_dir, PRESET_VOCAB)
-        task_config = os.path.join(preset_dir, TASK_CONFIG)
-        if os.path.isfile(task_config):
-            with open(task_config, encoding="utf-8") as f:
-                saved = json.load(f)
+        preset_dir = resolve(preset)
+        config = folder.read_config(preset_dir)
+        vocab = os.path.join(preset_dir, folder.VOCAB)
+        task = folder.read_task(preset_dir)
+        if task is not None and task.get("class") == TASK_CLASS:
+            saved = task["arguments"]
             if num_classes is not None and num_classes != saved["num_classes"]:
-                raise ValueError(f"{preset_dir} holds a classifier of {saved['num_classes']} classes, "
+                raise ValueError(f"{preset} holds a classifier of {saved['num_classes']} classes, "
                                  f"not {num_classes}")
             model = cls._build(config, vocab, saved["num_classes"], saved["sequence_length"],
                                saved["dropout_rate"], labels=saved.get("labels"), **kwargs)
-            model.classifier.load_weights(os.path.join(preset_dir, TASK_WEIGHTS))
+            folder.load_encoder(model.classifier, preset_dir)
+            folder.load_task(model.classifier, preset_dir)
             return model
         if num_classes is None and labels is not None:
             num_classes = len(labels)
         if num_classes is None:
-            raise ValueError(f"{preset_dir} holds no classifier head: give num_classes")
+            raise ValueError(f"{preset} holds no classifier head: give num_classes")
         model = cls._build(config, vocab, num_classes, sequence_length, dropout_rate, labels=labels, **kwargs)
-        encoder = AlbertEncoder.from_preset(preset_dir)
-        for ours, theirs in zip(model.classifier.encoder.weights, encoder.weights, strict=True):
-            ours.assign(theirs)
+        folder.load_encoder(model.classifier, preset_dir)
         return model
 
     @classmethod
@@ -130,20 +127,14 @@ class AlbertTextClassifier(keras.Model):
         return model
 
     def save_to_preset(self, preset_dir) -> str:
-        """Writes the classifier as a preset folder that `from_preset` reloads whole."""
-        from albert_tf.convert import PRESET_CONFIG, PRESET_VOCAB
+        """Writes the classifier as a preset folder (new or empty) that `from_preset` reloads whole;
+        its encoder is a preset's encoder, which every model class loads."""
+        from albert_tf.presets.folder import save_model
 
-        preset_dir = os.fspath(preset_dir)
-        if os.path.exists(preset_dir) and os.listdir(preset_dir):
-            raise FileExistsError(f"output directory {preset_dir} is not empty")
-        os.makedirs(preset_dir, exist_ok=True)
-        self.classifier.config.to_json_file(os.path.join(preset_dir, PRESET_CONFIG))
-        shutil.copyfile(self.preprocessor.spm_model_file, os.path.join(preset_dir, PRESET_VOCAB))
-        self.classifier.save_weights(os.path.join(preset_dir, TASK_WEIGHTS))
-        with open(os.path.join(preset_dir, TASK_CONFIG), "w", encoding="utf-8") as f:
-            json.dump({"num_classes": self.num_classes, "sequence_length": self.preprocessor.sequence_length,
-                       "dropout_rate": self.classifier.dropout_rate, "labels": self.labels}, f, indent=2)
-        return preset_dir
+        task = {"class": TASK_CLASS, "arguments": {
+            "num_classes": self.num_classes, "sequence_length": self.preprocessor.sequence_length,
+            "dropout_rate": self.classifier.dropout_rate, "labels": self.labels}}
+        return save_model(self.classifier, preset_dir, self.preprocessor.spm_model_file, task)
 
     # ---- training and prediction on raw text -------------------------------------------------
 

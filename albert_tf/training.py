@@ -21,7 +21,7 @@ Example:
     >>> options = PretrainingOptions(output_dir="/tmp/albert", input_file="data/*.tfrecord",
     ...                              train_batch_size=64, max_seq_length=128, num_train_steps=1000,
     ...                              num_warmup_steps=100, learning_rate=1e-3)
-    >>> result = pretrain(AlbertConfig.from_preset("albert_base_v2"), options,
+    >>> result = pretrain(AlbertConfig.named("albert_base_v2"), options,
     ...                   strategy=get_strategy("mirrored"))
 """
 
@@ -49,11 +49,16 @@ from albert_tf.choices import MIXED_PRECISION_HELP, MIXED_PRECISION_POLICIES  # 
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import FlagError, UserError, reason
 from albert_tf.files import prepare_output_dir, tfrecord_compression, write_json
+from albert_tf.presets.checkpoints import (  # noqa: F401 (re-exported: the run folder's rules)
+    CONFIG_FILE,
+    RUN_VOCAB,
+    _checkpoint_key,
+    load_init_checkpoint,
+)
+from albert_tf.presets.weights import model_weights
 from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
 from albert_tf.validation import require_positive_ints
 
-CONFIG_FILE = "albert_config.json"
-RUN_VOCAB = "spiece.model"  # a run folder's vocabulary: albert-pretrain's, a fine-tuning run's
 TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
 
 # The release adds this to the sum of masked_lm_weights, so a batch without predictions gives 0.
@@ -245,60 +250,6 @@ def keep_run_vocabulary(spm_model_file: str, output_dir: str) -> str:
         tf.io.gfile.makedirs(output_dir)
         tf.io.gfile.copy(spm_model_file, kept, overwrite=True)
     return kept
-
-
-def model_weights(model) -> dict:
-    """The model's variables by path below the model, which is how checkpoints here name them.
-
-    A `tf.train.Checkpoint(model=model)` of a Keras 3 model does not reach layers kept in Python
-    lists (the encoder's blocks): most weights would then be saved only as the optimizer's
-    numbered slots, and a model-only restore would silently skip them. Naming every variable by
-    its path ("encoder/group_0_inner_group_0/attention/query/kernel") keeps them all, readable,
-    and independent of the top-level model's uniquified name.
-    """
-    weights = {}
-    for variable in model.weights:
-        key = variable.path.split("/", 1)[-1]
-        if key in weights and weights[key] is not variable:
-            raise ValueError(f"two variables of the model share the path {variable.path}")
-        weights[key] = variable
-    return weights
-
-
-def load_init_checkpoint(model: AlbertPretrainer, path: str):
-    """Initialises `model` from a checkpoint written by this loop (a file prefix or a directory).
-
-    A missing checkpoint, a variable of the model absent from it, or a tensor of another shape is
-    an error: a silent start from scratch was the original release's most reported failure.
-    """
-    if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
-        if latest is None:
-            raise FileNotFoundError(f"init_checkpoint: no checkpoint in directory {path}")
-        path = latest
-    if not tf.io.gfile.exists(path + ".index"):
-        raise FileNotFoundError(f"init_checkpoint: {path} does not exist (no {path}.index)")
-    weights = model_weights(model)
-    stored = dict(tf.train.list_variables(path))
-    problems = []
-    for key, variable in weights.items():
-        name = _checkpoint_key(key)
-        if name not in stored:
-            problems.append(f"{key} is missing")
-        elif list(stored[name]) != list(variable.shape):
-            problems.append(f"{key} has shape {stored[name]} there, {list(variable.shape)} here")
-    if problems:
-        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
-        raise ValueError(f"init_checkpoint {path} does not match the model: {shown}")
-    tf.train.Checkpoint(model=weights).read(path).assert_existing_objects_matched().expect_partial()
-    logging.info("initialised %d variables from %s", len(weights), path)
-    return path
-
-
-def _checkpoint_key(key: str) -> str:
-    # tf.train.Checkpoint escapes "/" and "." in dict keys of the object graph.
-    escaped = key.replace(".", "..").replace("/", ".S")
-    return f"model/{escaped}/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 def _share_overflow(ctx, grads):
@@ -714,7 +665,11 @@ class Pretraining(TrainingLoop):
 
     def _initializer(self):
         path = self.options.init_checkpoint
-        return (lambda model: load_init_checkpoint(model, path)) if path else None
+        if not path:
+            return None
+        from albert_tf.presets.loader import initialize_pretrainer
+
+        return lambda model: initialize_pretrainer(model, path)
 
     # ---- steps -------------------------------------------------------------------------------
 

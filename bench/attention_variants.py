@@ -83,7 +83,7 @@ def main():
     tolerance = 1e-4 if args.dtype == "float32" else 0.125
     model_throughput.set_threads(args.threads)
 
-    config = AlbertConfig.from_preset("albert_base_v2")
+    config = AlbertConfig.named("albert_base_v2")
     batches = {size: {k: tf.constant(v) for k, v in model_throughput.random_batch(config, size, 128, 20).items()}
                for size in (1, 8)}
     rows = {"forward 1x128": (False, 1, 5), "forward 8x128": (False, 8, 1), "train step 8x128": (True, 8, 1)}

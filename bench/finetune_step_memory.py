@@ -89,7 +89,7 @@ def our_update(config, ids, labels, jit_compile):
 
 
 def main():
-    config = AlbertConfig.from_preset(ARGS.preset)
+    config = AlbertConfig.named(ARGS.preset)
     rng = np.random.default_rng(0)
     ids = rng.integers(5, config.vocab_size, (ARGS.batch, ARGS.seq_length))
     labels = rng.integers(0, 2, ARGS.batch)

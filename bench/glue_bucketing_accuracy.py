@@ -63,7 +63,8 @@ tf.config.threading.set_inter_op_parallelism_threads(1)
 
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
-from finetune import initialization, trainer  # noqa: E402
+from albert_tf.presets import loader as initialization  # noqa: E402
+from finetune import trainer  # noqa: E402
 from finetune.glue.task import GlueTask  # noqa: E402
 
 SMALL = AlbertConfig(vocab_size=30000, embedding_size=32, hidden_size=64, num_hidden_layers=2,

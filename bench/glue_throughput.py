@@ -71,7 +71,7 @@ def main():
     tokenizer = AlbertTokenizer(ARGS.spm_model_file or os.path.join(ARGS.data_dir, "albert", "30k-clean.model"))
     task = get_task("SST-2")
     config = (AlbertConfig.from_json_file(ARGS.albert_config_file) if ARGS.albert_config_file
-              else AlbertConfig.from_preset(ARGS.preset))
+              else AlbertConfig.named(ARGS.preset))
     model_name = os.path.basename(ARGS.albert_config_file) if ARGS.albert_config_file else ARGS.preset
     work = tempfile.mkdtemp(prefix="glue_throughput_")
     began = time.perf_counter()

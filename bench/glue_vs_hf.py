@@ -241,7 +241,7 @@ def main():
     glue = os.path.join(ARGS.data_dir, "glue")
     tokenizer = AlbertTokenizer(ARGS.spm_model_file or os.path.join(ARGS.data_dir, "albert", "30k-clean.model"))
     config = (AlbertConfig.from_json_file(ARGS.albert_config_file) if ARGS.albert_config_file
-              else AlbertConfig.from_preset(ARGS.preset))
+              else AlbertConfig.named(ARGS.preset))
     model_name = os.path.basename(ARGS.albert_config_file) if ARGS.albert_config_file else ARGS.preset
     if set(ROWS) - {"train", "eval"}:
         raise SystemExit(f"--rows: unknown {sorted(set(ROWS) - {'train', 'eval'})}; known: train, eval")

@@ -155,7 +155,7 @@ def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from albert_tf.config import AlbertConfig
 
-    presets = {preset: AlbertConfig.from_preset(preset) for preset in args.presets.split(",")}
+    presets = {preset: AlbertConfig.named(preset) for preset in args.presets.split(",")}
     peers = {preset: hf_update(config, args) for preset, config in presets.items()} if args.hf else {}
 
     import model_throughput

@@ -240,7 +240,7 @@ def median_times(systems: dict, runs: dict, repeats: int) -> dict:
 def main():
     args = parse_args()
     set_threads(args.threads)
-    c = AlbertConfig.from_preset(args.preset)
+    c = AlbertConfig.named(args.preset)
     skip = set(filter(None, args.skip.split(",")))
     reference = {}
 

@@ -98,7 +98,7 @@ def main():
     parser.add_argument("--memory_child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     model_throughput.set_threads(args.threads)
-    config = AlbertConfig.from_preset(args.preset)
+    config = AlbertConfig.named(args.preset)
 
     if args.memory_child:
         step = loop_system(config, args, jit_compile=True)

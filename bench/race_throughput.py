@@ -114,7 +114,7 @@ def hugging_face_system(config):
 
 
 def main():
-    config = AlbertConfig.from_preset(ARGS.preset)
+    config = AlbertConfig.named(ARGS.preset)
     systems = {"albert_tf": albert_tf_system(config), "HF PyTorch": hugging_face_system(config)}
     train_batch = race_batch(ARGS.train_batch, 0)
     predict_batch = race_batch(ARGS.predict_batch, 100)

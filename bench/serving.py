@@ -73,7 +73,7 @@ def padding_main():
     from albert_tf.export import export_encoder
     from albert_tf.length_buckets import bucket_lengths
 
-    config = AlbertConfig.from_preset(FLAGS.preset)
+    config = AlbertConfig.named(FLAGS.preset)
     encoder = AlbertEncoder(config)
     encoder.build()
     root = tempfile.mkdtemp(prefix="albert_serving_padding_")
@@ -128,7 +128,7 @@ def main(argv):
     from albert_tf.export import export_encoder
     from albert_tf.tokenizer import AlbertTokenizer
 
-    config = AlbertConfig.from_preset(FLAGS.preset)
+    config = AlbertConfig.named(FLAGS.preset)
     encoder = AlbertEncoder(config)
     encoder.build()
     export_dir = tempfile.mkdtemp(prefix="albert_serving_bench_")

@@ -132,7 +132,7 @@ def main():
     examples = readers.read_squad(os.path.join(ARGS.data_dir, "squad", "dev-v1.1.json"))
     ours_tok, theirs_tok = AlbertTokenizer(spm_path), hf_tokenizer(spm_path)
     settings = features.FeatureSettings(max_seq_length=ARGS.seq_length)
-    config = AlbertConfig.from_preset(ARGS.preset)
+    config = AlbertConfig.named(ARGS.preset)
     hf_config = transformers.AlbertConfig(
         vocab_size=config.vocab_size, embedding_size=config.embedding_size, hidden_size=config.hidden_size,
         num_hidden_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,

@@ -34,12 +34,12 @@ from collections.abc import Sequence
 logging.getLogger("apache_beam").setLevel(logging.ERROR)
 
 import apache_beam as beam  # noqa: E402
-from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
 from albert_tf.files import PartialFile, files_for, prepare_output_dir, write_json
 from albert_tf.tokenizer import AlbertTokenizer
+from data_prep.beam_files import BeamFiles, open_raw
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of
 from data_prep.instances import MaskingVocab
@@ -60,42 +60,6 @@ WORKER_SHUFFLE_MEMORY_BYTES = 8 << 20
 # Errors of the input raised on a worker reach the launcher inside the runner's own exception;
 # this marker finds the one line to show.
 ERROR_MARKER = "albert-data-prep input error: "
-
-
-def open_raw(path: str):
-    """The raw bytes of `path` on any filesystem Beam knows (no decompression: documents.py does it)."""
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-
-
-class BeamFiles:
-    """`albert_tf.files`' filesystem interface (`fs`) on Beam's FileSystems (any filesystem Beam knows)."""
-
-    def open(self, path: str, mode: str = "rb", **kwargs):
-        if mode == "rb":
-            return open_raw(path)
-        if mode == "wb":
-            return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
-        raise ValueError(f"Beam files open in 'rb' or 'wb' mode, not {mode!r}")
-
-    def rename(self, source: str, target: str) -> None:
-        FileSystems.rename([source], [target])
-
-    def remove(self, path: str) -> None:
-        if FileSystems.exists(path):
-            FileSystems.delete([path])
-
-    def exists(self, path: str) -> bool:
-        return FileSystems.exists(path)
-
-    def isdir(self, path: str) -> bool:
-        return False  # object stores have no folders: something at the exact name is a file
-
-    def makedirs(self, path: str) -> None:
-        if not FileSystems.exists(path):
-            FileSystems.mkdirs(path)
-
-    def glob(self, pattern: str) -> list[str]:
-        return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
 
 
 def _local_copy(path: str) -> str:

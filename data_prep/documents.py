@@ -61,7 +61,7 @@ class InputStats:
 def _open_raw(path: str) -> BinaryIO:
     """A local file, or one on a filesystem Apache Beam knows (gs://, s3://, hdfs://...)."""
     if "://" in path:
-        from data_prep.beam_pipeline import open_raw
+        from data_prep.beam_files import open_raw
 
         return open_raw(path)
     return open(path, "rb")
@@ -70,7 +70,7 @@ def _open_raw(path: str) -> BinaryIO:
 def beam_files():
     """Apache Beam's filesystems, for input paths with a scheme (the workers do not load TensorFlow)."""
     try:
-        from data_prep.beam_pipeline import BeamFiles
+        from data_prep.beam_files import BeamFiles
     except ImportError:
         raise BadInputError("input paths with a scheme (gs://...) need Apache Beam: pip install 'albert_tf[beam]'") from None
     return BeamFiles()

@@ -101,7 +101,7 @@ def _absolute(path: str) -> str:
 def file_sha256(path: str) -> str:
     """sha256 of the file's bytes (a path with a scheme, gs://..., is read through Beam)."""
     if "://" in path:
-        from data_prep.beam_pipeline import open_raw
+        from data_prep.beam_files import open_raw
 
         opened = open_raw(path)
     else:

@@ -259,7 +259,8 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
         strategy = strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
 
     from albert_tf.tokenizer import AlbertTokenizer
-    from finetune import initialization, trainer
+    from albert_tf.presets import loader as initialization
+    from finetune import trainer
 
     source_given = F.init_checkpoint or F.preset or F.albert_config_file
     if not source_given and training.tf.train.latest_checkpoint(F.output_dir):

@@ -1,6 +1,6 @@
 """albert-export: a preset or a pretraining run's checkpoint -> a SavedModel for serving and reuse.
 
-    albert-export --preset DIR --model encoder --output_dir DIR [--max_seq_length 128]
+    albert-export --preset albert_base_v2 --model encoder --output_dir DIR [--max_seq_length 128]
     albert-export --init_checkpoint RUN_DIR --spm_model_file 30k-clean.model --model pretrainer --output_dir DIR
 
 (--output and --checkpoint, the names of earlier versions, still work.)
@@ -18,8 +18,9 @@ from albert_tf.errors import FlagError
 from albert_tf.files import prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
-flags.DEFINE_string("preset", None, "Preset folder (config.json, model.weights.h5, spiece.model), "
-                    "e.g. written by albert-convert.", flag_values=FLAGS)
+flags.DEFINE_string("preset", None, "A preset: a folder (config.json, model.weights.h5, spiece.model), a "
+                    "released name such as albert_base_v2 (albert-presets), a tarball URL or hf://<repo>.",
+                    flag_values=FLAGS)
 flags.DEFINE_string("init_checkpoint", None, "Instead of --preset: the output_dir of albert-pretrain (its "
                     "albert_config.json and latest checkpoint), or a checkpoint prefix in such a folder.",
                     flag_values=FLAGS)
@@ -63,14 +64,17 @@ def main(argv):
                 raise FlagError("--spm_model_file is required: the run folder of --init_checkpoint holds no "
                                 "spiece.model (albert-pretrain keeps the one it was given)")
             spm_model_file = kept
-        else:
-            from albert_tf.convert import PRESET_VOCAB
+    preset = None
+    if FLAGS.preset:
+        from albert_tf.presets import folder
+        from albert_tf.presets.sources import resolve
 
-            spm_model_file = os.path.join(FLAGS.preset, PRESET_VOCAB)
+        preset = resolve(FLAGS.preset)  # a name or URL: downloaded and converted once, into the cache
+        spm_model_file = spm_model_file or os.path.join(preset, folder.VOCAB)
 
     from albert_tf.export import export_encoder, export_pretrainer, load_model
 
-    model = load_model(FLAGS.model, preset=FLAGS.preset, checkpoint=FLAGS.init_checkpoint)
+    model = load_model(FLAGS.model, preset=preset, checkpoint=FLAGS.init_checkpoint)
     if FLAGS.model == "pretrainer":
         export_pretrainer(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
                           FLAGS.max_predictions_per_seq, do_lower_case=FLAGS.do_lower_case)

@@ -1,8 +1,13 @@
-"""albert-presets: print the parameter table of every preset.
+"""albert-presets: the released checkpoints that load by name, and the parameters of every size.
 
-The counts come from `albert_tf.config.parameter_counts` (at once; the tests check it against
-built models); `--build` builds each model for real (random weights) and counts its variables
-instead, which takes minutes for the large presets.
+    albert-presets                 # name, size, parameters and source of each released checkpoint
+    albert-presets --sizes         # the parameter table of each named size (AlbertConfig.named)
+
+Each name loads wherever a preset is taken (`AlbertEncoder.from_preset("albert_base_v2")`,
+`--preset`, `--init_checkpoint`): downloaded once, converted into the cache (docs/presets.md). The
+counts come from `albert_tf.config.parameter_counts` (at once; the tests check it against built
+models); `--build` builds each model for real (random weights) and counts its variables instead,
+which takes minutes for the large sizes.
 """
 
 from absl import flags
@@ -11,7 +16,9 @@ from albert_tf.cli.entry_point import run_main
 from albert_tf.errors import FlagError
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
-flags.DEFINE_list("presets", None, "Presets to list (default: all).", flag_values=FLAGS)
+flags.DEFINE_list("presets", None, "Names to list (default: all).", flag_values=FLAGS)
+flags.DEFINE_bool("sizes", False, "List the named sizes (configs without weights) with their parameters by part.",
+                  flag_values=FLAGS)
 flags.DEFINE_bool("build", False, "Build each model and count its variables instead of computing the counts.",
                   flag_values=FLAGS)
 
@@ -23,8 +30,8 @@ def parameter_table(names, build: bool = False) -> list[dict]:
     if not build:
         rows = []
         for name in names:
-            config = AlbertConfig.from_preset(name)
-            rows.append({"preset": name, "L": config.num_hidden_layers, "H": config.hidden_size,
+            config = AlbertConfig.named(name)
+            rows.append({"size": name, "L": config.num_hidden_layers, "H": config.hidden_size,
                          "E": config.embedding_size, "sharing": config.sharing, **parameter_counts(config)})
         return rows
     import keras
@@ -33,14 +40,14 @@ def parameter_table(names, build: bool = False) -> list[dict]:
 
     rows = []
     for name in names:
-        config = AlbertConfig.from_preset(name)
+        config = AlbertConfig.named(name)
         model = AlbertPretrainer(config)
         model.build()
         encoder = model.encoder
         projection = encoder.embeddings.projection
         rows.append(
             {
-                "preset": name,
+                "size": name,
                 "L": config.num_hidden_layers,
                 "H": config.hidden_size,
                 "E": config.embedding_size,
@@ -68,15 +75,36 @@ def format_table(rows) -> str:
     return "\n".join([line(columns), line(["-" * w for w in widths]), *map(line, cells)])
 
 
+def release_table(names) -> list[dict]:
+    """One row per released checkpoint: its size, parameters (the encoder; the pretraining heads)
+    and where it is downloaded from."""
+    from albert_tf.config import AlbertConfig, parameter_counts
+    from albert_tf.presets.registry import RELEASES
+
+    rows = []
+    for name in names:
+        release = RELEASES[name]
+        config = AlbertConfig.named(release.size).replace(vocab_size=release.vocab_size)
+        counts = parameter_counts(config)
+        rows.append({"name": name, "L": config.num_hidden_layers, "H": config.hidden_size, "E": config.embedding_size,
+                     "encoder": counts["encoder"], "heads": counts["heads"], "vocabulary": release.vocabulary,
+                     "source": release.sources})
+    return rows
+
+
 def main(argv):
     del argv
-    from albert_tf import PRESETS
+    from albert_tf.config import SIZES
+    from albert_tf.presets.registry import RELEASES
 
-    names = FLAGS.presets or list(PRESETS)
-    unknown = [n for n in names if n not in PRESETS]
+    known = SIZES if FLAGS.sizes else RELEASES
+    names = FLAGS.presets or list(known)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise FlagError(f"--presets: unknown presets {unknown}; known presets are {sorted(PRESETS)}")
-    print(format_table(parameter_table(names, build=FLAGS.build)))
+        what = "sizes" if FLAGS.sizes else "released checkpoints"
+        raise FlagError(f"--presets: unknown {what} {unknown}; known ones are {sorted(known)}")
+    rows = parameter_table(names, build=FLAGS.build) if FLAGS.sizes else release_table(names)
+    print(format_table(rows))
 
 
 def run():

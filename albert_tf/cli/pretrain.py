@@ -1,7 +1,7 @@
 """albert-pretrain: masked-LM + sentence-order pretraining on TFRecords, under any tf.distribute strategy.
 
     albert-pretrain --input_file 'data/train-*.tfrecord' --eval_input_file data/eval.tfrecord \\
-        --output_dir run --preset albert_base_v2 --train_batch_size 4096 --max_seq_length 512 \\
+        --output_dir run --size albert_base_v2 --train_batch_size 4096 --max_seq_length 512 \\
         --num_train_steps 125000 --num_warmup_steps 3125 --learning_rate 0.00176 \\
         --strategy tpu --tpu my-tpu --mixed_precision bf16
 
@@ -27,10 +27,15 @@ flags.DEFINE_string("eval_input_file", None, "Comma-separated globs of held-out 
                     "at every checkpoint and at the end.", flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Where checkpoints, TensorBoard summaries, albert_config.json "
                     "and the exported SavedModel go. A rerun resumes from its latest checkpoint.", flag_values=FLAGS)
-flags.DEFINE_string("albert_config_file", None, "An albert_config.json (or give --preset).", flag_values=FLAGS)
-flags.DEFINE_string("preset", None, "A named config such as albert_base_v2 (or give --albert_config_file).", flag_values=FLAGS)
+flags.DEFINE_string("albert_config_file", None, "An albert_config.json (or give --size or --preset).", flag_values=FLAGS)
+flags.DEFINE_string("size", None, "A released size without weights, such as albert_base_v2 (albert-presets --sizes): "
+                    "pretraining from scratch.", flag_values=FLAGS)
+flags.DEFINE_string("preset", None, "Start from a preset's weights (encoder and pretraining heads) and config: a "
+                    "folder, a released name such as albert_base_v2 (albert-presets), a tarball URL or hf://<repo>.",
+                    flag_values=FLAGS)
 flags.DEFINE_string("init_checkpoint", None, "Start from the weights of this checkpoint (a prefix or an "
-                    "output_dir of albert-pretrain); every weight must be there with its shape.", flag_values=FLAGS)
+                    "output_dir of albert-pretrain, or a preset as --preset takes it); every weight must be there "
+                    "with its shape.", flag_values=FLAGS)
 flags.DEFINE_integer("train_batch_size", 4096, "Global batch of one update, over all replicas and "
                      "accumulated micro-batches.", flag_values=FLAGS)
 flags.DEFINE_integer("eval_batch_size", 64, "Global batch for evaluation.", flag_values=FLAGS)
@@ -66,14 +71,28 @@ flags.DEFINE_string("spm_model_file", None, "The SentencePiece model; when given
 flags.DEFINE_bool("progress_bar", True, "Show a progress bar (on the chief).", flag_values=FLAGS)
 
 
+def init_source() -> str | None:
+    """Where the weights start from: --preset or --init_checkpoint (at most one), or None."""
+    if FLAGS.preset and FLAGS.init_checkpoint:
+        raise FlagError("give at most one of --preset and --init_checkpoint")
+    return FLAGS.preset or FLAGS.init_checkpoint
+
+
 def load_config():
     from albert_tf.config import AlbertConfig
 
-    if bool(FLAGS.albert_config_file) == bool(FLAGS.preset):
-        raise FlagError("give exactly one of --albert_config_file and --preset")
-    if FLAGS.preset:
-        return AlbertConfig.from_preset(FLAGS.preset)
-    return AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    given = [f"--{name}" for name in ("albert_config_file", "size", "preset") if FLAGS[name].value]
+    if len(given) > 1:
+        raise FlagError(f"give one of {' and '.join(given)}")
+    if FLAGS.size:
+        return AlbertConfig.named(FLAGS.size)
+    if FLAGS.albert_config_file:
+        return AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    if init_source():
+        from albert_tf.presets.loader import init_config
+
+        return init_config(init_source())
+    raise FlagError("give one of --albert_config_file, --size and --preset")
 
 
 def record_lengths() -> tuple[int, int]:
@@ -163,7 +182,7 @@ def main(argv):
         grad_accum_steps=FLAGS.grad_accum_steps,
         mixed_precision=FLAGS.mixed_precision,
         jit_compile=FLAGS.jit_compile,
-        init_checkpoint=FLAGS.init_checkpoint,
+        init_checkpoint=init_source(),
         max_eval_steps=FLAGS.max_eval_steps,
         seed=FLAGS.seed,
         progress_bar=FLAGS.progress_bar,

@@ -37,7 +37,7 @@ class AlbertClassifier(AlbertConfigModel):
     Outputs: logits [B, num_labels] in float32 (the score in [B, 1] for regression).
 
     Example:
-        >>> classifier = AlbertClassifier(AlbertConfig.from_preset("albert_base_v2"), num_labels=2)
+        >>> classifier = AlbertClassifier(AlbertConfig.named("albert_base_v2"), num_labels=2)
         >>> logits = classifier({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
     """
 

@@ -1,13 +1,13 @@
 """The GLUE classifier and where its encoder weights come from, under their GLUE names.
 
 The classifier is `albert_tf.heads.AlbertClassifier` (the released `run_classifier.py` head);
-the encoder's initialisation is `finetune.initialization`, shared by every task.
+the encoder's initialisation is `albert_tf.presets.loader`, shared by every task.
 """
 
 from __future__ import annotations
 
 from albert_tf.heads.classifier import AlbertClassifier, classifier_sums
-from finetune.initialization import (
+from albert_tf.presets.loader import (
     WORD_EMBEDDINGS,
     _encoder_key,
     check_vocab_size,

@@ -300,7 +300,7 @@ def test_every_tool_refuses_an_unusable_output_dir_up_front_naming_the_flag(tmp_
     (tmp_path / "full" / "kept.txt").write_text("x")
     missing = tmp_path / "missing"
     inputs = {
-        "pretrain": [f"--input_file={missing}/*.tfrecord", "--preset=albert_base_v2"],
+        "pretrain": [f"--input_file={missing}/*.tfrecord", "--size=albert_base_v2"],
         "export": [f"--init_checkpoint={missing}", "--model=encoder"],
         "convert": ["--source=tf1", f"--input={missing}"],
     }[tool]

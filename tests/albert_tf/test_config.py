@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from albert_tf import PRESETS, AlbertConfig
+from albert_tf import SIZES, AlbertConfig
 from tests.conftest import REPO_ROOT
 
 RELEASED_BASE_V2 = REPO_ROOT / "tests" / "fixtures" / "albert_base_v2_config.json"
@@ -10,7 +10,7 @@ RELEASED_BASE_V2 = REPO_ROOT / "tests" / "fixtures" / "albert_base_v2_config.jso
 
 def test_released_base_v2_config_loads_as_the_preset():
     # The file as released, legacy keys (net_structure_type, gap_size, ...) included.
-    assert AlbertConfig.from_json_file(RELEASED_BASE_V2) == AlbertConfig.from_preset("albert_base_v2")
+    assert AlbertConfig.from_json_file(RELEASED_BASE_V2) == AlbertConfig.named("albert_base_v2")
 
 
 def test_json_round_trip_keeps_every_field(tmp_path):
@@ -26,21 +26,21 @@ def test_json_round_trip_keeps_every_field(tmp_path):
 
 
 def test_presets_have_the_released_shapes():
-    assert set(PRESETS) == {f"albert_{s}_{v}" for s in ("base", "large", "xlarge", "xxlarge")
+    assert set(SIZES) == {f"albert_{s}_{v}" for s in ("base", "large", "xlarge", "xxlarge")
                             for v in ("v1", "v2")} | {"bert_base", "bert_large"}
-    xxl = AlbertConfig.from_preset("albert_xxlarge_v1")
+    xxl = AlbertConfig.named("albert_xxlarge_v1")
     assert (xxl.hidden_size, xxl.num_attention_heads, xxl.intermediate_size, xxl.num_hidden_layers) == (
         4096, 64, 16384, 12)
     assert xxl.hidden_dropout_prob == 0.0  # v1 xxlarge was released without dropout
-    assert AlbertConfig.from_preset("albert_large_v1").hidden_dropout_prob == 0.1
-    assert AlbertConfig.from_preset("albert_large_v2").attention_probs_dropout_prob == 0.0
-    bert = AlbertConfig.from_preset("bert_base")
+    assert AlbertConfig.named("albert_large_v1").hidden_dropout_prob == 0.1
+    assert AlbertConfig.named("albert_large_v2").attention_probs_dropout_prob == 0.0
+    bert = AlbertConfig.named("bert_base")
     assert (bert.embedding_size, bert.sharing, bert.has_projection) == (768, "none", False)
 
 
 def test_unknown_preset_lists_the_known_ones():
     with pytest.raises(ValueError, match="albert_base_v2"):
-        AlbertConfig.from_preset("albert_huge")
+        AlbertConfig.named("albert_huge")
 
 
 @pytest.mark.parametrize(

@@ -62,13 +62,15 @@ def _assert_close(got, expected):
 # ---- Hugging Face ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("config", [SMALL, AlbertConfig.from_preset("albert_base_v2")], ids=["small", "albert_base"])
+@pytest.mark.parametrize("config", [SMALL, AlbertConfig.named("albert_base_v2")], ids=["small", "albert_base"])
 def test_hugging_face_round_trip_gives_the_pytorch_outputs(config, tmp_path):
     reference = hf_reference.random_hf_pretrainer(config, seed=1)
     source = _hf_folder(reference, tmp_path / "hf")
     assert (source / "model.safetensors").is_file()
     preset = convert.convert_hf(source, tmp_path / "preset")
-    assert sorted(p.name for p in pathlib.Path(preset).iterdir()) == ["config.json", "model.weights.h5", "spiece.model"]
+    # The encoder in model.weights.h5, the pretraining heads beside it as the task's weights.
+    assert sorted(p.name for p in pathlib.Path(preset).iterdir()) == [
+        "config.json", "model.weights.h5", "spiece.model", "task.json", "task.weights.h5"]
     assert AlbertConfig.from_json_file(pathlib.Path(preset) / "config.json") == config
 
     batch = hf_reference.padded_batch(config, seed=2)
@@ -107,7 +109,7 @@ def test_pytorch_bin_and_encoder_only_checkpoints(tmp_path):
     got = AlbertEncoder.from_preset(preset)(batch)
     _assert_close({k: got[k] for k in ("sequence_output", "pooled_output")},
                   {k: expected[k] for k in ("sequence_output", "pooled_output")})
-    with pytest.raises(ValueError, match="encoder without pretraining heads"):
+    with pytest.raises(ValueError, match="an encoder without the heads of an AlbertPretrainer"):
         AlbertPretrainer.from_preset(preset)
     back = convert.convert_preset_to_hf(preset, tmp_path / "encoder_back")
     model = transformers.AlbertModel.from_pretrained(back, attn_implementation="eager").eval()
@@ -399,12 +401,12 @@ def test_the_hub_config_of_albert_base_v2_is_the_preset():
         "num_attention_heads": 12, "num_hidden_groups": 1, "num_hidden_layers": 12, "num_memory_blocks": 0,
         "pad_token_id": 0, "type_vocab_size": 2, "vocab_size": 30000,
     }
-    assert convert.config_from_hf(hub) == AlbertConfig.from_preset("albert_base_v2")
+    assert convert.config_from_hf(hub) == AlbertConfig.named("albert_base_v2")
     # v1's config names the exact GELU although the weights were trained with the tanh form.
     v1 = {**hub, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
     with pytest.raises(ValueError, match="exact_gelu_as_tanh"):
         convert.config_from_hf(v1)
-    assert convert.config_from_hf(v1, exact_gelu_as_tanh=True) == AlbertConfig.from_preset("albert_base_v1")
+    assert convert.config_from_hf(v1, exact_gelu_as_tanh=True) == AlbertConfig.named("albert_base_v1")
     # Written back, transformers reads the same model shape.
-    back = transformers.AlbertConfig(**convert.config_to_hf(AlbertConfig.from_preset("albert_base_v2")))
+    back = transformers.AlbertConfig(**convert.config_to_hf(AlbertConfig.named("albert_base_v2")))
     assert (back.hidden_act, back.embedding_size, back.num_hidden_groups) == ("gelu_new", 128, 1)

@@ -12,7 +12,7 @@ def encoder_params(config: AlbertConfig) -> int:
 
 
 def test_albert_base_components_are_exact():
-    encoder = AlbertEncoder(AlbertConfig.from_preset("albert_base_v2"))
+    encoder = AlbertEncoder(AlbertConfig.named("albert_base_v2"))
     encoder.build()
     emb = encoder.embeddings
     projection = emb.projection.count_params()
@@ -21,7 +21,7 @@ def test_albert_base_components_are_exact():
     assert len(encoder.blocks) == 1 and encoder.blocks[0].count_params() == 7_087_872
     assert encoder.pooler.count_params() == 590_592
     assert encoder.count_params() == 11_683_584
-    pretrainer = AlbertPretrainer(AlbertConfig.from_preset("albert_base_v2"))
+    pretrainer = AlbertPretrainer(AlbertConfig.named("albert_base_v2"))
     pretrainer.build()
     assert pretrainer.count_params() - 11_683_584 == 130_226  # the cls/* heads
 
@@ -35,12 +35,12 @@ def test_albert_base_components_are_exact():
     ],
 )
 def test_released_sizes_are_exact(preset, expected):
-    assert encoder_params(AlbertConfig.from_preset(preset)) == expected
+    assert encoder_params(AlbertConfig.named(preset)) == expected
 
 
 @pytest.mark.parametrize("preset, paper", [("bert_base", 108e6), ("bert_large", 334e6)])
 def test_bert_sizes_match_the_paper(preset, paper):
-    assert abs(encoder_params(AlbertConfig.from_preset(preset)) - paper) <= 1.3e6
+    assert abs(encoder_params(AlbertConfig.named(preset)) - paper) <= 1.3e6
 
 
 # The paper's ablation table (base shape, V = 30,000); configs differ only in E and sharing.
@@ -54,7 +54,7 @@ ABLATION = [
 
 @pytest.mark.parametrize("embedding_size, sharing, paper", ABLATION)
 def test_paper_ablation_counts(embedding_size, sharing, paper):
-    config = AlbertConfig.from_preset("albert_base_v2").replace(embedding_size=embedding_size, sharing=sharing)
+    config = AlbertConfig.named("albert_base_v2").replace(embedding_size=embedding_size, sharing=sharing)
     assert abs(encoder_params(config) - paper) <= 1.3e6
 
 

@@ -10,7 +10,6 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.convert import write_preset
 from albert_tf.text_classifier import AlbertTextClassifier
 from albert_tf.text_preprocessor import AlbertTextPreprocessor
 from albert_tf.tokenizer import AlbertTokenizer
@@ -40,7 +39,7 @@ def preset(tmp_path_factory):
     keras.utils.set_random_seed(0)
     encoder = AlbertEncoder(CONFIG)
     encoder.build()
-    return write_preset(encoder, CONFIG, TINY_VOCAB, tmp_path_factory.mktemp("preset") / "tiny")
+    return encoder.save_to_preset(tmp_path_factory.mktemp("preset") / "tiny", TINY_VOCAB)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.convert import write_preset
 from albert_tf.tokenizer import AlbertTokenizer
 from albert_tf.training import CONFIG_FILE, model_weights
 from finetune.glue import metrics
@@ -176,7 +175,7 @@ def test_initialise_from_preset(tmp_path):
     encoder.build()
     for v in encoder.weights:
         v.assign(np.random.default_rng(len(v.path)).normal(0, 0.1, v.shape).astype(np.float32))
-    write_preset(encoder, CONFIG, TINY_VOCAB, tmp_path / "preset")
+    encoder.save_to_preset(tmp_path / "preset", TINY_VOCAB)
     classifier = _classifier(seed=1)
     initialize_encoder(classifier, preset=str(tmp_path / "preset"))
     _assert_encoder_equal(classifier, encoder)

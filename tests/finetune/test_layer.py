@@ -16,13 +16,14 @@ import tensorflow as tf
 from absl import flags
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.checkpoint_names import encoder_weight_names
-from albert_tf.convert import write_preset
+from albert_tf.checkpoint_names import encoder_weight_names, to_source
+from albert_tf.presets import weights as preset_weights
 from albert_tf.features import EXAMPLE_WEIGHT
 from albert_tf.heads import AlbertClassifier, AlbertMultipleChoice, classifier_sums
 from albert_tf.tokenizer import AlbertTokenizer
 from albert_tf.training import CONFIG_FILE, model_weights
-from finetune import cache, cli, initialization, inputs, trainer
+from albert_tf.presets import loader as initialization
+from finetune import cache, cli, inputs, trainer
 from finetune.task import PRESET_FIELDS, FinetuningTask, model_inputs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -431,8 +432,7 @@ def _random_encoder(seed):
 def _write_tf1_checkpoint(encoder, folder):
     """The encoder under the release's `bert/...` names, as its tarballs hold them."""
     folder.mkdir()
-    names = encoder_weight_names(encoder, "tf1")
-    tensors = {n.source: n.to_source(n.variable.numpy()) for n in names}
+    tensors = to_source(encoder_weight_names(CONFIG, "tf1"), preset_weights.values(preset_weights.split(encoder)[0]))
     prefix = str(folder / "model.ckpt-best")
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=list(tensors), shape_and_slices=[""] * len(tensors),
                       tensors=list(tensors.values()))
@@ -456,7 +456,7 @@ def test_every_source_is_recognised_and_loads(tmp_path):
     (run_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\n')
     (run_dir / "spiece.model").write_bytes(TINY_VOCAB.read_bytes())  # as albert-pretrain keeps it
     preset_encoder = _random_encoder(5)
-    preset = write_preset(preset_encoder, CONFIG, TINY_VOCAB, tmp_path / "preset")
+    preset = preset_encoder.save_to_preset(tmp_path / "preset", TINY_VOCAB)
     tf1_encoder = _random_encoder(6)
     tf1 = _write_tf1_checkpoint(tf1_encoder, tmp_path / "tf1")
 
@@ -478,7 +478,7 @@ _FRESH_PROCESS = """
 import sys
 from albert_tf import AlbertConfig
 from albert_tf.heads import AlbertMultipleChoice
-from finetune import initialization
+from albert_tf.presets import loader as initialization
 assert "tensorflow_text" not in sys.modules
 source = initialization.find_source(sys.argv[1])
 model = AlbertMultipleChoice(source.config)

@@ -1,13 +1,18 @@
-"""Where a task model's encoder weights come from: one function for every source the package makes.
+"""The one loader: a model's weights from every source the package knows, for every entry point.
 
-`find_source` looks at what `--init_checkpoint` (or `--preset`) names and says which kind it is:
+`load_model(cls, source)` is what every model class's `from_preset` calls: a preset (a folder, a
+released name, a URL, hf://: `albert_tf.presets.sources.resolve`) -> the model with its weights.
+
+`find_source` looks at what `--init_checkpoint` (or `--preset`) of a tool names and says which kind it is:
 
 - `checkpoint`: a run of this package, pretraining or fine-tuning (an `albert-pretrain` or
   `albert-finetune-*` output_dir, or a checkpoint prefix in one), with `albert_config.json` beside
-  it; read by `albert_tf.training.load_init_checkpoint`, which refuses missing or misshapen weights;
+  it; read by `albert_tf.presets.checkpoints.load_init_checkpoint`, which refuses missing or
+  misshapen weights;
 - `saved_model`: an encoder, pretrainer or task SavedModel of `albert_tf.export` (`albert-export`,
   or a fine-tuning run's `export/`); its vocabulary is the asset inside it;
-- `preset`: a preset folder (`config.json`, `model.weights.h5`, `spiece.model`) of `albert-convert`;
+- `preset`: a preset folder (`config.json`, `model.weights.h5`, `spiece.model`) of `albert-convert`
+  or `save_to_preset`, or the name or address of one (a released name, a URL, hf://);
 - `tf1_checkpoint`: a checkpoint of the original google-research release (`bert/...` names; a
   released folder with `albert_config.json`, `30k-clean.model`, `model.ckpt-best`);
 - `random`: nothing, the seed's weights: the baseline that shows what pretraining is worth.
@@ -29,7 +34,9 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
-from albert_tf.training import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
+from albert_tf.presets import folder as preset_folder
+from albert_tf.presets.checkpoints import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
+from albert_tf.presets.sources import is_remote, resolve
 
 # The word-embedding table's path below the encoder, in checkpoints and SavedModels alike.
 WORD_EMBEDDINGS = "embeddings/word_embeddings/embeddings"
@@ -79,10 +86,22 @@ def is_saved_model(path: str) -> bool:
     return tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "saved_model.pb"))
 
 
-def is_preset(path: str) -> bool:
-    from albert_tf.convert import PRESET_CONFIG, PRESET_WEIGHTS
+def load_model(model_class, source, heads_required: bool = False, **kwargs):
+    """`model_class` (an `AlbertConfigModel`) with the weights of a preset, named as `resolve` takes
+    it; see `albert_tf.presets.folder.load_model` for which part loads."""
+    return preset_folder.load_model(model_class, resolve(source), heads_required, **kwargs)
 
-    return all(tf.io.gfile.exists(os.path.join(path, name)) for name in (PRESET_CONFIG, PRESET_WEIGHTS))
+
+def is_preset(path: str) -> bool:
+    return preset_folder.is_preset(path)
+
+
+def names_preset(path: str) -> bool:
+    """Whether `path` names a preset to resolve (a released name, a URL, hf://) rather than a file
+    or folder of this machine."""
+    from albert_tf.presets.registry import RELEASES
+
+    return is_remote(path) or (path in RELEASES and not os.path.exists(path))
 
 
 def _folder(path: str) -> str:
@@ -108,6 +127,8 @@ def _is_tf1_checkpoint(prefix: str) -> bool:
 
 def source_kind(path: str) -> str:
     """The kind of source `path` is (see the module docstring); FileNotFoundError if none."""
+    if names_preset(path):
+        return "preset"
     if is_saved_model(path):
         return "saved_model"
     if tf.io.gfile.isdir(path) and is_preset(path):
@@ -130,10 +151,8 @@ def init_config(init_checkpoint: Optional[str], albert_config_file: Optional[str
     if not init_checkpoint:
         raise ValueError("without --init_checkpoint or --preset, --albert_config_file is required "
                          "(the model then starts from random weights)")
-    if tf.io.gfile.isdir(init_checkpoint) and is_preset(init_checkpoint):
-        from albert_tf.convert import read_preset_config
-
-        return read_preset_config(init_checkpoint)
+    if names_preset(init_checkpoint) or (tf.io.gfile.isdir(init_checkpoint) and is_preset(init_checkpoint)):
+        return preset_folder.read_config(resolve(init_checkpoint))
     folder = _folder(init_checkpoint)
     path = os.path.join(folder, CONFIG_FILE)
     if not tf.io.gfile.exists(path):
@@ -155,11 +174,11 @@ def saved_model_vocab_file(path: str) -> Optional[str]:
 
 
 def _source_vocab_file(kind: str, path: str) -> Optional[str]:
-    from albert_tf.convert import PRESET_VOCAB
-
     if kind == "saved_model":
         return saved_model_vocab_file(path)
-    candidates = {"preset": PRESET_VOCAB, "tf1_checkpoint": TF1_VOCAB, "checkpoint": RUN_VOCAB}
+    if kind == "preset":
+        path = resolve(path)
+    candidates = {"preset": preset_folder.VOCAB, "tf1_checkpoint": TF1_VOCAB, "checkpoint": RUN_VOCAB}
     if kind in candidates:
         found = os.path.join(_folder(path), candidates[kind])
         return found if tf.io.gfile.exists(found) else None
@@ -170,15 +189,13 @@ def find_source(init_checkpoint: Optional[str] = None, preset: Optional[str] = N
                 albert_config_file: Optional[str] = None) -> EncoderSource:
     """Which source the flags name, its config and the vocabulary it carries.
 
-    `preset` is `--preset` (a preset folder); `init_checkpoint` may name any kind, a preset folder
-    included. Neither: random weights, which need `albert_config_file`.
+    `preset` is `--preset` (a preset: a folder, a released name, a URL, hf://); `init_checkpoint` may
+    name any kind, a preset included. Neither: random weights, which need `albert_config_file`.
     """
     if init_checkpoint and preset:
         raise ValueError("give at most one of --init_checkpoint and --preset")
     if preset:
-        from albert_tf.convert import read_preset_config
-
-        config = read_preset_config(preset)
+        config = preset_folder.read_config(resolve(preset))
         if albert_config_file and AlbertConfig.from_json_file(albert_config_file) != config:
             raise ValueError(f"--albert_config_file differs from the config of --preset {preset}")
         return EncoderSource("preset", preset, config, _source_vocab_file("preset", preset))
@@ -263,22 +280,22 @@ def load_encoder_saved_model(encoder, path: str):
 
 
 def _load_tf1(encoder, path: str) -> str:
-    from albert_tf.checkpoint_names import assign_from, encoder_weight_names
+    from albert_tf.checkpoint_names import encoder_weight_names, to_ours
     from albert_tf.convert import read_tf1_checkpoint
+    from albert_tf.presets import weights
 
     prefix = _checkpoint_prefix(path)
-    assign_from(encoder_weight_names(encoder, "tf1"), read_tf1_checkpoint(prefix), f"TF1 checkpoint {prefix}")
+    source = f"TF1 checkpoint {prefix}"
+    tensors = to_ours(encoder_weight_names(encoder.config, "tf1"), read_tf1_checkpoint(prefix), source)
+    weights.assign(weights.split(encoder)[0], tensors, source)
     return prefix
 
 
 def _load_preset(model, preset: str) -> str:
-    from albert_tf.encoder import AlbertEncoder
-
-    source = AlbertEncoder.from_preset(preset)
-    if source.config != model.config:
+    folder = resolve(preset)
+    if preset_folder.read_config(folder) != model.config:
         raise ValueError(f"preset {preset} has another config than the model")
-    for ours, theirs in zip(model.encoder.weights, source.weights, strict=True):
-        ours.assign(theirs)
+    preset_folder.load_encoder(model, folder)
     return preset
 
 
@@ -310,3 +327,20 @@ def initialize_encoder(model, init_checkpoint: Optional[str] = None, preset: Opt
                 loaded = load_init_checkpoint(_EncoderWeights(model), _checkpoint_prefix(init_checkpoint))
     logging.info("encoder initialised from %s", _DESCRIPTIONS[kind] + f": {loaded}")
     return loaded
+
+
+def initialize_pretrainer(model, source: str) -> str:
+    """Loads a whole `AlbertPretrainer` (encoder and heads) from a run's checkpoint or a preset (a
+    folder, a released name, a URL, hf://) of the same config; returns where from."""
+    if source_kind(source) != "preset":
+        return load_init_checkpoint(model, source)
+    folder = resolve(source)
+    if preset_folder.read_config(folder) != model.config:
+        raise ValueError(f"init_checkpoint {source}: the preset has another config than the model")
+    task = preset_folder.read_task(folder)
+    if task is None or task.get("class") != preset_folder.PRETRAINER_TASK:
+        raise ValueError(f"init_checkpoint {source}: the preset holds {preset_folder.describe(folder)}, not the "
+                         "pretraining heads; fine-tune from it instead (albert-finetune-*)")
+    preset_folder.load_encoder(model, folder)
+    preset_folder.load_task(model, folder)
+    return folder

@@ -1,0 +1,114 @@
+"""No import circle anywhere in the house: module-level and function-level imports alike.
+
+A function-level import that closes a circle still ties the modules into one knot that a reader
+must hold at once (and that only works by the order of execution); issue 28 removed the 8-file knot
+of albert_tf (model_base -> convert -> encoder ...) and data_prep's 3-file one (documents ->
+beam_pipeline). `from package import module` is an edge to that module.
+"""
+
+import ast
+
+from tests.conftest import REPO_ROOT
+
+PACKAGES = ("albert_tf", "data_prep", "finetune")
+
+
+def _modules() -> dict[str, object]:
+    modules = {}
+    for package in PACKAGES:
+        for path in (REPO_ROOT / package).rglob("*.py"):
+            parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    return modules
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                           for alias in node.names]
+            for target in targets:
+                target = known(target)
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_checker_finds_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_in_the_house():
+    graph = import_graph()
+    assert "albert_tf.presets.loader" in graph["finetune.cli"]  # the graph sees function-level imports
+    assert cycles(graph) == []
+
+
+def test_imports_go_one_way():
+    graph = import_graph()
+    for name, targets in graph.items():
+        if name.startswith("albert_tf"):
+            assert not {t for t in targets if t.startswith(("data_prep", "finetune"))}, name
+
+
+def test_conversion_and_presets_import_no_model_class():
+    graph = import_graph()
+    models = {"albert_tf.encoder", "albert_tf.pretrainer", "albert_tf.text_classifier", "albert_tf.model_base",
+              "albert_tf.heads", "albert_tf.heads.classifier"}
+    below = {"albert_tf.convert", "albert_tf.checkpoint_names"} | {n for n in graph if n.startswith("albert_tf.presets")}
+    seen, todo = set(), list(below)
+    while todo:  # everything they reach, directly or not
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph[name])
+    assert not seen & models, sorted(seen & models)

@@ -22,7 +22,8 @@ flags.DEFINE_string("preset", None, "A preset: a folder (config.json, model.weig
                     "released name such as albert_base_v2 (albert-presets), a tarball URL or hf://<repo>.",
                     flag_values=FLAGS)
 flags.DEFINE_string("init_checkpoint", None, "Instead of --preset: the output_dir of albert-pretrain (its "
-                    "albert_config.json and latest checkpoint), or a checkpoint prefix in such a folder.",
+                    "albert_config.json and latest checkpoint), or a checkpoint prefix in such a folder (or a "
+                    "preset, as --preset takes it).",
                     flag_values=FLAGS)
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (default: the preset's "
                     "spiece.model; required with --init_checkpoint).", flag_values=FLAGS)
@@ -56,25 +57,26 @@ def main(argv):
     if not FLAGS.output_dir:
         raise FlagError("--output_dir is required")
     prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before the model is built
-    spm_model_file = FLAGS.spm_model_file
-    if spm_model_file is None:
-        if not FLAGS.preset:
-            kept = _run_vocabulary(FLAGS.init_checkpoint)
-            if kept is None:
-                raise FlagError("--spm_model_file is required: the run folder of --init_checkpoint holds no "
-                                "spiece.model (albert-pretrain keeps the one it was given)")
-            spm_model_file = kept
-    preset = None
-    if FLAGS.preset:
-        from albert_tf.presets import folder
-        from albert_tf.presets.sources import resolve
+    from albert_tf.presets import folder
+    from albert_tf.presets.loader import is_preset, names_preset
+    from albert_tf.presets.sources import resolve
 
-        preset = resolve(FLAGS.preset)  # a name or URL: downloaded and converted once, into the cache
+    preset, checkpoint = FLAGS.preset, FLAGS.init_checkpoint
+    if checkpoint and (names_preset(checkpoint) or is_preset(checkpoint)):
+        preset, checkpoint = checkpoint, None  # a preset, as --preset takes it
+    spm_model_file = FLAGS.spm_model_file
+    if preset:
+        preset = resolve(preset)  # a name or URL: downloaded and converted once, into the cache
         spm_model_file = spm_model_file or os.path.join(preset, folder.VOCAB)
+    elif spm_model_file is None:
+        spm_model_file = _run_vocabulary(checkpoint)
+        if spm_model_file is None:
+            raise FlagError("--spm_model_file is required: the run folder of --init_checkpoint holds no "
+                            "spiece.model (albert-pretrain keeps the one it was given)")
 
     from albert_tf.export import export_encoder, export_pretrainer, load_model
 
-    model = load_model(FLAGS.model, preset=preset, checkpoint=FLAGS.init_checkpoint)
+    model = load_model(FLAGS.model, preset=preset, checkpoint=checkpoint)
     if FLAGS.model == "pretrainer":
         export_pretrainer(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
                           FLAGS.max_predictions_per_seq, do_lower_case=FLAGS.do_lower_case)

@@ -14,8 +14,9 @@ CONFIG_FILE = "albert_config.json"
 RUN_VOCAB = "spiece.model"  # a run folder's vocabulary: albert-pretrain's, a fine-tuning run's
 
 
-def load_init_checkpoint(model, path: str):
-    """Initialises `model` from a checkpoint written by this loop (a file prefix or a directory).
+def load_init_checkpoint(model, path: str, weights: dict | None = None):
+    """Initialises `model` from a checkpoint written by this loop (a file prefix or a directory);
+    `weights`, the model's variables by name (default: all of them), says which to load.
 
     A missing checkpoint, a variable of the model absent from it, or a tensor of another shape is
     an error: a silent start from scratch was the original release's most reported failure.
@@ -27,7 +28,7 @@ def load_init_checkpoint(model, path: str):
         path = latest
     if not tf.io.gfile.exists(path + ".index"):
         raise FileNotFoundError(f"init_checkpoint: {path} does not exist (no {path}.index)")
-    weights = model_weights(model)
+    weights = model_weights(model) if weights is None else weights
     stored = dict(tf.train.list_variables(path))
     problems = []
     for key, variable in weights.items():

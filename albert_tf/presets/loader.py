@@ -36,6 +36,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.presets import folder as preset_folder
 from albert_tf.presets.checkpoints import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
+from albert_tf.presets.weights import ENCODER_PREFIX, model_weights
 from albert_tf.presets.sources import is_remote, resolve
 
 # The word-embedding table's path below the encoder, in checkpoints and SavedModels alike.
@@ -246,14 +247,6 @@ def check_vocab_size(init_checkpoint: str, vocab_size: int, source: str):
         )
 
 
-class _EncoderWeights:
-    """The encoder's variables as `load_init_checkpoint` names them: by their path below the task
-    model ("encoder/..."), which is their path below a pretrainer too."""
-
-    def __init__(self, model):
-        self.weights = model.encoder.weights
-
-
 def load_encoder_saved_model(encoder, path: str):
     """Copies the weights of an `albert_tf.export` SavedModel of an encoder, pretrainer or task
     model into `encoder`, matching variables by their path below the encoder; all must be there,
@@ -324,7 +317,10 @@ def initialize_encoder(model, init_checkpoint: Optional[str] = None, preset: Opt
             elif kind == "tf1_checkpoint":
                 loaded = _load_tf1(model.encoder, init_checkpoint)
             else:
-                loaded = load_init_checkpoint(_EncoderWeights(model), _checkpoint_prefix(init_checkpoint))
+                # The encoder's variables by their path below the task model ("encoder/..."), which is
+                # their path below a pretrainer too.
+                encoder = {k: v for k, v in model_weights(model).items() if k.startswith(ENCODER_PREFIX)}
+                loaded = load_init_checkpoint(model, _checkpoint_prefix(init_checkpoint), encoder)
     logging.info("encoder initialised from %s", _DESCRIPTIONS[kind] + f": {loaded}")
     return loaded
 

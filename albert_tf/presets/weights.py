@@ -28,8 +28,9 @@ def model_weights(model) -> dict:
     and independent of the top-level model's uniquified name.
     """
     weights = {}
+    prefix = model.path + "/"  # a model inside another (a text classifier's classifier) has its path
     for variable in model.weights:
-        key = variable.path.split("/", 1)[-1]
+        key = variable.path[len(prefix):] if variable.path.startswith(prefix) else variable.path.split("/", 1)[-1]
         if key in weights and weights[key] is not variable:
             raise ValueError(f"two variables of the model share the path {variable.path}")
         weights[key] = variable

@@ -221,6 +221,26 @@ def test_two_processes_loading_at_once_share_one_download(release, server, cache
     assert server.downloads("albert_tiny.tar.gz") == 1
 
 
+def test_every_tool_takes_a_url_where_it_takes_a_model(release, server, cache):
+    tarball, ours = release
+    server.files["/albert_tiny.tar.gz"] = tarball.read_bytes()
+    url = server.url("albert_tiny.tar.gz")
+    for source in (loader.find_source(preset=url), loader.find_source(init_checkpoint=url)):  # fine-tuning
+        assert (source.kind, source.config) == ("preset", CONFIG)
+        assert pathlib.Path(source.spm_model_file).read_bytes() == TINY_VOCAB.read_bytes()
+    classifier = AlbertClassifier(CONFIG, num_labels=2)
+    loader.initialize_encoder(classifier, init_checkpoint=url)
+    _assert_weights(classifier.encoder, {k: v for k, v in ours.items() if not k.startswith(("predictions", "seq_"))})
+    pretrainer = AlbertPretrainer(CONFIG)  # albert-pretrain --preset / --init_checkpoint
+    pretrainer.build()
+    loader.initialize_pretrainer(pretrainer, url)
+    _assert_weights(pretrainer, ours)
+    from albert_tf.export import load_model  # albert-export --preset
+
+    _assert_weights(load_model("pretrainer", preset=url), ours)
+    assert server.downloads("albert_tiny.tar.gz") == 1
+
+
 def test_offline_the_cache_serves_and_anything_else_fails_at_once(release, server, cache, monkeypatch):
     tarball, ours = release
     server.files["/albert_tiny.tar.gz"] = tarball.read_bytes()

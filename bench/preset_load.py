@@ -5,7 +5,8 @@ of `--size` with random weights, serves it on 127.0.0.1, and times in one proces
 - `first`: the first load by URL (download, unpack, convert into a fresh cache, build, load);
 - `folder`: `from_preset(<the cached preset folder>)`, the folder loaded directly;
 - `cached`: `from_preset(<url>)` again, which the cache serves (no download, no conversion).
-`folder` and `cached` alternate within each repeat so that load on the machine hits both alike; the
+`folder` and `cached` alternate within each repeat, each going first every other repeat, so that
+load on the machine hits both alike; the
 table gives medians and the ratio cached / folder. Goal: at most 1.2.
 
     python bench/preset_load.py [--size albert_base_v2] [--model encoder] [--repeats 7]
@@ -87,8 +88,9 @@ def main():
         first = time.perf_counter() - start
         folder = resolve(url, progress=False)
         times = {"folder": [], "cached": []}
-        for _ in range(args.repeats):
-            for name, source in (("folder", folder), ("cached", url)):
+        pair = [("folder", folder), ("cached", url)]
+        for repeat in range(args.repeats):
+            for name, source in pair if repeat % 2 == 0 else pair[::-1]:  # neither always goes first
                 keras.backend.clear_session()
                 start = time.perf_counter()
                 model_class.from_preset(source)

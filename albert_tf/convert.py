@@ -117,6 +117,27 @@ def read_tf1_checkpoint(prefix: str) -> dict[str, np.ndarray]:
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
+def write_tf1_release(folder: str | os.PathLike, config: AlbertConfig, weights: dict[str, np.ndarray],
+                      spm_model_file: str | os.PathLike, extra: dict[str, np.ndarray] | None = None) -> str:
+    """Our weights by name (the encoder's, and the pretraining heads' if present) as a folder in the
+    release's layout: albert_config.json, 30k-clean.model, model.ckpt-best.* with `bert/...` and
+    `cls/...` names (and `extra` tensors, e.g. optimizer slots); what `convert_tf1` reads."""
+    import tensorflow as tf
+
+    folder = os.fspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    tensors = to_source(encoder_weight_names(config, "tf1"), weights)
+    heads = head_weight_names(config, "tf1")
+    if all(n.ours in weights for n in heads):
+        tensors.update(to_source(heads, weights))
+    tensors.update(extra or {})
+    tf.raw_ops.SaveV2(prefix=os.path.join(folder, TF1_CHECKPOINT), tensor_names=list(tensors),
+                      shape_and_slices=[""] * len(tensors), tensors=list(tensors.values()))
+    config.to_json_file(os.path.join(folder, TF1_CONFIG))
+    shutil.copyfile(spm_model_file, os.path.join(folder, TF1_VOCAB))
+    return folder
+
+
 def _tf1_skippable(name: str) -> bool:
     return name.endswith(TF1_OPTIMIZER_SUFFIXES) or name in TF1_BOOKKEEPING
 

@@ -28,28 +28,21 @@ sys.path.insert(0, str(REPO))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer  # noqa: E402
-from albert_tf.checkpoint_names import encoder_weight_names, head_weight_names, to_source  # noqa: E402
+from albert_tf.checkpoint_names import encoder_weight_names, head_weight_names  # noqa: E402
+from albert_tf.convert import write_tf1_release  # noqa: E402
 
 VOCAB = REPO / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
 
 
 def release_tarball(config: AlbertConfig, folder: pathlib.Path) -> pathlib.Path:
-    import shutil
     import tarfile
 
     rng = np.random.default_rng(0)
     names = encoder_weight_names(config, "tf1") + head_weight_names(config, "tf1")
-    ours = {n.ours: rng.normal(0, 0.02, n.shape).astype(np.float32) for n in names}
-    tensors = {**to_source(encoder_weight_names(config, "tf1"), ours), **to_source(head_weight_names(config, "tf1"), ours)}
-    release = folder / "albert_bench"
-    release.mkdir(parents=True)
-    tf.raw_ops.SaveV2(prefix=str(release / "model.ckpt-best"), tensor_names=list(tensors),
-                      shape_and_slices=[""] * len(tensors), tensors=list(tensors.values()))
-    config.to_json_file(release / "albert_config.json")
-    shutil.copyfile(VOCAB, release / "30k-clean.model")
+    release = write_tf1_release(folder / "albert_bench", config,
+                                {n.ours: rng.normal(0, 0.02, n.shape).astype(np.float32) for n in names}, VOCAB)
     tarball = folder / "albert_bench.tar.gz"
     with tarfile.open(tarball, "w:gz") as tar:
         tar.add(release, arcname="albert_bench")

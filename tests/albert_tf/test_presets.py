@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, convert
-from albert_tf.checkpoint_names import encoder_weight_names, head_weight_names, to_source
+from albert_tf.checkpoint_names import encoder_weight_names, head_weight_names
 from albert_tf.errors import UserError
 from albert_tf.heads import AlbertClassifier
 from albert_tf.presets import download, folder, loader, registry, sources, weights
@@ -44,16 +44,9 @@ def _release_tarball(path: pathlib.Path, seed: int = 0) -> tuple[pathlib.Path, d
     rng = np.random.default_rng(seed)
     ours = {n.ours: rng.normal(0, 0.2, n.shape).astype(np.float32)
             for n in encoder_weight_names(CONFIG, "tf1") + head_weight_names(CONFIG, "tf1")}
-    tensors = {**to_source(encoder_weight_names(CONFIG, "tf1"), ours),
-               **to_source(head_weight_names(CONFIG, "tf1"), ours)}
-    tensors.update({name + "/adam_m": np.zeros_like(v) for name, v in list(tensors.items())[:2]})
-    tensors["global_step"] = np.array(1000, np.int64)
-    folder_ = path / "unpacked" / "albert_tiny"
-    folder_.mkdir(parents=True)
-    tf.raw_ops.SaveV2(prefix=str(folder_ / "model.ckpt-best"), tensor_names=list(tensors),
-                      shape_and_slices=[""] * len(tensors), tensors=list(tensors.values()))
-    CONFIG.to_json_file(folder_ / "albert_config.json")
-    shutil.copyfile(TINY_VOCAB, folder_ / "30k-clean.model")
+    slots = {"bert/pooler/dense/kernel/adam_m": np.zeros((32, 32), np.float32),
+             "global_step": np.array(1000, np.int64)}
+    folder_ = convert.write_tf1_release(path / "unpacked" / "albert_tiny", CONFIG, ours, TINY_VOCAB, slots)
     tarball = path / "albert_tiny.tar.gz"
     with tarfile.open(tarball, "w:gz") as tar:
         tar.add(folder_, arcname="albert_tiny")

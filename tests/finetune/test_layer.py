@@ -16,7 +16,7 @@ import tensorflow as tf
 from absl import flags
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.checkpoint_names import encoder_weight_names, to_source
+from albert_tf import convert
 from albert_tf.presets import weights as preset_weights
 from albert_tf.features import EXAMPLE_WEIGHT
 from albert_tf.heads import AlbertClassifier, AlbertMultipleChoice, classifier_sums
@@ -431,14 +431,8 @@ def _random_encoder(seed):
 
 def _write_tf1_checkpoint(encoder, folder):
     """The encoder under the release's `bert/...` names, as its tarballs hold them."""
-    folder.mkdir()
-    tensors = to_source(encoder_weight_names(CONFIG, "tf1"), preset_weights.values(preset_weights.split(encoder)[0]))
-    prefix = str(folder / "model.ckpt-best")
-    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=list(tensors), shape_and_slices=[""] * len(tensors),
-                      tensors=list(tensors.values()))
-    CONFIG.to_json_file(folder / CONFIG_FILE)
-    (folder / initialization.TF1_VOCAB).write_bytes(TINY_VOCAB.read_bytes())
-    return folder
+    weights = preset_weights.values(preset_weights.split(encoder)[0])
+    return pathlib.Path(convert.write_tf1_release(folder, CONFIG, weights, TINY_VOCAB))
 
 
 def _assert_encoder_equal(model, encoder):

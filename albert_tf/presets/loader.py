@@ -34,6 +34,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
+from albert_tf.convert import TF1_CHECKPOINT, TF1_VOCAB, read_tf1_checkpoint
 from albert_tf.presets import folder as preset_folder
 from albert_tf.presets.checkpoints import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
 from albert_tf.presets.weights import ENCODER_PREFIX, model_weights
@@ -42,7 +43,6 @@ from albert_tf.presets.sources import is_remote, resolve
 # The word-embedding table's path below the encoder, in checkpoints and SavedModels alike.
 WORD_EMBEDDINGS = "embeddings/word_embeddings/embeddings"
 TF1_WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
-TF1_VOCAB = "30k-clean.model"
 
 KINDS = ("checkpoint", "saved_model", "preset", "tf1_checkpoint", "random")
 _DESCRIPTIONS = {
@@ -111,8 +111,6 @@ def _folder(path: str) -> str:
 
 def _checkpoint_prefix(path: str) -> str:
     if tf.io.gfile.isdir(path):
-        from albert_tf.convert import TF1_CHECKPOINT
-
         latest = tf.train.latest_checkpoint(path)
         if latest is None and tf.io.gfile.exists(os.path.join(path, TF1_CHECKPOINT + ".index")):
             latest = os.path.join(path, TF1_CHECKPOINT)
@@ -274,7 +272,6 @@ def load_encoder_saved_model(encoder, path: str):
 
 def _load_tf1(encoder, path: str) -> str:
     from albert_tf.checkpoint_names import encoder_weight_names, to_ours
-    from albert_tf.convert import read_tf1_checkpoint
     from albert_tf.presets import weights
 
     prefix = _checkpoint_prefix(path)

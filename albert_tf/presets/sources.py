@@ -25,11 +25,11 @@ import tempfile
 import urllib.parse
 import zlib
 
+from albert_tf.convert import TF1_CONFIG, convert_hf, convert_tf1
 from albert_tf.errors import UserError, reason
 from albert_tf.presets import download, folder, registry
 
 HF_SCHEME = "hf://"
-TF1_CONFIG = "albert_config.json"
 
 
 def is_remote(source: str) -> bool:
@@ -90,8 +90,6 @@ def _cached(key: str, make) -> str:
 
 
 def _from_tarball(url: str, sha256: str | None, target: str, progress: bool) -> None:
-    from albert_tf.convert import convert_tf1
-
     name = os.path.basename(urllib.parse.urlparse(url).path) or "download"
     downloaded = download.fetch(url, os.path.join(download.home(), "downloads", _url_key(url, sha256) + "-" + name),
                                 sha256, progress)
@@ -133,8 +131,6 @@ def _local_copy(path: str) -> str:
         key = f"local-{os.path.basename(path)}-{hashlib.sha256(f'{path}:{stamp}'.encode()).hexdigest()[:12]}"
 
         def make(target):
-            from albert_tf.convert import convert_tf1
-
             convert_tf1(path, target)
 
         return _cached(key, make)
@@ -142,8 +138,6 @@ def _local_copy(path: str) -> str:
     key = _url_key("file://" + path, f"{stat.st_size}:{stat.st_mtime}")
 
     def make(target):
-        from albert_tf.convert import convert_tf1
-
         unpacked = os.path.join(os.path.dirname(target), "unpacked")
         _unpack(path, unpacked, path)
         convert_tf1(_release_folder(unpacked, path), target)
@@ -154,8 +148,6 @@ def _local_copy(path: str) -> str:
 def _from_hub(repo: str, target: str) -> None:
     """A Hub repository in Hugging Face's layout (config.json, model.safetensors or pytorch_model.bin,
     spiece.model), through huggingface_hub (which honours HF_HUB_OFFLINE, HF_ENDPOINT, its cache)."""
-    from albert_tf.convert import convert_hf
-
     try:
         import huggingface_hub
     except ImportError:

@@ -99,10 +99,15 @@ def test_save_to_preset_and_export_on_raw_text(trained, tmp_path):
     classifier, _ = trained
     texts, _ = _sentences(6, seed=11)
     logits = classifier.predict(texts, verbose=0)
-    again = AlbertTextClassifier.from_preset(classifier.save_to_preset(tmp_path / "fine_tuned"))
+    saved = classifier.save_to_preset(tmp_path / "fine_tuned")
+    again = AlbertTextClassifier.from_preset(saved)
     again.compile(jit_compile=False)
     assert (again.num_classes, again.preprocessor.sequence_length) == (2, SEQ)
     np.testing.assert_allclose(again.predict(texts, verbose=0), logits, atol=1e-6, rtol=0)
+    # Its encoder is a preset's encoder: any model loads it (issue 28: this raised FileNotFoundError).
+    encoder = AlbertEncoder.from_preset(saved)
+    for ours, theirs in zip(encoder.weights, classifier.classifier.encoder.weights, strict=True):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
     classifier.export(tmp_path / "export", labels=["negative", "positive"])
     served = tf.saved_model.load(str(tmp_path / "export")).signatures["serve_text"](text=tf.constant([[t] for t in texts]))

@@ -4,14 +4,15 @@ It reproduces `albert_tf.tokenizer.AlbertTokenizer` id for id: the same normalis
 with tensorflow-text and RE2 ops, SentencePiece runs through tensorflow_text's kernels, and the
 release's digit-comma re-split is a lookup in a per-id table of replacement ids.
 
-Two SentencePiece kernels, because they break ties differently. When two segmentations score the
-same (`666` as `6` `66` or `66` `6`), the release's sentencepiece (its lattice Viterbi) keeps the one
-whose last piece starts first, at every position (`6` `66`); so do sentencepiece >= 0.2.2 and
-tensorflow-text's `FastSentencepieceTokenizer`, which gives the ids of `tokenize` (it is also the
-quicker one). The older kernel, `SentencepieceTokenizer` (like sentencepiece 0.1.9x to 0.2.1), keeps
-the other one, but it is the one with byte spans: `tokenize_with_offsets` takes its pieces and puts
-tied ones in the release's order as the Python tokenizer does (`albert_tf.tokenizer.tie_runs`).
-docs/data.md gives the measurement.
+Two SentencePiece kernels, because they break ties differently. Where two segmentations have the
+same real score (`888` as `8` `88` or `88` `8`), the release's sentencepiece decided by their float32
+path scores, rounded at each step, and kept the one whose last piece starts first where those are
+equal (`albert_tf.tokenizer.ReleaseViterbi`); tensorflow-text's `FastSentencepieceTokenizer` does
+the same and gives the ids of `tokenize` (it is also the quicker one). The older kernel,
+`SentencepieceTokenizer` (like sentencepiece 0.2.0 and 0.2.1), decides some of those ties the other
+way, but it is the one with byte spans: `tokenize_with_offsets` takes the fast kernel's ids and lays
+the span kernel's spans on them, piece by piece within each run of pieces that repeat one string
+(`albert_tf.tokenizer.tie_runs`). docs/data.md gives the measurement.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -74,14 +76,25 @@ class AlbertGraphTokenizer(tf.Module):
         self._sentencepiece = tf_text.FastSentencepieceTokenizer(model_bytes)
         self._sentencepiece_spans = tf_text.SentencepieceTokenizer(model=model_bytes, out_type=tf.int32)
         # Per id, for the span kernel's ties: which string the piece repeats (0: none that can tie)
-        # and how many times.
+        # and its UTF-8 bytes.
         runs = reference.id_tie_runs
         strings = {root: number for number, root in enumerate(sorted({root for root, _ in runs.values()}), 1)}
         self._tie_strings = tf.constant(
             [strings[runs[i][0]] if i in runs else 0 for i in range(self.vocab_size)], tf.int64
         )
+        pieces = reference.convert_ids_to_tokens(range(self.vocab_size))
+        self._tie_bytes = tf.constant([len(p.encode("utf-8")) if i in runs else 0 for i, p in enumerate(pieces)], tf.int64)
+        # For deciding a run as the release's search does (`_release_ties`): each id's float32 score
+        # there, how many times its piece repeats its string, and per string and length the piece.
+        self._release_scores = tf.constant(reference.release_viterbi.scores_by_id(self.vocab_size), tf.float32)
         self._tie_lengths = tf.constant([runs[i][1] if i in runs else 0 for i in range(self.vocab_size)], tf.int64)
-        self._tie_longest = max([length for _, length in runs.values()], default=0)
+        self._tie_longest = max([length for _, length in runs.values()], default=1)
+        score_table = np.full([len(strings) + 1, self._tie_longest + 1], -np.inf, np.float32)
+        id_table = np.zeros([len(strings) + 1, self._tie_longest + 1], np.int64)
+        for piece_id, (root, length) in runs.items():
+            score_table[strings[root], length] = reference.release_viterbi.pieces[pieces[piece_id]][1]
+            id_table[strings[root], length] = piece_id
+        self._run_scores, self._run_ids = tf.constant(score_table), tf.constant(id_table)
         # Row i of this table is what id i becomes and, for offsets, how many characters each part
         # takes ([i] and "all of them", or the release's digit-comma re-split of `▁2012,`).
         resplits = reference.id_resplits
@@ -107,7 +120,7 @@ class AlbertGraphTokenizer(tf.Module):
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Ids of a batch of strings `[B]` as an int32 RaggedTensor `[B, None]`."""
         ids = self._sentencepiece.tokenize(self.normalize(tf.convert_to_tensor(texts, tf.string)))
-        ids = ids.with_row_splits_dtype(tf.int64)
+        ids = self._release_ties(ids.with_row_splits_dtype(tf.int64))
         table = tf.RaggedTensor.from_row_lengths(self._part_ids, self._part_counts, validate=False)
         return tf.gather(table, ids).merge_dims(1, 2)
 
@@ -196,14 +209,22 @@ class AlbertGraphTokenizer(tf.Module):
     def _pieces_with_byte_spans(
         self, normalized: tf.Tensor
     ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
-        """The span kernel's ids of normalised strings `[B]`, ties in the release's order, and byte spans.
+        """The fast kernel's ids of normalised strings `[B]` (the release's), with byte spans.
 
-        A run of adjacent pieces that repeat one string (`66` `6`) is sorted by length, stably, as
-        `AlbertTokenizer` does; each piece keeps its width and the spans are laid again from the
-        start of the run. Every other piece is a run of its own and keeps its span.
+        The two kernels differ only in the order of a run of adjacent pieces that repeat one string
+        (`88` `8` for `8` `88`): each piece keeps the span kernel's span where the two agree, and
+        within a run where they do not, the spans are laid again from the run's start, each piece
+        as wide as its bytes. A batch where the kernels give a row different numbers of pieces
+        fails (not seen on any text; see tests/albert_tf/test_release_tokenization.py).
         """
         ids, begin, end = self._sentencepiece_spans.tokenize_with_offsets(normalized)
         ids = ids.with_row_splits_dtype(tf.int64)
+        release = self._release_ties(self._sentencepiece.tokenize(normalized).with_row_splits_dtype(tf.int64))
+        with tf.control_dependencies([
+            tf.debugging.assert_equal(ids.row_splits, release.row_splits,
+                                      message="the two SentencePiece kernels split a text into different numbers of pieces")
+        ]):
+            new_ids = tf.identity(tf.cast(release.flat_values, ids.flat_values.dtype))
         flat = ids.flat_values
         begin, end = tf.cast(begin.flat_values, tf.int64), tf.cast(end.flat_values, tf.int64)
         string = tf.gather(self._tie_strings, flat)
@@ -211,12 +232,117 @@ class AlbertGraphTokenizer(tf.Module):
         continues = (string[1:] == string[:-1]) & (string[1:] > 0) & (rows[1:] == rows[:-1])
         continues = tf.concat([[False], continues], axis=0)[: tf.size(flat)]
         run = tf.math.cumsum(tf.cast(~continues, tf.int64)) - 1
-        order = tf.argsort(run * (self._tie_longest + 1) + tf.gather(self._tie_lengths, flat), stable=True)
-        widths = tf.gather(end - begin, order)
+        widths = tf.where(new_ids == flat, end - begin, tf.gather(self._tie_bytes, new_ids))
         taken = tf.math.cumsum(widths, exclusive=True)
         new_begin = tf.gather(tf.math.segment_min(begin, run) - tf.math.segment_min(taken, run), run) + taken
-        new_ids = tf.gather(flat, order)
         return ids.with_flat_values(new_ids), ids.with_flat_values(new_begin), ids.with_flat_values(new_begin + widths)
+
+    def _release_ties(self, ids: tf.RaggedTensor) -> tf.RaggedTensor:
+        """The fast kernel's ids `[B, None]` with each run of pieces that repeat one string decided
+        as the release's search decided it.
+
+        The fast kernel scores a user-defined piece (`(`, `.`, ...) `length * max_score - 0.1` where
+        the release's sentencepiece gave `+ 1`, and decides some ties otherwise too, so a run such as
+        `!!!!` after `(` can come out `!!!` `!` where the release has `!` `!!!`. Each run of two or
+        more such pieces is searched again as `albert_tf.tokenizer.ReleaseViterbi` would: from the
+        float32 score of the pieces before it (added one at a time), over the pieces of its string,
+        keeping at each node the first predecessor by start of the highest float32 sum, up to the
+        piece after it (or the end). A run whose new pieces are not as many as the old keeps its
+        old ones. An unknown piece before a run counts as one unknown character.
+        """
+        flat = tf.cast(ids.flat_values, tf.int64)
+        rows = ids.value_rowids()
+        string = tf.gather(self._tie_strings, flat)
+        continues = (string[1:] == string[:-1]) & (string[1:] > 0) & (rows[1:] == rows[:-1])
+        continues = tf.concat([[False], continues], axis=0)[: tf.size(flat)]
+        run = tf.math.cumsum(tf.cast(~continues, tf.int64)) - 1
+        run_size = tf.math.segment_sum(tf.ones_like(run), run)
+        decided = tf.cond(
+            tf.reduce_any(run_size > 1),
+            lambda: self._decide_runs(ids, flat, rows, string, run, run_size),
+            lambda: flat,
+        )
+        return ids.with_flat_values(tf.cast(decided, ids.flat_values.dtype))
+
+    def _decide_runs(self, ids, flat, rows, string, run, run_size):
+        longest = self._tie_longest
+        scores = tf.gather(self._release_scores, flat)
+        # Each piece's path score before it: the row's scores summed in order, in float32.
+        dense = ids.with_flat_values(scores).to_tensor(0.0)
+        inclusive = tf.scan(lambda total, score: total + score, tf.transpose(dense),
+                            initializer=tf.zeros([tf.shape(dense)[0]], tf.float32))
+        exclusive = tf.concat([tf.zeros_like(inclusive[:1]), inclusive[:-1]], axis=0)
+        position = tf.range(tf.size(flat, out_type=tf.int64))
+        in_row = position - tf.gather(ids.row_splits, rows)
+        before = tf.gather_nd(exclusive, tf.stack([in_row, rows], axis=1))
+
+        # The runs of two pieces or more: where they start and end, their string, length in units,
+        # score before them and the score of the piece after them (0 at the end of the text).
+        runs = tf.where(run_size > 1)[:, 0]
+        first = tf.gather(tf.math.segment_min(position, run), runs)
+        last = tf.gather(tf.math.segment_max(position, run), runs)
+        root = tf.gather(string, first)
+        units = tf.gather(tf.math.segment_sum(tf.gather(self._tie_lengths, flat), run), runs)
+        start_score = tf.gather(before, first)
+        after = tf.minimum(last + 1, tf.size(flat, out_type=tf.int64) - 1)
+        has_after = (last + 1 < tf.size(flat, out_type=tf.int64)) & (tf.gather(rows, after) == tf.gather(rows, last))
+        after_score = tf.where(has_after, tf.gather(scores, after), 0.0)
+        piece_scores = tf.gather(self._run_scores, root)  # [R, longest + 1], -inf where no piece
+        count = tf.size(runs)
+        most = tf.reduce_max(units)
+        minus_inf = tf.constant(-np.inf, tf.float32)
+
+        def first_best(totals):
+            # The highest float32 sum, the first in order of start: lengths from the longest down.
+            reversed_totals = tf.reverse(totals, axis=[-1])
+            best = tf.reduce_max(reversed_totals, axis=-1)
+            index = tf.range(longest + 1, dtype=tf.int64)
+            at = tf.reduce_min(tf.where(reversed_totals == best[..., None], index, longest + 1), axis=-1)
+            return best, longest - at
+
+        # best[j][r, L]: path score of run r's node of length L ending at unit j; column 0 at
+        # unit 0 is the path before the run.
+        start = tf.concat([start_score[:, None], tf.fill([count, longest], minus_inf)], axis=1)
+        size = tf.cast(most + 1, tf.int32)
+        best_scores = tf.TensorArray(tf.float32, size=size, element_shape=[None, longest + 1]).write(0, start)
+        best_previous = tf.TensorArray(tf.int64, size=size, element_shape=[None, longest + 1]).write(
+            0, tf.zeros([count, longest + 1], tf.int64))
+        lengths = tf.range(1, longest + 1, dtype=tf.int64)
+
+        def step(j, best_scores, best_previous):
+            begins = j - lengths  # where each length's node starts
+            lefts = best_scores.gather(tf.cast(tf.maximum(begins, 0), tf.int32))  # [longest, R, longest + 1]
+            lefts = tf.where((begins >= 0)[:, None, None], lefts, minus_inf)
+            totals = tf.transpose(lefts, [1, 0, 2]) + piece_scores[:, 1:, None]  # [R, L, L']
+            best, previous = first_best(totals)
+            best = tf.concat([tf.fill([count, 1], minus_inf), best], axis=1)
+            previous = tf.concat([tf.zeros([count, 1], tf.int64), previous], axis=1)
+            return j + 1, best_scores.write(tf.cast(j, tf.int32), best), best_previous.write(tf.cast(j, tf.int32), previous)
+
+        _, best_scores, best_previous = tf.while_loop(
+            lambda j, *_: j <= most, step, (tf.constant(1, tf.int64), best_scores, best_previous))
+        best_scores, best_previous = best_scores.stack(), best_previous.stack()  # [most + 1, R, longest + 1]
+        ending = tf.gather_nd(best_scores, tf.stack([units, tf.range(count, dtype=tf.int64)], axis=1))
+        _, length = first_best(ending + after_score[:, None])
+
+        # Back from the end of each run: its pieces, last first.
+        def back(k, j, length, pieces):
+            alive = j > 0
+            piece = tf.gather_nd(self._run_ids, tf.stack([root, length], axis=1))
+            pieces = pieces.write(tf.cast(k, tf.int32), tf.where(alive, piece, -1))
+            previous = tf.gather_nd(best_previous, tf.stack([tf.maximum(j, 0), tf.range(count, dtype=tf.int64), length], 1))
+            return k + 1, tf.where(alive, j - length, j), tf.where(alive, previous, length), pieces
+
+        _, _, _, pieces = tf.while_loop(
+            lambda k, *_: k < most, back,
+            (tf.constant(0, tf.int64), units, length, tf.TensorArray(tf.int64, size=tf.cast(most, tf.int32))))
+        pieces = pieces.stack()  # [most, R], -1 past a run's first piece
+        new_count = tf.reduce_sum(tf.cast(pieces >= 0, tf.int64), axis=0)
+        kept = new_count == tf.gather(run_size, runs)
+        k, r = tf.meshgrid(tf.range(most), tf.range(count, dtype=tf.int64), indexing="ij")
+        write = (pieces >= 0) & tf.gather(kept, r)
+        targets = tf.boolean_mask(tf.gather(last, r) - k, write)
+        return tf.tensor_scatter_nd_update(flat, targets[:, None], tf.boolean_mask(pieces, write))
 
     def pack(
         self,

@@ -4,8 +4,10 @@ Both steps are the release's (google-research/albert `tokenization.py`), so that
 serving see the ids the released models were pretrained on: `preprocess_text`'s normalisation
 (collapse whitespace, NFKD with combining marks dropped, lowercase; `` and '' are kept), then
 SentencePiece, then `encode_pieces`' re-split of a piece that ends in a digit and a comma
-(`▁2012,` -> `▁2012` `,`). Before the re-split, pieces that tie are put in the release's order
-(`tie_runs`): sentencepiece before 0.2.2 breaks ties of equal score the other way.
+(`▁2012,` -> `▁2012` `,`). Segmentations of equal real score (`8` `88` and `88` `8`) are decided as
+the release's sentencepiece decided them, on float32 path scores (`ReleaseViterbi`): sentencepiece
+0.2.0 and 0.2.1 decide some of them the other way, so texts where that can happen are searched
+again here.
 `albert_tf.graph_tokenizer.AlbertGraphTokenizer` does the same in a TensorFlow graph; the two must
 give identical ids, so both take their character sets and the re-split table from this module.
 """
@@ -123,9 +125,8 @@ def tie_runs(processor: spm.SentencePieceProcessor) -> dict[str, tuple[str, int]
     `66` or `66` `6`: the same sum of scores). Two adjacent pieces can trade places, leaving the
     text as it is, only if both repeat one string (xy = yx holds exactly for powers of one word),
     so the pieces listed here are those without "▁" whose repeated string has at least two pieces.
-    The release's sentencepiece kept, at each position, the segmentation whose last piece starts
-    first; applied from the end of a run of such pieces that puts them in ascending length
-    (`release_tie_order`). sentencepiece 0.2.2 and later do so too, 0.1.9x to 0.2.1 do not.
+    Which order wins is not a rule of lengths: it is whichever float32 path score is higher, and
+    where the two are equal the segmentation whose last piece starts first (`ReleaseViterbi`).
     """
     by_root: dict[str, list[str]] = {}
     for piece_id in range(processor.GetPieceSize()):
@@ -142,37 +143,115 @@ def tie_runs(processor: spm.SentencePieceProcessor) -> dict[str, tuple[str, int]
     }
 
 
-def release_tie_order(tokens: Sequence, runs: dict) -> list[tuple[int, list[int]]]:
-    """Where `tokens` (pieces or ids) leave the release's order of tied pieces, and how to restore it.
+class ReleaseViterbi:
+    """SentencePiece's Viterbi search as the release's sentencepiece ran it, in float32.
 
-    `runs` maps a token to (the string it repeats, its length), as `tie_runs` gives them. Returns,
-    for each run of adjacent tokens repeating one string that is not in ascending length, its first
-    index and the indices of its tokens in the release's order (a stable sort by length).
+    The lattice of the unigram model (sentencepiece's `Lattice::Viterbi`): a node for each
+    vocabulary piece that starts at each character, an unknown node (`min_score - 10`) where no
+    piece of one character does, a user-defined piece (one that scores 0, which no piece of a
+    unigram model does: its scores are log-probabilities) scoring `length * max_score + 1`. Each
+    node takes as its predecessor, among the nodes ending where it starts, the first in order of
+    where they start whose float32 sum `path score + node score` is highest. That sum is rounded
+    to float32 at every step, so two segmentations of equal real score (`8 88` and `88 8`) are
+    rarely equal there: `▁80 88 8` (-29.093817) beats `▁80 8 88` (-29.093819).
+    sentencepiece 0.2.0 and 0.2.1 compare an unrounded (double) sum with a rounded one and so
+    break some of those ties the other way; `AlbertTokenizer` runs this search where they may.
+
+    Args:
+        processor: the loaded SentencePiece model.
+
+    Example:
+        >>> ReleaseViterbi(processor)(processor.normalize("80888"))
+        [('▁80', 1234), ('88', 2345), ('8', 456)]
     """
-    changes = []
-    position, count = 0, len(tokens)
-    while position < count:
-        run = runs.get(tokens[position])
-        end = position + 1
-        if run is not None:
-            while end < count and (following := runs.get(tokens[end])) is not None and following[0] == run[0]:
-                end += 1
-            lengths = [runs[tokens[i]][1] for i in range(position, end)]
-            if any(a > b for a, b in zip(lengths, lengths[1:])):
-                changes.append((position, sorted(range(position, end), key=lambda i: runs[tokens[i]][1])))
-        position = end
-    return changes
+
+    def __init__(self, processor: spm.SentencePieceProcessor):
+        self.unk_id = processor.unk_id()
+        special = (processor.IsControl, processor.IsUnknown, processor.IsUnused, processor.IsByte)
+        entries = [
+            (processor.IdToPiece(i), i, np.float32(processor.GetScore(i)))
+            for i in range(processor.GetPieceSize())
+            if not any(is_kind(i) for is_kind in special)
+        ]
+        normal = [score for _, _, score in entries if score != 0]
+        self.unk_score = np.float32(min(normal) - np.float32(10))
+        max_score = max(normal)
+        self.pieces = {
+            piece: (piece_id, np.float32(len(piece) * max_score + np.float32(1)) if score == 0 else score)
+            for piece, piece_id, score in entries
+        }
+        self.longest = max(len(piece) for piece in self.pieces)
+
+    def scores_by_id(self, vocab_size: int) -> np.ndarray:
+        """Each id's score in the search (float32 [vocab_size]): `<unk>` the unknown score, control
+        pieces 0 (they never match text)."""
+        scores = np.zeros(vocab_size, np.float32)
+        for piece_id, score in self.pieces.values():
+            scores[piece_id] = score
+        scores[self.unk_id] = self.unk_score
+        return scores
+
+    def __call__(self, text: str) -> list[tuple[str, int]]:
+        """The (piece, id) pairs of `text`, already normalised by SentencePiece (`processor.normalize`)."""
+        length = len(text)
+        # Node k: where it starts and ends, its id (-1 unknown), its path score and its predecessor.
+        starts, ends, ids, paths, previous = [0], [0], [-1], [np.float32(0)], [-1]
+        ending = [[] for _ in range(length + 1)]
+        ending[0].append(0)
+        for position in range(length + 1):
+            if position == length:
+                begins = [(length, -1, np.float32(0))]  # the end of the text
+            else:
+                begins = []
+                for end in range(position + 1, min(position + self.longest, length) + 1):
+                    found = self.pieces.get(text[position:end])
+                    if found is not None:
+                        begins.append((end, found[0], found[1]))
+                if not begins or begins[0][0] != position + 1:
+                    begins.insert(0, (position + 1, self.unk_id, self.unk_score))
+            lefts = ending[position]
+            # float32 sums of every (left, right) pair; argmax keeps the first left of the highest.
+            totals = np.asarray([paths[k] for k in lefts], np.float32)[:, None] + np.asarray(
+                [score for _, _, score in begins], np.float32
+            )[None, :]
+            best = totals.argmax(axis=0)
+            for column, (end, piece_id, _) in enumerate(begins):
+                starts.append(position)
+                ends.append(end)
+                ids.append(piece_id)
+                paths.append(totals[best[column], column])
+                previous.append(lefts[best[column]])
+                ending[end].append(len(starts) - 1)
+        pieces: list[tuple[str, int]] = []
+        node, unknown_after = previous[-1], False
+        while node > 0:
+            piece, piece_id = text[starts[node] : ends[node]], ids[node]
+            if piece_id == self.unk_id and unknown_after:  # unknowns next to each other are one piece
+                pieces[-1] = (piece + pieces[-1][0], piece_id)
+            else:
+                pieces.append((piece, piece_id))
+            unknown_after, node = piece_id == self.unk_id, previous[node]
+        return pieces[::-1]
 
 
-def _reorder(values: list, changes: list[tuple[int, list[int]]]) -> list:
-    reordered = list(values)
-    for start, order in changes:
-        reordered[start : start + len(order)] = [values[i] for i in order]
-    return reordered
+def has_tie_run(tokens: Sequence, runs: dict) -> bool:
+    """Whether `tokens` (pieces or ids) hold adjacent pieces that repeat one string with different lengths.
+
+    `runs` maps a token to (the string it repeats, its length), as `tie_runs` gives them. Only
+    there can two segmentations of equal real score meet (`8` `88` against `88` `8`), so only
+    there may sentencepiece 0.2.0 and 0.2.1 leave the release's choice.
+    """
+    before = None
+    for token in tokens:
+        run = runs.get(token)
+        if run is not None and before is not None and run[0] == before[0] and run[1] != before[1]:
+            return True
+        before = run
+    return False
 
 
 def digit_comma_resplits(
-    processor: spm.SentencePieceProcessor, runs: dict[str, tuple[str, int]] | None = None
+    processor: spm.SentencePieceProcessor, viterbi: ReleaseViterbi | None = None
 ) -> dict[str, list[str]]:
     """Pieces that the release's `encode_pieces` re-splits, each with the pieces it becomes.
 
@@ -180,18 +259,16 @@ def digit_comma_resplits(
     "▁" (`▁2012,` -> `▁2012` `,`; `2,` inside `$12,` -> `2` `,`); a leading "▁" that the re-encoding
     adds is dropped when the piece had none. The result depends on the piece alone, so one table
     built from the vocabulary serves every text. Unknown pieces never end in a comma (a comma is
-    a piece of its own), so vocabulary pieces are the only ones that can match. Ties in the
-    re-encoding are put in the release's order, as everywhere (`runs`: `tie_runs(processor)`, when
-    the caller has it already).
+    a piece of its own), so vocabulary pieces are the only ones that can match. The re-encoding is
+    the release's search (`viterbi`: a `ReleaseViterbi` of `processor`, when the caller has one).
     """
-    runs = tie_runs(processor) if runs is None else runs
+    viterbi = ReleaseViterbi(processor) if viterbi is None else viterbi
     table = {}
     for piece_id in range(processor.GetPieceSize()):
         piece = processor.IdToPiece(piece_id)
         if len(piece) < 2 or piece[-1] != "," or not piece[-2].isdigit():
             continue
-        pieces = processor.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
-        pieces = _reorder(pieces, release_tie_order(pieces, runs))
+        pieces = [p for p, _ in viterbi(processor.normalize(piece[:-1].replace(SPIECE_UNDERLINE, "")))]
         if not piece.startswith(SPIECE_UNDERLINE) and pieces[0].startswith(SPIECE_UNDERLINE):
             pieces = pieces[1:] if pieces[0] == SPIECE_UNDERLINE else [pieces[0][1:], *pieces[1:]]
         table[piece] = [*pieces, piece[-1]]
@@ -302,17 +379,19 @@ class AlbertTokenizer:
         self._cls_id = self._sp.PieceToId(CLS_PIECE)
         self._sep_id = self._sp.PieceToId(SEP_PIECE)
         self._mask_id = self._sp.PieceToId(MASK_PIECE)
-        # Ties first, then the re-split: the release re-split what its sentencepiece gave.
+        # The release's search first, where the installed sentencepiece may leave it, then the
+        # re-split: the release re-split what its sentencepiece gave.
+        self._viterbi = ReleaseViterbi(self._sp)
         self._piece_runs = tie_runs(self._sp)
         self._id_runs = {self._sp.PieceToId(piece): run for piece, run in self._piece_runs.items()}
-        # A run is out of order only if a piece is followed by a shorter one: the first is never a
-        # shortest piece of its string, and those ("ee", "66", "!!") are rare in text ("e", "6" are not).
+        # A tie run holds a piece longer than the shortest of its string ("ee", "66", "!!"): rare
+        # in text, unlike "e" and "6", so checking for these first keeps the common case fast.
         shortest = {}
         for root, length in self._piece_runs.values():
             shortest[root] = min(length, shortest.get(root, length))
-        self._out_of_order_ids = frozenset(i for i, (root, length) in self._id_runs.items() if length > shortest[root])
-        self._out_of_order_pieces = frozenset(self._sp.IdToPiece(i) for i in self._out_of_order_ids)
-        self._piece_resplits = digit_comma_resplits(self._sp, self._piece_runs)
+        self._tie_prone_ids = frozenset(i for i, (root, length) in self._id_runs.items() if length > shortest[root])
+        self._tie_prone_pieces = frozenset(self._sp.IdToPiece(i) for i in self._tie_prone_ids)
+        self._piece_resplits = digit_comma_resplits(self._sp, self._viterbi)
         self._id_resplits = {
             self._sp.PieceToId(piece): [self._sp.PieceToId(p) for p in pieces]
             for piece, pieces in self._piece_resplits.items()
@@ -356,23 +435,36 @@ class AlbertTokenizer:
         return self._id_resplits
 
     @property
+    def release_viterbi(self) -> ReleaseViterbi:
+        """The release's search over this vocabulary (`ReleaseViterbi`)."""
+        return self._viterbi
+
+    @property
     def id_tie_runs(self) -> dict[int, tuple[str, int]]:
         """`tie_runs` as id -> (the string the piece repeats, its length)."""
         return self._id_runs
 
+    def _may_leave_release(self, tokens, prone: frozenset, runs: dict) -> bool:
+        return not prone.isdisjoint(tokens) and has_tie_run(tokens, runs)
+
+    def _release_pieces(self, normalized: str) -> list[tuple[str, int]]:
+        return self._viterbi(self._sp.normalize(normalized))
+
     def tokenize(self, text: str) -> list[str]:
-        pieces = self._sp.EncodeAsPieces(self.normalize(text))
-        if not self._out_of_order_pieces.isdisjoint(pieces):
-            pieces = _reorder(pieces, release_tie_order(pieces, self._piece_runs))
+        normalized = self.normalize(text)
+        pieces = self._sp.EncodeAsPieces(normalized)
+        if self._may_leave_release(pieces, self._tie_prone_pieces, self._piece_runs):
+            pieces = [piece for piece, _ in self._release_pieces(normalized)]
         return [p for piece in pieces for p in self._piece_resplits.get(piece, (piece,))]
 
     def encode(self, text: str) -> list[int]:
-        return self._resplit(self._sp.EncodeAsIds(self.normalize(text)))
+        normalized = self.normalize(text)
+        return self._resplit(self._sp.EncodeAsIds(normalized), normalized)
 
-    def _resplit(self, ids: list[int]) -> list[int]:
-        """The release's order of tied pieces, then its digit-comma re-split, on SentencePiece's ids."""
-        if not self._out_of_order_ids.isdisjoint(ids):
-            ids = _reorder(ids, release_tie_order(ids, self._id_runs))
+    def _resplit(self, ids: list[int], normalized: str) -> list[int]:
+        """The release's search where SentencePiece may have left it, then the digit-comma re-split."""
+        if self._may_leave_release(ids, self._tie_prone_ids, self._id_runs):
+            ids = [piece_id for _, piece_id in self._release_pieces(normalized)]
         table = self._id_resplits
         if table.keys().isdisjoint(ids):
             return ids
@@ -390,7 +482,9 @@ class AlbertTokenizer:
         normalized, origins = normalize_with_offsets(text, self.do_lower_case)
         pieces, in_bytes = _encode_with_spans(self._sp, normalized)
         ids = [piece.id for piece in pieces]
-        changes = release_tie_order(ids, self._id_runs) if not self._out_of_order_ids.isdisjoint(ids) else []
+        release = None
+        if self._may_leave_release(ids, self._tie_prone_ids, self._id_runs):
+            release = self._release_pieces(normalized)
         begins = np.fromiter((piece.begin for piece in pieces), np.int64, len(pieces))
         ends = np.fromiter((piece.end for piece in pieces), np.int64, len(pieces))
         if in_bytes and not normalized.isascii():
@@ -402,8 +496,8 @@ class AlbertTokenizer:
         chars = np.frombuffer(normalized.encode("utf-32-le"), np.uint32) if normalized else np.zeros(0, np.uint32)
         padded = np.append(chars, 0)
         begins = begins + ((padded[np.minimum(begins, len(chars))] == 32) & (begins < ends))
-        if changes:
-            ids, begins, ends = self._tie_spans(ids, begins, ends, changes)
+        if release is not None:
+            ids, begins, ends = self._release_spans([piece.piece for piece in pieces], ids, begins, ends, release)
         if self._id_resplits.keys() & set(ids):
             ids, begins, ends = self._resplit_spans(ids, begins, ends)
         origin = np.append(np.asarray(origins, np.int64), len(text.rstrip()))
@@ -413,15 +507,44 @@ class AlbertTokenizer:
         return ids, starts.tolist(), stops.tolist()
 
     @staticmethod
-    def _tie_spans(ids, begins, ends, changes):
-        """Tied pieces in the release's order with spans: each takes its width from where the run starts."""
-        ids, begins, ends = list(ids), begins.copy(), ends.copy()
-        for start, order in changes:
-            widths = (ends - begins)[order]
-            ids[start : start + len(order)] = [ids[i] for i in order]
-            begins[start : start + len(order)] = begins[start] + np.cumsum(widths) - widths
-            ends[start : start + len(order)] = begins[start] + np.cumsum(widths)
-        return ids, begins, ends
+    def _release_spans(pieces, ids, begins, ends, release):
+        """The release's pieces with spans, where they replace SentencePiece's (`pieces`, `ids`, spans).
+
+        Both tile the same normalised text, so they part and meet again at common boundaries; in
+        between (a tie run: `8` `88` for `88` `8`), each of the release's pieces takes the width
+        the same piece had there, laid from where the stretch starts.
+        """
+        new_ids, new_begins, new_ends = [], [], []
+        ours = theirs = 0
+        while ours < len(pieces):
+            # The shortest stretch from here after which both have used the same characters.
+            ours_end, theirs_end = ours + 1, theirs + 1
+            ours_length, theirs_length = len(pieces[ours]), len(release[theirs][0])
+            while ours_length != theirs_length:
+                if ours_length < theirs_length:
+                    ours_length += len(pieces[ours_end])
+                    ours_end += 1
+                else:
+                    theirs_length += len(release[theirs_end][0])
+                    theirs_end += 1
+            stretch = [piece_id for _, piece_id in release[theirs:theirs_end]]
+            if stretch == ids[ours:ours_end]:
+                new_ids += stretch
+                new_begins += begins[ours:ours_end].tolist()
+                new_ends += ends[ours:ours_end].tolist()
+            else:
+                widths: dict[int, list[int]] = {}
+                for k in range(ours, ours_end):
+                    widths.setdefault(ids[k], []).append(int(ends[k] - begins[k]))
+                at, stop = int(begins[ours]), int(ends[ours_end - 1])
+                for piece, piece_id in release[theirs:theirs_end]:
+                    width = widths[piece_id].pop() if widths.get(piece_id) else len(piece.lstrip(SPIECE_UNDERLINE))
+                    new_ids.append(piece_id)
+                    new_begins.append(min(at, stop))
+                    at = min(at + width, stop)
+                    new_ends.append(at)
+            ours, theirs = ours_end, theirs_end
+        return new_ids, np.asarray(new_begins, np.int64), np.asarray(new_ends, np.int64)
 
     def _resplit_spans(self, ids, begins, ends):
         """The release's digit-comma re-split with spans: each part takes its piece's next characters."""
@@ -441,8 +564,9 @@ class AlbertTokenizer:
         `num_threads=-1` lets SentencePiece use every core; callers that already run one process
         per core pass 1.
         """
-        encoded = self._sp.Encode([self.normalize(t) for t in texts], out_type=int, num_threads=num_threads)
-        return [self._resplit(ids) for ids in encoded]
+        normalized = [self.normalize(t) for t in texts]
+        encoded = self._sp.Encode(normalized, out_type=int, num_threads=num_threads)
+        return [self._resplit(ids, text) for ids, text in zip(encoded, normalized)]
 
     def convert_tokens_to_ids(self, pieces: Sequence[str]) -> list[int]:
         return [self._sp.PieceToId(p) for p in pieces]

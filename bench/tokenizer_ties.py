@@ -1,12 +1,13 @@
-"""Cost of putting tied pieces in the release's order in `AlbertTokenizer` (a script, not a test).
+"""Cost of deciding ties as the release did in `AlbertTokenizer` (a script, not a test).
 
 `AlbertTokenizer.encode_batch` on GLUE sentences and on corpus lines (what the pretraining-data
-tool encodes), run side by side in one run: as shipped (ties in the release's order, then the
-digit-comma re-split) and with the tie step left out (the installed sentencepiece's order). Prints
+tool encodes), run side by side in one run: as shipped (texts where the installed sentencepiece may
+leave the release searched again with `ReleaseViterbi`, then the digit-comma re-split) and with the
+tie step left out (the installed sentencepiece's pieces). Prints
 texts per second, medians of --repeats interleaved runs, and their ratio; the time per text of
 what follows SentencePiece (tie step and re-split, or the re-split alone) on the same ids, the
-figure that noise on a shared machine blurs least; and how many texts took the slow path (an
-out-of-order run) and how many changed.
+figure that noise on a shared machine blurs least; and how many texts took the slow path (a run of
+tied pieces, searched again) and how many changed.
 
     python bench/tokenizer_ties.py [--data_dir ../shared/data] [--texts 20000] [--repeats 7]
 """
@@ -29,7 +30,7 @@ from finetune.glue.readers import read_examples  # noqa: E402
 class SentencepieceOrder(AlbertTokenizer):
     """The tokenizer without the tie step: the digit-comma re-split alone, as before it."""
 
-    def _resplit(self, ids):
+    def _resplit(self, ids, normalized):
         table = self._id_resplits
         if table.keys().isdisjoint(ids):
             return ids
@@ -66,7 +67,8 @@ def main() -> None:
     )
     sets = (("GLUE", glue_sentences(args.data_dir, args.texts)), ("corpus lines", corpus_lines(args.data_dir, args.texts)))
     for name, texts in sets:
-        raw = release._sp.Encode([release.normalize(t) for t in texts], out_type=int, num_threads=1)
+        normalized = [release.normalize(t) for t in texts]
+        raw = release._sp.Encode(normalized, out_type=int, num_threads=1)
         times = {release: [], installed: []}
         step_times = {release: [], installed: []}
         for repeat in range(args.repeats):
@@ -75,12 +77,12 @@ def main() -> None:
                 tokenizer.encode_batch(texts, num_threads=1)
                 times[tokenizer].append(time.perf_counter() - begin)
                 begin = time.perf_counter()
-                for ids in raw:
-                    tokenizer._resplit(ids)
+                for ids, text in zip(raw, normalized):
+                    tokenizer._resplit(ids, text)
                 step_times[tokenizer].append(time.perf_counter() - begin)
         ours, theirs = (len(texts) / statistics.median(times[t]) for t in (release, installed))
         step = " / ".join(f"{statistics.median(step_times[t]) / len(texts) * 1e6:.2f}" for t in (release, installed))
-        slow = sum(not release._out_of_order_ids.isdisjoint(ids) for ids in raw)
+        slow = sum(release._may_leave_release(ids, release._tie_prone_ids, release._id_runs) for ids in raw)
         changed = sum(a != b for a, b in zip(release.encode_batch(texts, 1), installed.encode_batch(texts, 1)))
         print(
             f"{name + f' ({len(texts)})':<20} {ours:>17,.0f} {theirs:>23,.0f} {ours / theirs:>6.3f}"

@@ -53,6 +53,8 @@ _OPTION_HELP = {
     "num_warmup_steps": "Updates of linear warmup (preset: the paper's).",
     "weight_decay": "AdamW weight decay of the non-LayerNorm, non-bias weights.",
     "classifier_dropout": "Dropout on the head's input while training (preset: the release's 0.1).",
+    "encoder_dropout": "The encoder's hidden and attention dropout while fine-tuning, in place of the model "
+                       "config's (preset: the paper's ALBERT DR; --hparams=release keeps the config's).",
     "save_checkpoints_steps": "Updates between checkpoints.",
     "keep_checkpoint_max": "Checkpoints kept.",
     "steps_per_loop": "Updates per call to the compiled loop; also the interval of the progress line and "

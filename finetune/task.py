@@ -79,7 +79,7 @@ if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 # The option fields whose defaults a task's preset gives (the paper's per-task hyperparameters).
 PRESET_FIELDS = ("learning_rate", "train_batch_size", "num_train_steps", "num_warmup_steps",
-                 "max_seq_length", "classifier_dropout")
+                 "max_seq_length", "classifier_dropout", "encoder_dropout")
 
 
 def model_inputs(features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:

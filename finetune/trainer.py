@@ -55,6 +55,8 @@ class FinetuneOptions(training.TrainingOptions):
     batches training records of similar length together (within windows of `SORT_WINDOW` batches
     of the shuffled records), for tasks with length buckets: a batch then costs about what its
     tokens cost. Off, batches are drawn at random as the release's were (still cut to a bucket).
+    `encoder_dropout` replaces the model config's hidden and attention dropout while fine-tuning
+    (the paper's "ALBERT DR"); None keeps the config's, as the release's scripts did.
     """
 
     output_dir: str
@@ -66,6 +68,7 @@ class FinetuneOptions(training.TrainingOptions):
     num_warmup_steps: int = 200
     weight_decay: float = 0.01
     classifier_dropout: float = 0.1
+    encoder_dropout: Optional[float] = None
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 3
     steps_per_loop: int = 50
@@ -80,8 +83,10 @@ class FinetuneOptions(training.TrainingOptions):
         super().__post_init__()
         if self.max_train_examples is not None and self.max_train_examples < 1:
             raise ValueError(f"max_train_examples must be positive, got {self.max_train_examples}")
-        if not 0.0 <= self.classifier_dropout < 1.0:
-            raise ValueError(f"classifier_dropout must be in [0, 1), got {self.classifier_dropout}")
+        for name in ("classifier_dropout", "encoder_dropout"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {value}")
 
 
 def check_task_of_output_dir(output_dir: str, task: FinetuningTask, write: bool):
@@ -118,7 +123,13 @@ class Finetuning(training.TrainingLoop):
         check_task_of_output_dir(self.options.output_dir, self.task, write=self.is_chief)
 
     def _create_model(self, dtype):
-        return self.task.build_model(self.config, self.options, dtype)
+        # The run's folder keeps the encoder's own config; only the model trained here has the
+        # fine-tuning dropout.
+        config = self.config
+        if self.options.encoder_dropout is not None:
+            config = dataclasses.replace(config, hidden_dropout_prob=self.options.encoder_dropout,
+                                         attention_probs_dropout_prob=self.options.encoder_dropout)
+        return self.task.build_model(config, self.options, dtype)
 
     @property
     def metric_names(self) -> tuple[str, ...]:

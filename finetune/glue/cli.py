@@ -3,8 +3,10 @@
     albert-finetune-glue --task MRPC --data_dir glue_data --init_checkpoint pretrain_run \\
         --output_dir mrpc --do_train --do_eval --do_predict --max_seq_length 128
 
-The learning rate, batch size, steps and warmup default to the task's preset of the paper
-(finetune/glue/hparams.py); each flag overrides its value. The encoder starts from
+The learning rate, batch size, steps, warmup, length and the encoder's and classifier's dropout
+default to the paper's Table 14 (`--hparams=paper`; finetune/glue/hparams.py) or to the release's
+run_glue.sh (`--hparams=release`: the same, but the encoder keeps its config's dropout); each flag
+overrides its value. The encoder starts from
 `--init_checkpoint` (an albert-pretrain output_dir or checkpoint prefix, an encoder or pretrainer
 SavedModel of albert-export, a preset folder or a TF1 checkpoint of the original release), from
 `--preset` (a preset folder of albert-convert), or from random weights when only
@@ -33,13 +35,17 @@ FLAGS = flags.FlagValues()
 flags.DEFINE_string("task", None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI.", flag_values=FLAGS)
 flags.DEFINE_string("data_dir", None, "The GLUE data folder (holding <task>/train.tsv, ...) or the task's folder.", flag_values=FLAGS)
 flags.DEFINE_bool("skip_bad_rows", False, "Count and skip malformed TSV rows instead of stopping at the first.", flag_values=FLAGS)
+flags.DEFINE_enum("hparams", "paper", ["paper", "release"], "The hyperparameters that fill the flags not given: "
+                  "the paper's Table 14 (with its encoder dropout, ALBERT DR: 0.1 for QQP, RTE and WNLI, else 0) or "
+                  "the release's run_glue.sh (the same, the encoder's dropout from its config).", flag_values=FLAGS)
 skeleton.define_flags(FLAGS)
 
 
 def make_task(flag_values):
     from finetune.glue.task import GlueTask
 
-    return GlueTask(flag_values.task, flag_values.data_dir, skip_bad_rows=flag_values.skip_bad_rows)
+    return GlueTask(flag_values.task, flag_values.data_dir, skip_bad_rows=flag_values.skip_bad_rows,
+                    hparams=flag_values.hparams)
 
 
 def finetune(argv) -> dict:

@@ -1,13 +1,18 @@
-"""The paper's fine-tuning hyperparameters per GLUE task (ALBERT Table 14, as in the released
-run_glue.sh), each overridable.
+"""The paper's fine-tuning hyperparameters per GLUE task (its appendix A.4, Table 14), each
+overridable, and the release's (run_glue.sh) as the alternative.
 
-Steps and batch sizes are those of the release, so a run with a preset sees as many examples as
+The paper's table gives, per task, the learning rate, batch size, the encoder's dropout while
+fine-tuning ("ALBERT DR"), the classifier's dropout, train steps, warmup steps and sequence length.
+run_glue.sh has the same learning rates, batches, steps, warmups and length but sets no encoder
+dropout: the model's config decides it (0 for the v2 models, 0.1 for v1 but xxlarge), and it has
+no WNLI. Steps and batch sizes are the release's, so a run with a preset sees as many examples as
 the paper's did. AX has no preset: it is predicted with the MNLI model.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 from finetune.glue.tasks import get_task
 
@@ -23,6 +28,8 @@ class FinetuneHparams:
         warmup_steps: steps of linear warmup from 0, then linear decay to 0 at `train_steps`.
         max_seq_length: tokens per example, [CLS] and [SEP]s included.
         classifier_dropout: dropout on the pooled output before the classifier.
+        encoder_dropout: the encoder's hidden and attention dropout while fine-tuning; None keeps
+            the model config's.
 
     Example:
         >>> glue_hparams("RTE", learning_rate=1e-5).learning_rate
@@ -35,6 +42,7 @@ class FinetuneHparams:
     warmup_steps: int
     max_seq_length: int = 512
     classifier_dropout: float = 0.1
+    encoder_dropout: Optional[float] = None
 
     def __post_init__(self):
         if not self.learning_rate > 0:
@@ -50,34 +58,51 @@ class FinetuneHparams:
                 f"warmup_steps must be in [0, train_steps={self.train_steps}], "
                 f"got {self.warmup_steps}"
             )
-        if not 0.0 <= self.classifier_dropout < 1.0:
-            raise ValueError(f"classifier_dropout must be in [0, 1), got {self.classifier_dropout}")
+        for name in ("classifier_dropout", "encoder_dropout"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {value}")
 
 
-# Read as the paper's table: learning rate, batch size, train steps, warmup steps.
+def _paper(lr, bsz, albert_dr, classifier_dr, ts, ws, msl) -> FinetuneHparams:
+    """One row of the paper's Table 14, in its column order."""
+    return FinetuneHparams(learning_rate=lr, batch_size=bsz, encoder_dropout=albert_dr,
+                           classifier_dropout=classifier_dr, train_steps=ts, warmup_steps=ws, max_seq_length=msl)
+
+
+# The paper's Table 14:        LR     BSZ  ALBERT DR  Classifier DR  TS     WS    MSL
 PAPER_HPARAMS: dict[str, FinetuneHparams] = {
-    "CoLA": FinetuneHparams(1e-5, 16, 5336, 320),
-    "STS-B": FinetuneHparams(2e-5, 16, 3598, 214),
-    "SST-2": FinetuneHparams(1e-5, 32, 20935, 1256),
-    "MNLI": FinetuneHparams(3e-5, 128, 10000, 1000),
-    "QNLI": FinetuneHparams(1e-5, 32, 33112, 1986),
-    "QQP": FinetuneHparams(5e-5, 128, 14000, 1000),
-    "RTE": FinetuneHparams(3e-5, 32, 800, 200),
-    "MRPC": FinetuneHparams(2e-5, 32, 800, 200),
-    "WNLI": FinetuneHparams(2e-5, 16, 2000, 250),
+    "CoLA": _paper(1e-5, 16, 0.0, 0.1, 5336, 320, 512),
+    "STS-B": _paper(2e-5, 16, 0.0, 0.1, 3598, 214, 512),
+    "SST-2": _paper(1e-5, 32, 0.0, 0.1, 20935, 1256, 512),
+    "MNLI": _paper(3e-5, 128, 0.0, 0.1, 10000, 1000, 512),
+    "QNLI": _paper(1e-5, 32, 0.0, 0.1, 33112, 1986, 512),
+    "QQP": _paper(5e-5, 128, 0.1, 0.1, 14000, 1000, 512),
+    "RTE": _paper(3e-5, 32, 0.1, 0.1, 800, 200, 512),
+    "MRPC": _paper(2e-5, 32, 0.0, 0.1, 800, 200, 512),
+    "WNLI": _paper(2e-5, 16, 0.1, 0.1, 2000, 250, 512),
 }
+# run_glue.sh: the same but the encoder's dropout, which the model's config decides (WNLI, which
+# it does not run, keeps the paper's other values).
+RELEASE_HPARAMS: dict[str, FinetuneHparams] = {
+    name: dataclasses.replace(hparams, encoder_dropout=None) for name, hparams in PAPER_HPARAMS.items()
+}
+HPARAMS = {"paper": PAPER_HPARAMS, "release": RELEASE_HPARAMS}
 
 
-def glue_hparams(task: str, **overrides) -> FinetuneHparams:
-    """The paper's hyperparameters for `task`, with `overrides` (field=value) replacing any.
+def glue_hparams(task: str, hparams: str = "paper", **overrides) -> FinetuneHparams:
+    """The hyperparameters for `task` (`hparams`: "paper", Table 14, or "release", run_glue.sh),
+    with `overrides` (field=value) replacing any.
 
     An override of None keeps the preset's value, so command-line flags that default to None can
     be passed straight through.
 
     Raises:
-        ValueError: an unknown task, a task without a preset (AX), an unknown field, or an invalid
-            value.
+        ValueError: an unknown task, a task without a preset (AX), an unknown field or `hparams`,
+            or an invalid value.
     """
+    if hparams not in HPARAMS:
+        raise ValueError(f"hparams must be one of {', '.join(HPARAMS)}, got {hparams!r}")
     name = get_task(task).name
     if name not in PAPER_HPARAMS:
         raise ValueError(
@@ -92,4 +117,4 @@ def glue_hparams(task: str, **overrides) -> FinetuneHparams:
             f"the fields are: {', '.join(sorted(fields))}"
         )
     given = {key: value for key, value in overrides.items() if value is not None}
-    return dataclasses.replace(PAPER_HPARAMS[name], **given)
+    return dataclasses.replace(HPARAMS[hparams][name], **given)

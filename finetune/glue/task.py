@@ -23,19 +23,21 @@ from finetune.task import FinetuningTask, model_inputs
 # Option fields -> the fields of finetune.glue.hparams.FinetuneHparams.
 _HPARAMS = {"learning_rate": "learning_rate", "train_batch_size": "batch_size", "num_train_steps": "train_steps",
             "num_warmup_steps": "warmup_steps", "max_seq_length": "max_seq_length",
-            "classifier_dropout": "classifier_dropout"}
+            "classifier_dropout": "classifier_dropout", "encoder_dropout": "encoder_dropout"}
 
 
 class GlueTask(FinetuningTask):
-    """One GLUE task (`finetune.glue.tasks.Task` or its name) on the data in `data_dir`."""
+    """One GLUE task (`finetune.glue.tasks.Task` or its name) on the data in `data_dir`; `hparams`
+    ("paper" or "release", see `finetune.glue.hparams`) fills the options not given."""
 
     prediction_features = ("label_ids",)
 
-    def __init__(self, task: Task | str, data_dir=None, skip_bad_rows: bool = False):
+    def __init__(self, task: Task | str, data_dir=None, skip_bad_rows: bool = False, hparams: str = "paper"):
         self.glue = get_task(task) if isinstance(task, str) else task
         self.name = self.glue.name
         self.data_dir = data_dir
         self.skip_bad_rows = skip_bad_rows
+        self.hparams = hparams
         self.train_split = "train" if self.glue.has_train else None
         self.eval_splits = self.glue.eval_splits
         self.predict_splits = self.glue.predict_splits
@@ -106,7 +108,7 @@ class GlueTask(FinetuningTask):
         return outputs_fn
 
     def default_options(self, **given):
-        hparams = glue_hparams(self.name, **{_HPARAMS[k]: v for k, v in given.items()})
+        hparams = glue_hparams(self.name, self.hparams, **{_HPARAMS[k]: v for k, v in given.items()})
         return {field: getattr(hparams, name) for field, name in _HPARAMS.items()}
 
     def run_info(self):

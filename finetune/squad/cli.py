@@ -7,8 +7,11 @@
 
 The flags are the release's (run_squad_v1/v2.py): `--do_predict` answers every question of
 `--predict_file` and scores the answers with the official metrics (as `--do_eval` does). The
-learning rate, batch, steps and warmup default to the paper's (ALBERT.md §6: v1.1 5e-5, 48, 3649,
-365; v2.0 3e-5, 48, 8144, 814) and sequence 384; each flag overrides its value.
+learning rate, batch, steps, warmup, length and the encoder's and classifier's dropout default to
+the paper's Table 14 (`--hparams=paper`: v1.1 5e-5, 48, 3,649, 365, 384 tokens; v2.0 3e-5, 48,
+8,144, 814, 512 tokens; encoder dropout 0, classifier 0.1) or to the release's README commands
+(`--hparams=release`: 5e-5, 48, 2 epochs with 10% warmup, 384 tokens, the encoder's dropout from its
+config: v1.1 3,649 and 364 steps, v2.0 5,429 and 542); each flag overrides its value.
 
 Outputs in `--output_dir`: checkpoints, `predictions.json` (question id -> answer),
 `nbest_predictions.json`, `null_odds.json` (v2.0: the no-answer logit of each question),
@@ -40,6 +43,9 @@ flags.DEFINE_integer("start_n_top", 5, "v2.0: starts kept by the beam.", flag_va
 flags.DEFINE_integer("end_n_top", 5, "v2.0: ends kept for each start.", flag_values=FLAGS)
 flags.DEFINE_float("null_score_diff_threshold", None, "v2.0: answer \"\" where the null odds reach this "
                    "(default: the release's, the threshold that maximises F1 on --predict_file).", flag_values=FLAGS)
+flags.DEFINE_enum("hparams", "paper", ["paper", "release"], "The hyperparameters that fill the flags not given: "
+                  "the paper's Table 14 or the release's README commands (v2.0: 5e-5, 5,429 steps, 384 tokens; "
+                  "the encoder's dropout from its config).", flag_values=FLAGS)
 skeleton.define_flags(FLAGS)
 
 
@@ -49,7 +55,7 @@ def make_task(flag_values):
     return SquadTask(flag_values.train_file, flag_values.predict_file, flag_values.version_2_with_negative,
                      flag_values.doc_stride, flag_values.max_query_length, flag_values.n_best_size,
                      flag_values.max_answer_length, flag_values.start_n_top, flag_values.end_n_top,
-                     flag_values.null_score_diff_threshold)
+                     flag_values.null_score_diff_threshold, flag_values.hparams)
 
 
 def finetune(argv) -> dict:

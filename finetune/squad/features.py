@@ -9,7 +9,10 @@ windows is scored, for answers starting there, only in the window where it has t
 
 Where the release aligns pieces with the context by a longest-common-subsequence search, pieces
 here carry the character span they came from (`AlbertTokenizer.encode_with_offsets`), so the gold
-answer is mapped onto pieces, and predicted pieces back onto the original context, exactly.
+answer is mapped onto pieces exactly. Predicted pieces are mapped back onto the context as the
+release maps them (`release_answer_spans`), which differs at the edges: a lone "▁" that opens a
+context stands for its first character, and a character SentencePiece drops (U+200E, a byte-order
+mark) before a space is left out of the next piece, so the n-best lists are the release's.
 
 A record's features (numpy arrays of fixed shape; T = max_seq_length):
     input_ids, input_mask, segment_ids [T]: the encoder's inputs.
@@ -19,8 +22,9 @@ A record's features (numpy arrays of fixed shape; T = max_seq_length):
         example has no answer or the answer is not inside this window.
     is_impossible: 1 when the example is unanswerable or its answer lies outside the window.
     example_index, window_index: which example and which of its windows.
-    char_starts, char_ends [T]: the character span in the context of each window piece, -1
-        elsewhere (post-processing cuts answers from the context with them).
+    char_starts, char_ends [T]: the character span in the context of each window piece as the
+        release maps it for answers (`release_answer_spans`), -1 elsewhere (post-processing cuts
+        answers from the context with them).
     max_context [T]: 1 on the pieces that have their maximum context in this window.
 """
 
@@ -29,8 +33,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Iterator, Sequence
 
+import unicodedata
+
 import numpy as np
 
+from albert_tf.tokenizer import SPIECE_UNDERLINE
 from finetune.squad.readers import Answer, Example
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "p_mask", "char_starts", "char_ends", "max_context")
@@ -58,16 +65,87 @@ class FeatureSettings:
 
 @dataclasses.dataclass(frozen=True)
 class ContextPieces:
-    """A context's piece ids and each piece's character span `[starts[i], ends[i])`."""
+    """A context's piece ids, each piece's character span `[starts[i], ends[i])`, and the span that
+    answers cut from it (`[answer_starts[i], answer_ends[i])`, the release's, see `release_answer_spans`)."""
 
     ids: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
+    answer_starts: np.ndarray
+    answer_ends: np.ndarray
 
 
 def tokenize_context(tokenizer, context: str) -> ContextPieces:
     ids, starts, ends = tokenizer.encode_with_offsets(context)
-    return ContextPieces(np.asarray(ids, np.int32), np.asarray(starts, np.int32), np.asarray(ends, np.int32))
+    pieces = tokenizer.tokenize(context)  # the text of unknown pieces, not "<unk>", as the release
+    answer_starts, answer_ends = release_answer_spans(context, pieces, starts, ends, tokenizer.do_lower_case)
+    as_array = lambda values: np.asarray(values, np.int32)  # noqa: E731
+    return ContextPieces(*map(as_array, (ids, starts, ends, answer_starts, answer_ends)))
+
+
+def _release_character(char: str, lower: bool) -> str:
+    """What the release compares a context character as (its preprocess_text of one character)."""
+    if not char.isascii():
+        char = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+    return char.lower() if lower else char
+
+
+def _convert_index(index: list, position: int, count: int | None = None, is_start: bool = True) -> int:
+    """The release's `_convert_index` (squad_utils.py): a piece character with no context character
+    takes the nearest ones' neighbour."""
+    if index[position] is not None:
+        return index[position]
+    rear = position
+    while rear < len(index) - 1 and index[rear] is None:
+        rear += 1
+    front = position
+    while front > 0 and index[front] is None:
+        front -= 1
+    if index[front] is None:
+        if index[rear] >= 1:
+            return 0 if is_start else index[rear] - 1
+        return index[rear]
+    if index[rear] is None:
+        if count is not None and index[front] < count - 1:
+            return index[front] + 1 if is_start else count - 1
+        return index[front]
+    if is_start:
+        return index[front] + 1 if index[rear] > index[front] + 1 else index[rear]
+    return index[rear] - 1 if index[rear] > index[front] + 1 else index[front]
+
+
+def release_answer_spans(context: str, pieces, starts, ends, lower: bool = True) -> tuple[list[int], list[int]]:
+    """Each piece's character span in `context` as the release maps predicted pieces back.
+
+    The release lays the pieces end to end ("▁" read as a space), matches their characters with the
+    context's (a longest common subsequence, characters compared after its normalisation) and
+    gives a piece the context characters matched by its first and last characters, or, where one
+    has no match, the neighbour its `_convert_index` picks; the answer is the text between, with
+    whitespace stripped. Here the pieces' exact spans (`starts`, `ends`) say which context
+    characters each piece came from, so each piece's characters are matched within its own span
+    (its "▁" with the character just before it), which is the alignment the release's search finds,
+    and `_convert_index` does the rest. Differences from the exact spans: a lone "▁" opening the
+    context stands for the first character, and a character SentencePiece dropped before a space
+    (U+200E, a byte-order mark) stays out of the next piece. Returns starts and exclusive ends.
+    """
+    to_context: list[int | None] = []
+    first, last = [], []
+    for piece, start, end in zip(pieces, starts, ends):
+        text = piece.replace(SPIECE_UNDERLINE, " ")
+        first.append(len(to_context))
+        at = start - 1 if text.startswith(" ") else start
+        for char in text:
+            match = next((k for k in range(max(at, 0), end) if _release_character(context[k], lower) == char), None)
+            if match is not None:
+                at = match + 1
+            to_context.append(match)
+        last.append(len(to_context) - 1)
+    if not to_context or all(i is None for i in to_context):
+        return list(starts), list(ends)
+    count = len(context)
+    answer_starts = [_convert_index(to_context, i, count, is_start=True) for i in first]
+    answer_ends = [_convert_index(to_context, i, count, is_start=False) + 1 for i in last]
+    return answer_starts, answer_ends
 
 
 def answer_piece_span(pieces: ContextPieces, answer: Answer) -> tuple[int, int] | None:
@@ -151,8 +229,8 @@ def example_records(
         p_mask[offset : offset + count] = 0
         char_starts = np.full(length, -1, np.int32)
         char_ends = np.full(length, -1, np.int32)
-        char_starts[offset : offset + count] = pieces.starts[start : start + count]
-        char_ends[offset : offset + count] = pieces.ends[start : start + count]
+        char_starts[offset : offset + count] = pieces.answer_starts[start : start + count]
+        char_ends[offset : offset + count] = pieces.answer_ends[start : start + count]
         max_context = np.zeros(length, np.int32)
         max_context[offset : offset + count] = best_window[start : start + count] == window_index
         if gold is not None and start <= gold[0] and gold[1] < start + count:

@@ -4,7 +4,8 @@ Exact match (EM) and F1 compare an answer with each gold answer after `normalize
 case, punctuation and the articles a/an/the removed, whitespace collapsed) and keep the best.
 The two scripts differ in three places, kept here:
 
-- v1.1 counts a question without a prediction as 0 in the total; v2.0 leaves it out.
+- v1.1 counts a question without a prediction as 0 in the total; v2.0 prints it as missing and
+  then fails, which `evaluate_v2` does as an error naming the questions.
 - v1.1's F1 is 0 when no token is shared, even for two empty answers; v2.0's F1 of an empty answer
   is 1 if the other is empty too, else 0, and its gold answers that normalise to "" are dropped
   (an unanswerable question's only gold answer is "").
@@ -19,6 +20,8 @@ import collections
 import re
 import string
 from typing import Iterable, Mapping
+
+from albert_tf.errors import UserError
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
@@ -154,9 +157,19 @@ def evaluate_v2(
         na_probs: question id -> no-answer probability (the script's --na-prob-file); without
             it every probability is 0 and no best thresholds are searched.
         na_prob_thresh: predict "no answer" above this probability (the script's default 1.0).
+
+    Raises:
+        UserError: a question of `dataset` has no prediction; the message names them. The
+            official script prints "Missing prediction for <id>" and then fails (a KeyError in its
+            HasAns/NoAns sums): a score over the other questions is not evaluate-v2.0's.
     """
     dataset = list(dataset)
     exact_raw, f1_raw, has_answer = raw_scores_v2(dataset, predictions)
+    missing = [qid for qid in has_answer if qid not in exact_raw]
+    if missing:
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        raise UserError(f"{len(missing)} of {len(has_answer)} questions have no prediction (evaluate-v2.0 "
+                        f"scores none then): {shown}")
     searched = na_probs is not None
     if na_probs is None:
         na_probs = {qid: 0.0 for qid in predictions}

@@ -28,6 +28,22 @@ from albert_tf.graph_tokenizer import AlbertGraphTokenizer
 from finetune.squad.features import FeatureSettings
 
 
+def _release_first_piece(starts: tf.RaggedTensor, ends: tf.RaggedTensor):
+    """Answer spans as the release maps a context's first piece: from the context's first character,
+    a lone "▁" there up to the next piece (at least the first character); see
+    `finetune.squad.features.release_answer_spans`, which also leaves out of a piece a character
+    SentencePiece dropped before a space (not done here)."""
+    first = tf.boolean_mask(starts.row_starts(), starts.row_lengths() > 0)
+    flat_starts, flat_ends = starts.flat_values, ends.flat_values
+    following = tf.gather(tf.concat([flat_starts, [0]], axis=0), first + 1)
+    has_following = tf.gather(tf.concat([starts.value_rowids(), [-1]], axis=0), first + 1) == tf.gather(
+        starts.value_rowids(), first)
+    empty = tf.gather(flat_starts, first) >= tf.gather(flat_ends, first)
+    first_end = tf.where(empty, tf.maximum(tf.where(has_following, following, 0), 1), tf.gather(flat_ends, first))
+    return (starts.with_flat_values(tf.tensor_scatter_nd_update(flat_starts, first[:, None], tf.zeros_like(first))),
+            ends.with_flat_values(tf.tensor_scatter_nd_update(flat_ends, first[:, None], first_end)))
+
+
 def _column(value, rows, dtype=tf.int64):
     return tf.RaggedTensor.from_row_lengths(tf.fill([rows], tf.cast(value, dtype)), tf.ones([rows], tf.int64))
 
@@ -66,6 +82,7 @@ class SquadServer(tf.Module):
         question_ids = tf.cast(tok.tokenize(question), tf.int64)[:, : s.max_query_length]
         ids, starts, ends = tok.tokenize_with_offsets(context)
         ids = tf.cast(ids, tf.int64)
+        starts, ends = _release_first_piece(starts, ends)
         batch = tf.shape(question, out_type=tf.int64)[0]
         len_q = question_ids.row_lengths()
         num_pieces = ids.row_lengths()

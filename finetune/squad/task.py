@@ -21,11 +21,28 @@ from finetune.squad import features, metrics, postprocess, readers, serving
 from finetune.squad.model import AlbertSquadV2, v1_loss_sums, v2_loss_sums
 from finetune.task import FinetuningTask, model_inputs
 
-FEATURE_VERSION = 1
-# The paper's hyperparameters (ALBERT.md §6): learning rate, batch, steps, warmup.
+FEATURE_VERSION = 2  # 2: answers cut with the release's spans (features.release_answer_spans)
+
+def _hparams(lr, bsz, albert_dr, classifier_dr, ts, ws, msl) -> dict:
+    """One row of hyperparameters in the paper's column order, as option fields."""
+    return {"learning_rate": lr, "train_batch_size": bsz, "encoder_dropout": albert_dr,
+            "classifier_dropout": classifier_dr, "num_train_steps": ts, "num_warmup_steps": ws, "max_seq_length": msl}
+
+
+# PRESETS[hparams][version 2]. "paper": the paper's Table 14 (appendix A.4):
+#                      LR    BSZ  ALBERT DR  Classifier DR  TS    WS   MSL
+# "release": the release's README commands for run_squad_v1/v2.py: 5e-5, batch 48, 2 epochs with
+# 10% warmup (steps = int(train questions / 48 * 2), as run_squad_*.py count them: 87,599 questions
+# in train-v1.1.json, 130,319 in train-v2.0.json), 384 tokens, the encoder's dropout from its config.
 PRESETS = {
-    False: {"learning_rate": 5e-5, "train_batch_size": 48, "num_train_steps": 3649, "num_warmup_steps": 365},
-    True: {"learning_rate": 3e-5, "train_batch_size": 48, "num_train_steps": 8144, "num_warmup_steps": 814},
+    "paper": {
+        False: _hparams(5e-5, 48, 0.0, 0.1, 3649, 365, 384),
+        True: _hparams(3e-5, 48, 0.0, 0.1, 8144, 814, 512),
+    },
+    "release": {
+        False: _hparams(5e-5, 48, None, 0.1, 3649, 364, 384),
+        True: _hparams(5e-5, 48, None, 0.1, 5429, 542, 384),
+    },
 }
 
 
@@ -38,7 +55,10 @@ class SquadTask(FinetuningTask):
 
     def __init__(self, train_file=None, predict_file=None, version_2_with_negative=False, doc_stride=128,
                  max_query_length=64, n_best_size=20, max_answer_length=30, start_n_top=5, end_n_top=5,
-                 null_score_diff_threshold=None):
+                 null_score_diff_threshold=None, hparams="paper"):
+        if hparams not in PRESETS:
+            raise ValueError(f"hparams must be one of {', '.join(PRESETS)}, got {hparams!r}")
+        self.hparams = hparams
         self.files = {"train": train_file, "dev": predict_file}
         self.version_2 = version_2_with_negative
         self.name = "SQuAD-v2.0" if self.version_2 else "SQuAD-v1.1"
@@ -151,7 +171,7 @@ class SquadTask(FinetuningTask):
                                     self.max_answer_length, self._export_threshold)
 
     def default_options(self, **given):
-        preset = {**PRESETS[self.version_2], "max_seq_length": 384, "classifier_dropout": 0.1}
+        preset = dict(PRESETS[self.hparams][self.version_2])
         preset.update({k: v for k, v in given.items() if v is not None})
         return preset
 

@@ -1,4 +1,5 @@
-"""The paper's GLUE hyperparameters (ALBERT.md section 6) and their overrides."""
+"""The paper's GLUE hyperparameters (Table 14; tests/finetune/test_paper_hparams.py spells out all
+its columns) and their overrides."""
 
 import pytest
 
@@ -22,6 +23,7 @@ def test_presets_are_the_paper_table():
     assert set(PAPER_HPARAMS) == set(PAPER_TABLE)
     for task, (learning_rate, batch, steps, warmup) in PAPER_TABLE.items():
         assert glue_hparams(task) == FinetuneHparams(
+            encoder_dropout=0.1 if task in ("QQP", "RTE", "WNLI") else 0.0,
             learning_rate=learning_rate,
             batch_size=batch,
             train_steps=steps,
@@ -41,7 +43,7 @@ def test_overrides():
 
 def test_bad_requests():
     with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) lr, steps; the fields are: "
-                       "batch_size, classifier_dropout, learning_rate"):  # fmt: skip
+                       "batch_size, classifier_dropout, encoder_dropout, learning_rate"):  # fmt: skip
         glue_hparams("RTE", lr=1e-5, steps=3)
     with pytest.raises(ValueError, match="AX has no fine-tuning preset"):
         glue_hparams("AX")

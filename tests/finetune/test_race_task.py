@@ -107,7 +107,7 @@ def test_exported_model_answers_raw_text_in_a_fresh_process(trained, spm_model, 
 def test_presets_and_flags(tmp_path):
     race = task.RaceTask(tmp_path)
     assert race.default_options(**dict.fromkeys(task.PRESETS["v2"])) == task.PRESETS["v2"]
-    assert task.PRESETS["v2"] == dict(learning_rate=1e-5, train_batch_size=32, num_train_steps=12000,
+    assert task.PRESETS["v2"] == dict(learning_rate=1e-5, train_batch_size=32, num_train_steps=12000, encoder_dropout=0.0,
                                       num_warmup_steps=1000, max_seq_length=512, classifier_dropout=0.1)
     assert task.RaceTask(tmp_path, preset="v1").default_options(learning_rate=None)["learning_rate"] == 2e-5
     assert race.default_options(num_train_steps=7)["num_train_steps"] == 7

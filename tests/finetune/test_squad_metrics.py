@@ -2,6 +2,7 @@
 
 import pytest
 
+from albert_tf.errors import UserError
 from finetune.squad import metrics
 
 
@@ -52,8 +53,8 @@ def test_evaluate_v1_counts_missing_predictions_as_zero():
 
 
 def test_evaluate_v2_splits_and_thresholds():
-    dataset = _dataset(_qa("a", "Paris"), _qa("b", "red fox"), _qa("c"), _qa("d"), _qa("e", "absent"))
-    predictions = {"a": "Paris", "b": "a red dog", "c": "", "d": "London"}  # e: no prediction
+    dataset = _dataset(_qa("a", "Paris"), _qa("b", "red fox"), _qa("c"), _qa("d"))
+    predictions = {"a": "Paris", "b": "a red dog", "c": "", "d": "London"}
     na_probs = {"a": 0.1, "b": 0.2, "c": 0.9, "d": 0.3}
 
     plain = metrics.evaluate_v2(dataset, predictions)
@@ -82,3 +83,13 @@ def test_best_threshold_stays_zero_when_no_answer_is_always_best():
     # Answering a gains nothing, answering c loses: the best is to answer nothing.
     assert result["best_exact"] == pytest.approx(50.0)
     assert result["best_exact_thresh"] == 0.0
+
+
+def test_evaluate_v2_refuses_missing_predictions_naming_them():
+    # The official script prints "Missing prediction for e" and then fails (KeyError in HasAns).
+    dataset = _dataset(_qa("a", "Paris"), _qa("e", "absent"), _qa("f"))
+    with pytest.raises(UserError, match=r"^2 of 3 questions have no prediction \(evaluate-v2.0 scores none then\): e, f$"):
+        metrics.evaluate_v2(dataset, {"a": "Paris"})
+    many = _dataset(*[_qa(f"q{i}", "x") for i in range(13)])
+    with pytest.raises(UserError, match=r"13 of 13 .*: q0, q1, q2, q3, q4, q5, q6, q7, q8, q9 and 3 more$"):
+        metrics.evaluate_v2(many, {})

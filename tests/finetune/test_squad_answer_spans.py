@@ -1,0 +1,215 @@
+"""Answers are cut from the context where the release cuts them (its squad_utils.py).
+
+The release lays a context's pieces end to end ("▁" read as a space), aligns that string with the
+context by a longest-common-subsequence search (`release_alignment` restates it here, apart from
+the package) and maps each piece to context characters with `_convert_index`; an n-best answer is
+the context between a start piece's first and an end piece's last character, whitespace stripped.
+`finetune.squad.features.release_answer_spans` must give the same answers: the same first and
+last non-space character of every piece.
+"""
+
+import json
+import unicodedata
+
+import pytest
+
+from albert_tf.tokenizer import AlbertTokenizer
+from finetune.squad import features
+
+
+@pytest.fixture(scope="module")
+def tokenizer(small_data_dir):
+    return AlbertTokenizer(small_data_dir / "albert" / "30k-clean.model")
+
+
+def _preprocess(text, lower=True):
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    return text.lower() if lower else text
+
+
+def release_alignment(context, pieces):
+    """Each piece's (first, last) context character as the release's convert_examples_to_features
+    and write_predictions find them: [first, last] inclusive."""
+    tok_cat = "".join(pieces).replace("▁", " ")
+    starts, ends, position = [], [], 0
+    for piece in pieces:
+        starts.append(position)
+        position += len(piece)
+        ends.append(position - 1)
+    n, m = len(context), len(tok_cat)
+    chars = [_preprocess(c) for c in context]
+    g = {}
+    f = {}  # the release's f[i, j] (a zero-filled array: cells never written read 0)
+
+    def lcs(max_dist):
+        f.clear()
+        g.clear()
+        for i in range(n):
+            for j in range(i - max_dist, i + max_dist):
+                if j >= m or j < 0:
+                    continue
+                value = 0
+                if i > 0:
+                    g[(i, j)] = 0
+                    value = f.get((i - 1, j), 0)
+                if j > 0 and f.get((i, j - 1), 0) > value:
+                    g[(i, j)] = 1
+                    value = f[(i, j - 1)]
+                f_prev = f.get((i - 1, j - 1), 0) if i > 0 and j > 0 else 0
+                if chars[i] == tok_cat[j] and f_prev + 1 > value:
+                    g[(i, j)] = 2
+                    value = f_prev + 1
+                f[(i, j)] = value
+
+    max_dist = abs(n - m) + 5
+    for _ in range(2):
+        lcs(max_dist)
+        if f.get((n - 1, m - 1), 0) > 0.8 * n:
+            break
+        max_dist *= 2
+    to_context = [None] * m
+    i, j = n - 1, m - 1
+    while i >= 0 and j >= 0:
+        if (i, j) not in g:
+            break
+        if g[(i, j)] == 2:
+            to_context[j] = i
+            i, j = i - 1, j - 1
+        elif g[(i, j)] == 1:
+            j -= 1
+        else:
+            i -= 1
+    firsts = [convert_index(to_context, s, n, True) for s in starts]
+    lasts = [convert_index(to_context, e, n, False) for e in ends]
+    return firsts, lasts
+
+
+def convert_index(index, pos, m=None, is_start=True):
+    """The release's _convert_index, as it is written there."""
+    if index[pos] is not None:
+        return index[pos]
+    n = len(index)
+    rear = pos
+    while rear < n - 1 and index[rear] is None:
+        rear += 1
+    front = pos
+    while front > 0 and index[front] is None:
+        front -= 1
+    assert index[front] is not None or index[rear] is not None
+    if index[front] is None:
+        if index[rear] >= 1:
+            if is_start:
+                return 0
+            else:
+                return index[rear] - 1
+        return index[rear]
+    if index[rear] is None:
+        if m is not None and index[front] < m - 1:
+            if is_start:
+                return index[front] + 1
+            else:
+                return m - 1
+        return index[front]
+    if is_start:
+        if index[rear] > index[front] + 1:
+            return index[front] + 1
+        else:
+            return index[rear]
+    else:
+        if index[rear] > index[front] + 1:
+            return index[rear] - 1
+        else:
+            return index[front]
+
+
+def visible(context, start, end):
+    """The first and one past the last non-space character of context[start:end] ((e, e) if none)."""
+    text = context[start:end]
+    stripped = text.lstrip()
+    start += len(text) - len(stripped)
+    return start, start + len(stripped.rstrip())
+
+
+def differing_pieces(tokenizer, context, exact=False):
+    """Pieces whose answer edges differ from the release's: their indices (with `exact`, those of
+    the exact spans of `encode_with_offsets` instead of the answer spans), and those spans."""
+    ids, starts, ends = tokenizer.encode_with_offsets(context)
+    pieces = tokenizer.tokenize(context)  # unknown pieces as their text, as the release has them
+    assert tokenizer.convert_tokens_to_ids(pieces) == ids
+    spans = (starts, ends) if exact else features.release_answer_spans(context, pieces, starts, ends)
+    firsts, lasts = release_alignment(context, pieces)
+    return _differing(context, spans, firsts, lasts), (ids, starts, ends)
+
+
+def _differing(context, spans, firsts, lasts):
+    wrong = []
+    for k, (start, end, first, last) in enumerate(zip(*spans, firsts, lasts)):
+        ours, theirs = visible(context, start, end), visible(context, first, last + 1)
+        if ours != theirs and not (ours[0] >= ours[1] and theirs[0] >= theirs[1]):
+            wrong.append(k)
+    return wrong
+
+
+EDGE_CASES = [
+    "``Hello'' world",  # a lone "▁" opens the context
+    "a\u200e b and c",  # U+200E before a space: dropped by SentencePiece
+    "x \ufeff\u200eyes no",
+    "\ufeffHello there",  # a byte-order mark opening the context
+    "a\u200eb ﬁne Café ½ (1,666) !!!! 80888",
+]
+
+
+def test_the_edges_are_cut_as_the_release_cuts_them(tokenizer):
+    for context in EDGE_CASES:
+        wrong, (ids, starts, ends) = differing_pieces(tokenizer, context)
+        assert wrong == [], context
+    # The lone "▁" opening "``Hello'' world" stands for the first character, as in the release;
+    # its exact span is empty, and gold answers still start on the "``" piece.
+    context = EDGE_CASES[0]
+    ids, starts, ends = tokenizer.encode_with_offsets(context)
+    pieces = tokenizer.tokenize(context)
+    answer_starts, answer_ends = features.release_answer_spans(context, pieces, starts, ends)
+    assert pieces[:2] == ["▁", "``"] and (starts[0], ends[0]) == (0, 0)
+    assert (answer_starts[0], answer_ends[0]) == (0, 1)
+    # U+200E before " b": the exact span of "▁b" starts at it; the answer's span leaves it out.
+    context = EDGE_CASES[1]
+    ids, starts, ends = tokenizer.encode_with_offsets(context)
+    pieces = tokenizer.tokenize(context)
+    answer_starts, answer_ends = features.release_answer_spans(context, pieces, starts, ends)
+    k = pieces.index("▁b")
+    assert context[starts[k] : ends[k]] == "\u200e b"
+    assert context[answer_starts[k] : answer_ends[k]].strip() == "b"
+    # The exact spans alone differ from the release's on both.
+    for context in EDGE_CASES[:2]:
+        assert differing_pieces(tokenizer, context, exact=True)[0] != []
+
+
+def squad_contexts(path):
+    return [p["context"] for a in json.loads(path.read_text())["data"] for p in a["paragraphs"]]
+
+
+def test_every_piece_of_the_carried_contexts_is_cut_as_the_release_cuts_it(small_data_dir, tokenizer):
+    contexts = [c for path in sorted((small_data_dir / "squad").glob("*.json")) for c in squad_contexts(path)]
+    assert len(contexts) > 50
+    assert [k for c in contexts for k in differing_pieces(tokenizer, c)[0]] == []
+
+
+@pytest.mark.slow
+def test_every_piece_of_the_squad_dev_contexts_is_cut_as_the_release_cuts_it(data_dir):
+    tokenizer = AlbertTokenizer(data_dir / "albert" / "30k-clean.model")
+    counts = {}
+    for name in ("dev-v1.1.json", "dev-v2.0.first16articles.json"):
+        contexts = list(dict.fromkeys(squad_contexts(data_dir / "squad" / name)))
+        ours = exact = 0
+        for context in contexts:
+            ids, starts, ends = tokenizer.encode_with_offsets(context)
+            pieces = tokenizer.tokenize(context)
+            firsts, lasts = release_alignment(context, pieces)
+            answer_spans = features.release_answer_spans(context, pieces, starts, ends)
+            ours += len(_differing(context, answer_spans, firsts, lasts))
+            exact += len(_differing(context, (starts, ends), firsts, lasts))
+        counts[name] = (len(contexts), ours, exact)
+    # Contexts, pieces whose answer edges differ from the release's, and pieces whose exact spans
+    # would (the lone "▁"s and dropped characters behind the n-best entries that differed before).
+    assert counts == {"dev-v1.1.json": (2067, 0, 33), "dev-v2.0.first16articles.json": (646, 0, 8)}

@@ -15,7 +15,7 @@ from absl import flags
 
 from albert_tf.cli.entry_point import run_main
 from albert_tf.errors import FlagError
-from albert_tf.files import prepare_output_dir
+from albert_tf.files import locked_run_folder, prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_string("preset", None, "Preset folder (config.json, model.weights.h5, spiece.model), "
@@ -55,6 +55,11 @@ def main(argv):
     if not FLAGS.output_dir:
         raise FlagError("--output_dir is required")
     prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before the model is built
+    with locked_run_folder(FLAGS.output_dir):  # one run a folder; a failed one leaves nothing
+        export()
+
+
+def export():
     spm_model_file = FLAGS.spm_model_file
     if spm_model_file is None:
         if not FLAGS.preset:

@@ -289,7 +289,7 @@ def load_init_checkpoint(model: AlbertPretrainer, path: str):
             problems.append(f"{key} has shape {stored[name]} there, {list(variable.shape)} here")
     if problems:
         shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
-        raise ValueError(f"init_checkpoint {path} does not match the model: {shown}")
+        raise UserError(f"init_checkpoint {path} does not match the model: {shown}")
     tf.train.Checkpoint(model=weights).read(path).assert_existing_objects_matched().expect_partial()
     logging.info("initialised %d variables from %s", len(weights), path)
     return path

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import marshal
@@ -31,13 +32,19 @@ import zlib
 from collections.abc import Sequence
 
 # Quiet Beam's import-time notes (no BigQuery client, ...); a remote run turns its log back on.
+# The BigQuery one goes to the root logger.
 logging.getLogger("apache_beam").setLevel(logging.ERROR)
-
-import apache_beam as beam  # noqa: E402
+_root_level = logging.getLogger().level
+logging.getLogger().setLevel(logging.ERROR)
+try:
+    import apache_beam as beam  # noqa: E402
+finally:
+    logging.getLogger().setLevel(_root_level)
 from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
+from albert_tf.cli.entry_point import VERBOSE_ENV, verbose  # noqa: E402
 from albert_tf.files import PartialFile, files_for, prepare_output_dir, write_json
 from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
@@ -325,8 +332,12 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
             runner = FnApiRunner(use_state_iterables=True, default_environment=environment)
         else:
             runner = FnApiRunner(use_state_iterables=True)
-        # On this machine a worker's error is the user's: shown once, as one line, below.
+        # On this machine a worker's error is the user's: shown once, as one line, below. The
+        # worker processes keep their logs (Beam's start-up, each retry's traceback) to themselves
+        # unless --verbose (data_prep.beam_worker reads it from the environment).
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+        if verbose():
+            os.environ[VERBOSE_ENV] = "1"
     else:
         logging.getLogger("apache_beam").setLevel(logging.INFO)  # the job's progress
     started = time.monotonic()
@@ -339,6 +350,9 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
                 FileSystems.exists(_join(output_dir, config.shard_name(i))) for i in range(config.num_output_shards)
             ):
                 FileSystems.delete([metadata_path])
+                if is_local:
+                    with contextlib.suppress(OSError):  # when empty: no complete shard to describe
+                        os.rmdir(os.path.join(output_dir, STATS_DIR))
             text = str(error)
             if ERROR_MARKER in text:
                 message = text.split(ERROR_MARKER, 1)[1].splitlines()[0].split(" [while running")[0]

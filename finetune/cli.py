@@ -359,7 +359,7 @@ def print_summary(summary: dict):
 
 def console_main(doc: str, flag_values: flags.FlagValues, finetune_fn: Callable[[list], dict]):
     """A fine-tuning console script: `--help` prints `doc` and the flags; errors in the input are
-    one line (exit status 2), not a traceback."""
+    one line with the exit code of `albert_tf.cli.entry_point`, not a traceback."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     argv = sys.argv
     if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
@@ -375,14 +375,10 @@ def console_main(doc: str, flag_values: flags.FlagValues, finetune_fn: Callable[
         finally:
             entry_point.set_verbose(flag_values["verbose"].value)
 
-    try:
-        # absl's own flags (logging) stay at their defaults, parsed so that logging does not complain.
-        flags.FLAGS([argv[0]])
-        entry_point.set_verbose("--verbose" in argv[1:] or "--verbose=true" in argv[1:])
-        quiet_logs()
-        # A user's error (albert_tf.errors.UserError, a missing file, a full disk) is one line with
-        # its exit code, as in every console script; the rest of ValueError too, with status 2.
-        entry_point.report_errors(main)()
-    except (flags.Error, app.UsageError, ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+    # absl's own flags (logging) stay at their defaults, parsed so that logging does not complain.
+    flags.FLAGS([argv[0]])
+    entry_point.set_verbose("--verbose" in argv[1:] or "--verbose=true" in argv[1:])
+    quiet_logs()
+    # A user's error is one line with the exit code every console script gives it (2 a flag, 1 the
+    # rest): the readers' and checks' ValueErrors name the file or value, so they are the user's.
+    entry_point.report_errors(main, value_errors_are_users=True)()

@@ -117,3 +117,235 @@ def test_the_workers_of_a_cluster_leave_the_lock_to_the_chief(tmp_path, monkeypa
     finally:
         holder.kill()
         holder.wait()
+
+
+# ---- fine-tuning's console scripts -----------------------------------------------------------------
+
+
+def _console(tool, args, monkeypatch, capsys):
+    """Runs `albert-finetune-<tool> args` as its console script in this process: (exit code, last line)."""
+    import importlib
+
+    from albert_tf.cli import entry_point
+
+    module = importlib.import_module(f"finetune.{tool}.cli")
+    monkeypatch.setattr(sys, "argv", [f"albert-finetune-{tool}", *args])
+    monkeypatch.setattr(entry_point, "_verbose_flag", [False])
+    with pytest.raises(SystemExit) as exited:
+        module.run()
+    return exited.value.code, capsys.readouterr().err.splitlines()[-1]
+
+
+def _squad_args(tmp_path, small_data_dir, *flags):
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(CONFIG))
+    return [f"--albert_config_file={config}", f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}",
+            f"--output_dir={tmp_path / 'run'}", "--max_seq_length=64", *flags]
+
+
+def _squad_file(path, data):
+    path.write_text(json.dumps({"version": "1.1", "data": data}))
+    return path
+
+
+def test_duplicate_squad_question_ids_are_an_error_naming_them(tmp_path, small_data_dir, monkeypatch, capsys):
+    """Item 2: predictions.json and the official scores are keyed by id; a repeated id was collapsed."""
+    source = json.loads((small_data_dir / "squad" / "dev-v1.1.articles1-2.json").read_text())["data"]
+    first, second = source[0]["paragraphs"][0], source[1]["paragraphs"][2]
+    repeated = first["qas"][1]["id"]
+    second["qas"][0]["id"] = repeated
+    dev = _squad_file(tmp_path / "dev.json", source)
+    code, line = _console("squad", _squad_args(tmp_path, small_data_dir, f"--predict_file={dev}",
+                                              f"--train_file={dev}", "--do_train", "--do_predict"),
+                          monkeypatch, capsys)
+    assert (code, line) == (1, (
+        f"error: {dev}: article {source[1]['title']!r}, question {repeated!r}: the id is also that of question 1 of "
+        f"article {source[0]['title']!r}, paragraph 0; ids must be unique (predictions.json and the official scores "
+        "are keyed by id)"))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("tool", ["squad", "race"])
+def test_a_split_without_questions_is_one_line_and_leaves_no_cache(tool, tmp_path, small_data_dir, monkeypatch,
+                                                                  capsys):
+    """Item 6: `{"data": []}` and empty RACE folders were End-of-sequence tracebacks and empty caches."""
+    if tool == "squad":
+        empty = _squad_file(tmp_path / "empty.json", [])
+        args = _squad_args(tmp_path, small_data_dir, f"--train_file={empty}", "--do_train")
+        expected = f"error: {empty} holds no question: nothing to train on"
+    else:
+        for level in ("middle", "high"):
+            (tmp_path / "RACE" / "train" / level).mkdir(parents=True)
+        args = [*_squad_args(tmp_path, small_data_dir, "--do_train", "--max_qa_length=16"),
+                f"--data_dir={tmp_path / 'RACE'}"]
+        expected = (f"error: RACE data {tmp_path / 'RACE' / 'train'} holds no question (train split; the levels read: "
+                    "middle/ and high/): nothing to train on")
+    assert _console(tool, args, monkeypatch, capsys) == (1, expected)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_refused_fine_tuning_run_leaves_nothing_in_a_new_output_dir(tmp_path, small_data_dir, monkeypatch, capsys):
+    """Item 7: --max_seq_length 16 left albert_config.json, spiece.model and task.json behind."""
+    train = small_data_dir / "squad" / "train-v1.1.articles2-3.json"
+    args = _squad_args(tmp_path, small_data_dir, f"--train_file={train}", "--do_train", "--max_query_length=16")
+    code, line = _console("squad", [*args, "--max_seq_length=16"], monkeypatch, capsys)
+    assert code in (1, 2) and line.startswith("error: ") and "max_seq_length" in line, line
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    assert _console("squad", [*args, "--max_seq_length=16"], monkeypatch, capsys) == (code, line)
+    assert sorted(os.listdir(tmp_path / "run")) == ["notes.txt"]  # a folder it did not make: as it was
+
+
+def test_squad_predict_without_a_model_names_do_predict(tmp_path, small_data_dir, monkeypatch, capsys):
+    """Item 9: it said `--do_eval without --do_train ...` though --do_eval was not given."""
+    dev = small_data_dir / "squad" / "dev-v1.1.articles1-2.json"
+    out = tmp_path / "run"
+    assert _console("squad", _squad_args(tmp_path, small_data_dir, f"--predict_file={dev}", "--do_predict"),
+                    monkeypatch, capsys) == (1, (
+        f"error: --do_predict without --do_train needs a fine-tuned model, and --output_dir {out} holds no "
+        "checkpoint: add --do_train, or give the output_dir of a fine-tuning run"))
+    assert not out.exists()
+
+
+# ---- the SavedModels' serve_text -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def race_export(tmp_path_factory, small_data_dir):
+    import keras
+
+    from albert_tf import AlbertConfig
+    from albert_tf.heads import AlbertMultipleChoice
+    from finetune.race.export import export_race_model
+
+    keras.utils.set_random_seed(0)
+    model = AlbertMultipleChoice(AlbertConfig(**CONFIG), 4)
+    path = tmp_path_factory.mktemp("race") / "export"
+    export_race_model(model, path, small_data_dir / "albert" / "30k-clean.model", max_seq_length=32, max_qa_length=16)
+    return path
+
+
+def _serve_error(serve, **inputs):
+    import tensorflow as tf
+
+    with pytest.raises(tf.errors.InvalidArgumentError) as error:
+        serve(**{k: tf.constant(v, tf.string) for k, v in inputs.items()})
+    return error.value.message
+
+
+def test_race_serve_text_refuses_mismatched_batches_and_other_than_four_options(race_export):
+    """Items 3 and 5: article=[A, B, C] with two questions answered 2; three options hit BroadcastTo."""
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(race_export)).signatures["serve_text"]
+    options = [["a", "b", "c", "d"]] * 2
+    assert ("RACE serve_text got 3 articles, 2 questions and 2 rows of options: give one article, one question and "
+            "one row of options for each question") in _serve_error(
+        serve, article=["A.", "B.", "C."], question=["q1?", "q2?"], options=options)
+    assert "RACE serve_text got 2 articles, 2 questions and 3 rows of options" in _serve_error(
+        serve, article=["A.", "B."], question=["q1?", "q2?"], options=[["a", "b", "c", "d"]] * 3)
+    assert "RACE serve_text got 3 options for each question: give 4 (A-D)" in _serve_error(
+        serve, article=["A."], question=["q1?"], options=[["a", "b", "c"]])
+    out = serve(article=tf.constant(["A.", "B."]), question=tf.constant(["q1?", "q2?"]), options=tf.constant(options))
+    assert out["probabilities"].shape == (2, 4)
+    assert np_allclose_rows(out["probabilities"].numpy().sum(axis=1), 1.0)
+
+
+def np_allclose_rows(values, target):
+    return all(abs(float(v) - target) < 1e-5 for v in values)
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_squad_serve_text_answers_empty_contexts_and_batches_and_refuses_a_mismatch(version_2, tmp_path,
+                                                                                   small_data_dir):
+    """Item 4: an empty context, a batch of 0 and 2 questions with 1 context were internal errors."""
+    import keras
+    import tensorflow as tf
+
+    from albert_tf import AlbertConfig
+    from albert_tf.heads import AlbertSpanLabeler
+    from finetune.squad import features, serving
+    from finetune.squad.model import AlbertSquadV2
+
+    keras.utils.set_random_seed(0)
+    config = AlbertConfig(**CONFIG)
+    model = AlbertSquadV2(config) if version_2 else AlbertSpanLabeler(config)
+    settings = features.FeatureSettings(max_seq_length=48, doc_stride=16, max_query_length=16)
+    serving.export_squad(model, tmp_path / "export", small_data_dir / "albert" / "30k-clean.model", settings,
+                         version_2=version_2, null_score_diff_threshold=0.0 if version_2 else None)
+    serve = tf.saved_model.load(str(tmp_path / "export")).signatures["serve_text"]
+    out = serve(question=tf.constant(["What?", "Who?", "Where?"]), context=tf.constant(["", "   ", "The cat sat."]))
+    assert [t.decode() for t in out["answer_text"].numpy()[:2]] == ["", ""]
+    assert out["char_start"].numpy()[:2].tolist() == [0, 0] and out["char_end"].numpy()[:2].tolist() == [0, 0]
+    alone = serve(question=tf.constant(["Where?"]), context=tf.constant(["The cat sat."]))
+    for key, value in alone.items():  # the third answered as if alone
+        assert out[key].numpy().tolist()[2] == pytest.approx(value.numpy().tolist()[0], abs=1e-5), key
+    if version_2:
+        assert out["no_answer_probability"].numpy()[:2].tolist() == [1.0, 1.0]
+    none = serve(question=tf.constant([], tf.string), context=tf.constant([], tf.string))
+    assert {k: v.shape for k, v in none.items()} == {k: (0,) for k in out}
+    assert "SQuAD serve_text got 2 questions and 1 contexts: give one context for each question" in _serve_error(
+        serve, question=["a?", "b?"], context=["The cat sat."])
+
+
+# ---- pretraining and export ------------------------------------------------------------------------
+
+
+def _tool(module, *args):
+    """Runs a console script in a fresh process: (exit code, stderr's last line, stderr's line count)."""
+    run = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=180)
+    lines = run.stderr.splitlines()
+    return run.returncode, lines[-1] if lines else "", len(lines)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A pretraining run folder of the tiny config: albert_config.json and one checkpoint, no vocabulary."""
+    from albert_tf import training
+    from tests.albert_tf.test_bad_input import _options
+    from tests.albert_tf.tiny import TINY
+
+    folder = tmp_path_factory.mktemp("pretrain") / "run"
+    run = training.Pretraining(TINY, _options(folder))
+    training.check_output_dir(str(folder), TINY, write=True)
+    return folder, run.save()
+
+
+def test_pretraining_from_a_checkpoint_of_another_model_is_one_line_and_leaves_nothing(tmp_path, tiny_run):
+    """Item 8: a 30-line ValueError traceback, and albert_config.json left behind."""
+    from tests.albert_tf.test_bad_input import PREDICTIONS, SEQ, _write_records
+    from tests.albert_tf.tiny import TINY
+
+    folder, checkpoint = tiny_run
+    records = _write_records(tmp_path / "train.tfrecord", 8)
+    config = tmp_path / "wide.json"
+    config.write_text(json.dumps(TINY.replace(hidden_size=32, intermediate_size=64).to_dict()))
+    out = tmp_path / "run"
+    code, line, count = _tool("albert_tf.cli.pretrain", f"--input_file={records}", f"--output_dir={out}",
+                              f"--albert_config_file={config}", f"--init_checkpoint={folder}",
+                              f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDICTIONS}",
+                              "--train_batch_size=4", "--num_train_steps=2", "--nojit_compile", "--noprogress_bar")
+    assert code == 1 and count == 1, line
+    assert line.startswith(
+        f"error: init_checkpoint {checkpoint} does not match the model: encoder/embeddings/"
+        "embedding_hidden_mapping_in/kernel has shape [8, 16] there, [8, 32] here; ") and line.endswith(" more")
+    assert not out.exists()
+
+
+def test_export_of_a_missing_checkpoint_without_a_vocabulary_names_the_checkpoint(tmp_path):
+    """Item 10: it said the folder held no spiece.model, when there was no folder."""
+    missing = tmp_path / "nope"
+    assert _tool("albert_tf.cli.export", f"--checkpoint={missing}", f"--output_dir={tmp_path / 'out'}") == (
+        1, f"error: --init_checkpoint {missing}: no such folder, nor a checkpoint prefix ({missing}.index)", 1)
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_with_a_vocabulary_larger_than_the_model_is_one_line(tmp_path, tiny_run, small_data_dir):
+    """Item 11: a 23-line traceback."""
+    folder, _ = tiny_run
+    spm = small_data_dir / "albert" / "30k-clean.model"
+    assert _tool("albert_tf.cli.export", f"--init_checkpoint={folder}", f"--spm_model_file={spm}",
+                 f"--output_dir={tmp_path / 'out'}", "--max_seq_length=16") == (
+        1, f"error: the SentencePiece model {spm} has 30000 pieces, more than the model's vocab_size (97)", 1)
+    assert not (tmp_path / "out").exists()

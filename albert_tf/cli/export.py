@@ -60,6 +60,10 @@ def main(argv):
 
 
 def export():
+    from albert_tf.export import export_encoder, export_pretrainer, load_model
+
+    # First: a missing --init_checkpoint is named as such, before its folder's vocabulary is looked for.
+    model = load_model(FLAGS.model, preset=FLAGS.preset, checkpoint=FLAGS.init_checkpoint)
     spm_model_file = FLAGS.spm_model_file
     if spm_model_file is None:
         if not FLAGS.preset:
@@ -73,9 +77,6 @@ def export():
 
             spm_model_file = os.path.join(FLAGS.preset, PRESET_VOCAB)
 
-    from albert_tf.export import export_encoder, export_pretrainer, load_model
-
-    model = load_model(FLAGS.model, preset=FLAGS.preset, checkpoint=FLAGS.init_checkpoint)
     if FLAGS.model == "pretrainer":
         export_pretrainer(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
                           FLAGS.max_predictions_per_seq, do_lower_case=FLAGS.do_lower_case)
@@ -86,7 +87,9 @@ def export():
 
 
 def run():
-    run_main(main, FLAGS, __doc__)
+    # The export's checks (the vocabulary against the model, the lengths) raise ValueErrors that name
+    # the file or value: the user's, one line.
+    run_main(main, FLAGS, __doc__, value_errors_are_users=True)
 
 
 if __name__ == "__main__":

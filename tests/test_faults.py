@@ -7,6 +7,7 @@ other bad-input tests.
 
 import json
 import os
+import pathlib
 import signal
 import socket
 import subprocess
@@ -140,7 +141,7 @@ def _squad_args(tmp_path, small_data_dir, *flags):
     config = tmp_path / "albert_config.json"
     config.write_text(json.dumps(CONFIG))
     return [f"--albert_config_file={config}", f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}",
-            f"--output_dir={tmp_path / 'run'}", "--max_seq_length=64", *flags]
+            f"--output_dir={tmp_path / 'run'}", "--max_seq_length=64", "--max_query_length=16", *flags]
 
 
 def _squad_file(path, data):
@@ -176,8 +177,11 @@ def test_a_split_without_questions_is_one_line_and_leaves_no_cache(tool, tmp_pat
     else:
         for level in ("middle", "high"):
             (tmp_path / "RACE" / "train" / level).mkdir(parents=True)
-        args = [*_squad_args(tmp_path, small_data_dir, "--do_train", "--max_qa_length=16"),
-                f"--data_dir={tmp_path / 'RACE'}"]
+        config = tmp_path / "albert_config.json"
+        config.write_text(json.dumps(CONFIG))
+        args = [f"--albert_config_file={config}", f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}",
+                f"--output_dir={tmp_path / 'run'}", f"--data_dir={tmp_path / 'RACE'}", "--max_seq_length=64",
+                "--max_qa_length=16", "--do_train"]
         expected = (f"error: RACE data {tmp_path / 'RACE' / 'train'} holds no question (train split; the levels read: "
                     "middle/ and high/): nothing to train on")
     assert _console(tool, args, monkeypatch, capsys) == (1, expected)
@@ -189,12 +193,36 @@ def test_a_refused_fine_tuning_run_leaves_nothing_in_a_new_output_dir(tmp_path, 
     train = small_data_dir / "squad" / "train-v1.1.articles2-3.json"
     args = _squad_args(tmp_path, small_data_dir, f"--train_file={train}", "--do_train", "--max_query_length=16")
     code, line = _console("squad", [*args, "--max_seq_length=16"], monkeypatch, capsys)
-    assert code in (1, 2) and line.startswith("error: ") and "max_seq_length" in line, line
+    assert (code, line) == (2, "error: max_seq_length=16 leaves no room for the context after a question of "
+                               "max_query_length=16 pieces and 3 special tokens")
     assert not (tmp_path / "run").exists()
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "notes.txt").write_text("mine")
     assert _console("squad", [*args, "--max_seq_length=16"], monkeypatch, capsys) == (code, line)
     assert sorted(os.listdir(tmp_path / "run")) == ["notes.txt"]  # a folder it did not make: as it was
+
+
+def test_fine_tuning_from_a_checkpoint_of_another_width_leaves_nothing_in_a_new_output_dir(
+        tmp_path, small_data_dir, monkeypatch, capsys):
+    """Item 7: the refusal came after albert_config.json, spiece.model and task.json were written."""
+    from albert_tf import training
+    from tests.albert_tf.test_bad_input import _options
+    from tests.albert_tf.tiny import TINY
+
+    narrow = TINY.replace(vocab_size=300)
+    pretrained = tmp_path / "pretrained"
+    training.check_output_dir(str(pretrained), narrow, write=True)
+    training.Pretraining(narrow, _options(pretrained)).save()
+    wide = tmp_path / "wide.json"
+    wide.write_text(json.dumps(narrow.replace(hidden_size=32, intermediate_size=64).to_dict()))
+    vocab = pathlib.Path(__file__).parent / "fixtures" / "data_prep" / "tiny_vocab.model"
+    train = small_data_dir / "squad" / "train-v1.1.articles2-3.json"
+    out = tmp_path / "run"
+    code, line = _console("squad", [f"--init_checkpoint={pretrained}", f"--albert_config_file={wide}",
+                                    f"--spm_model_file={vocab}", f"--train_file={train}", f"--output_dir={out}",
+                                    "--max_seq_length=32", "--max_query_length=8", "--do_train"], monkeypatch, capsys)
+    assert code == 1 and line.startswith("error: ") and "[16]" in line and "[32]" in line, line
+    assert not out.exists()
 
 
 def test_squad_predict_without_a_model_names_do_predict(tmp_path, small_data_dir, monkeypatch, capsys):
@@ -349,3 +377,66 @@ def test_export_with_a_vocabulary_larger_than_the_model_is_one_line(tmp_path, ti
                  f"--output_dir={tmp_path / 'out'}", "--max_seq_length=16") == (
         1, f"error: the SentencePiece model {spm} has 30000 pieces, more than the model's vocab_size (97)", 1)
     assert not (tmp_path / "out").exists()
+
+
+# ---- data prep on Beam, the tokenizers, the exit codes ---------------------------------------------
+
+
+def test_a_corpus_byte_that_is_not_utf8_under_beam_is_one_line_and_leaves_nothing(tmp_path, small_data_dir):
+    """Item 12: the right last line after 285 lines of worker logs and 10 tracebacks; an empty shard_stats/."""
+    text = (small_data_dir / "corpus" / "gutenberg" / "blake-poems.txt").read_bytes()[:3000]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(text + b"\nA bad \xff byte here.\n" + text)
+    line_number = (text + b"\n").count(b"\n") + 1
+    spm = small_data_dir / "albert" / "30k-clean.model"
+    common = [f"--input_file={corpus}", f"--spm_model_file={spm}", "--max_seq_length=64",
+              "--max_predictions_per_seq=10", "--dupe_factor=1", "--noprogress"]
+    expected = (f"error: {corpus}:{line_number}: not valid UTF-8 (invalid start byte at byte 6 of the line); convert the "
+                "file or pass --skip_bad_lines to skip such lines")
+    beam = ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+    assert _tool("data_prep.create_pretraining_data", *common, f"--output_dir={tmp_path / 'beam'}", *beam) == (
+        1, expected, 1)
+    assert not (tmp_path / "beam").exists()
+    (tmp_path / "local").mkdir()  # a folder the user made: left as it was, without shard_stats/
+    assert _tool("data_prep.create_pretraining_data", *common, f"--output_dir={tmp_path / 'local'}") == (
+        1, expected, 1)
+    assert os.listdir(tmp_path / "local") == []
+
+
+@pytest.mark.parametrize("raw", [b"caf\xc3\xa9 \xff bar", b"ab\xffcd", b"na\xefve caf\xe9", b"\xff\xfe", b"x\xc3",
+                                 b"\xed\xa0\x80z", b"\xc0\xafq", "a\ufffdb".encode()])
+def test_bytes_that_are_not_utf8_read_as_u_fffd_by_both_tokenizers(raw, small_data_dir):
+    """Item 13: the graph tokenizer (every serve_text) reads each bad byte as U+FFFD, as Python's
+    bytes.decode("utf-8", "replace") does before the Python tokenizer: same ids, same offsets."""
+    import tensorflow as tf
+
+    from albert_tf.graph_tokenizer import AlbertGraphTokenizer
+    from albert_tf.tokenizer import AlbertTokenizer
+
+    spm = small_data_dir / "albert" / "30k-clean.model"
+    text = raw.decode("utf-8", "replace")
+    python, graph = AlbertTokenizer(spm), AlbertGraphTokenizer(str(spm))
+    assert graph.normalize(tf.constant([raw])).numpy()[0].decode("utf-8") == python.normalize(text)
+    assert graph.tokenize(tf.constant([raw])).to_list()[0] == python.encode(text)
+    ids, starts, ends = graph.tokenize_with_offsets(tf.constant([raw]))
+    assert (ids.to_list()[0], starts.to_list()[0], ends.to_list()[0]) == tuple(map(list, python.encode_with_offsets(text)))
+
+
+def test_one_exit_code_convention_2_usage_1_run_time(tmp_path, small_data_dir, monkeypatch, capsys):
+    """Item 14: a bad SQuAD file exited 2 where a bad GLUE file exited 1; several missing flags
+    were several lines."""
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"data": [')
+    assert _console("squad", _squad_args(tmp_path, small_data_dir, f"--train_file={broken}", "--do_train"),
+                    monkeypatch, capsys) == (1, f"error: {broken}: not valid JSON: Expecting value at line 1 column 11")
+    (tmp_path / "MRPC").mkdir()
+    (tmp_path / "MRPC" / "train.tsv").write_text("1\t1\t2\tThe cat sat.\tA cat sat.\n")
+    code, line = _console("glue", ["--task=MRPC", f"--data_dir={tmp_path}", *_squad_args(tmp_path, small_data_dir)[:4],
+                                   "--do_train"], monkeypatch, capsys)
+    assert code == 1 and line.startswith(f"error: {tmp_path / 'MRPC' / 'train.tsv'}:1: the first row is a data row")
+    assert _console("squad", ["--do_train", "--learning_rate=abc"], monkeypatch, capsys)[0] == 2
+    assert _tool("albert_tf.cli.convert") == (2, (
+        "error: flag --source=None: Flag --source must have a value other than None.; flag --input=None: Flag --input "
+        "must have a value other than None.; flag --output_dir=None: Flag --output_dir must have a value other than "
+        "None. (see --help)"), 1)
+    assert not (tmp_path / "run").exists()

@@ -72,7 +72,15 @@ def finetune(argv) -> dict:
     for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "start_n_top", "end_n_top"):
         if FLAGS[name].value < 1:
             raise app.UsageError(f"--{name} must be positive, got {FLAGS[name].value}")
-    return skeleton.run_task(FLAGS, make_task(FLAGS), asked)
+    task = make_task(FLAGS)
+    from finetune.squad.features import FeatureSettings
+
+    try:  # before anything is read or written: the lengths leave room for a context
+        FeatureSettings(FLAGS.max_seq_length or task.default_options()["max_seq_length"], FLAGS.doc_stride,
+                        FLAGS.max_query_length)
+    except ValueError as error:
+        raise app.UsageError(str(error)) from None
+    return skeleton.run_task(FLAGS, task, asked)
 
 
 def run():

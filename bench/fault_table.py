@@ -57,7 +57,7 @@ def main():
             "--max_predictions_per_seq=10", "--dupe_factor=1", "--noprogress"]
 
     # ---- data prep
-    (scratch / "short.txt").write_text("One short line.\n")
+    (scratch / "short.txt").write_text("hi\n")
     tool("data prep makes no instance", *prep, "--input_file=short.txt", "--output_dir=out1", folder=scratch / "out1")
     (scratch / "two.txt").write_text("The first document has a sentence.\nAnd a second one here.\n\n"
                                      "The other one too.\nIt ends.\n")
@@ -140,7 +140,7 @@ def main():
          "--output_dir=busy", folder=scratch / "busy")
 
     # ---- fine-tuning
-    glue = ["finetune.glue.cli", "--preset=albert_base_v2"]
+    glue = ["finetune.glue.cli", f"--albert_config_file={config}", f"--spm_model_file={SPM}", "--max_seq_length=64"]
     tool("albert-finetune-glue --do_eval with no fine-tuned model", *glue, "--task=RTE",
          f"--data_dir={FIXTURES / 'glue'}", "--output_dir=rte", "--do_eval", folder=scratch / "rte")
     mrpc = scratch / "glue" / "MRPC"
@@ -195,7 +195,7 @@ def main():
         training.Pretraining(config, options).save()
         """)], cwd=scratch, check=True, capture_output=True)
     tool("albert-export, a vocabulary larger than the model's", "albert_tf.cli.export", "--init_checkpoint=small",
-         f"--spm_model_file={SPM}", "--output_dir=exp2", folder=scratch / "exp2")
+         f"--spm_model_file={SPM}", "--max_seq_length=16", "--output_dir=exp2", folder=scratch / "exp2")
     tool("albert-convert with no flags", "albert_tf.cli.convert")
 
     print("| Case | Exit | Lines on stderr | The last line | Left in the output folder |")

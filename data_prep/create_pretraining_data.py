@@ -155,11 +155,10 @@ def holds_shards(folder: str) -> bool:
 
 def generate(beam_args) -> dict:
     """Makes the shards the flags ask for in the locked --output_dir; returns the run's metadata."""
-    from albert_tf.errors import FlagError
+    from albert_tf.errors import FlagError, UserError
     from albert_tf.tokenizer import AlbertTokenizer
     from data_prep.documents import check_not_all_empty, expand_input_patterns
-    from data_prep.instances import InstanceOptions
-    from data_prep.shards import GenerationConfig, run_generation
+    from data_prep.shards import run_generation
 
     spm_model = FLAGS.spm_model_file
     if "://" in spm_model:  # gs://... : SentencePiece reads local files
@@ -169,6 +168,26 @@ def generate(beam_args) -> dict:
     AlbertTokenizer(spm_model, FLAGS.do_lower_case)  # fails early on an unusable model
     input_files = expand_input_patterns(FLAGS.input_file)
     check_not_all_empty(input_files)
+    try:  # the flags' values, checked by the options: a usage error (exit code 2)
+        config = generation_config(input_files)
+    except UserError:
+        raise
+    except ValueError as error:
+        raise FlagError(str(error)) from None
+    if FLAGS.runner is None:
+        return run_generation(config, FLAGS.output_dir, FLAGS.num_workers, progress=FLAGS.progress)
+    try:
+        from data_prep.beam_pipeline import run_beam_generation
+    except ImportError as error:
+        raise FlagError(f"--runner needs Apache Beam ({error}): pip install 'albert_tf[beam]'") from None
+    return run_beam_generation(config, FLAGS.output_dir, [f"--runner={FLAGS.runner}", *beam_args])
+
+
+def generation_config(input_files):
+    """The run's settings from the flags; a value the options refuse raises ValueError."""
+    from data_prep.instances import InstanceOptions
+    from data_prep.shards import GenerationConfig
+
     options = InstanceOptions(
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
@@ -181,7 +200,7 @@ def generate(beam_args) -> dict:
         strict_sop=FLAGS.strict_sop,
         words_end_at_sep=FLAGS.words_end_at_sep,
     )
-    config = GenerationConfig(
+    return GenerationConfig(
         input_files=tuple(input_files),
         spm_model_file=FLAGS.spm_model_file,
         options=options,
@@ -193,13 +212,6 @@ def generate(beam_args) -> dict:
         compression=FLAGS.compression,
         skip_bad_lines=FLAGS.skip_bad_lines,
     )
-    if FLAGS.runner is None:
-        return run_generation(config, FLAGS.output_dir, FLAGS.num_workers, progress=FLAGS.progress)
-    try:
-        from data_prep.beam_pipeline import run_beam_generation
-    except ImportError as error:
-        raise FlagError(f"--runner needs Apache Beam ({error}): pip install 'albert_tf[beam]'") from None
-    return run_beam_generation(config, FLAGS.output_dir, [f"--runner={FLAGS.runner}", *beam_args])
 
 
 def run() -> None:

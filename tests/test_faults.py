@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -391,8 +390,8 @@ def test_a_corpus_byte_that_is_not_utf8_under_beam_is_one_line_and_leaves_nothin
     spm = small_data_dir / "albert" / "30k-clean.model"
     common = [f"--input_file={corpus}", f"--spm_model_file={spm}", "--max_seq_length=64",
               "--max_predictions_per_seq=10", "--dupe_factor=1", "--noprogress"]
-    expected = (f"error: {corpus}:{line_number}: not valid UTF-8 (invalid start byte at byte 6 of the line); convert the "
-                "file or pass --skip_bad_lines to skip such lines")
+    expected = (f"error: {corpus}:{line_number}: not valid UTF-8 (invalid start byte at byte 6 of the line); "
+                "convert the file or pass --skip_bad_lines to skip such lines")
     beam = ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
     assert _tool("data_prep.create_pretraining_data", *common, f"--output_dir={tmp_path / 'beam'}", *beam) == (
         1, expected, 1)
@@ -419,7 +418,8 @@ def test_bytes_that_are_not_utf8_read_as_u_fffd_by_both_tokenizers(raw, small_da
     assert graph.normalize(tf.constant([raw])).numpy()[0].decode("utf-8") == python.normalize(text)
     assert graph.tokenize(tf.constant([raw])).to_list()[0] == python.encode(text)
     ids, starts, ends = graph.tokenize_with_offsets(tf.constant([raw]))
-    assert (ids.to_list()[0], starts.to_list()[0], ends.to_list()[0]) == tuple(map(list, python.encode_with_offsets(text)))
+    expected = tuple(map(list, python.encode_with_offsets(text)))
+    assert (ids.to_list()[0], starts.to_list()[0], ends.to_list()[0]) == expected
 
 
 def test_one_exit_code_convention_2_usage_1_run_time(tmp_path, small_data_dir, monkeypatch, capsys):

@@ -42,6 +42,7 @@ def main(argv):
 
 
 def convert_to(convert):
+    """The conversion the flags ask for, written into the locked --output_dir."""
     if FLAGS.source == "preset":
         if FLAGS.to != "hf":
             raise FlagError("--source preset converts to Hugging Face: pass --to hf")

@@ -60,6 +60,7 @@ def main(argv):
 
 
 def export():
+    """The SavedModel the flags ask for, written into the locked --output_dir."""
     from albert_tf.export import export_encoder, export_pretrainer, load_model
 
     # First: a missing --init_checkpoint is named as such, before its folder's vocabulary is looked for.

@@ -147,6 +147,7 @@ def main(argv):
 
 
 def pretrain(strategies, training):
+    """The pretraining run the flags ask for, in the locked --output_dir."""
     config = load_config()
     max_seq_length, max_predictions_per_seq = record_lengths()
     run_vocabulary()

@@ -33,6 +33,7 @@ import functools
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -172,7 +173,8 @@ def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_p
         try:
             first = [raw.numpy() for raw in tf.data.TFRecordDataset(path, compression_type=tfrecord_compression(path)).take(1)]
         except tf.errors.DataLossError as error:
-            first_line = error.message.splitlines()[0]
+            # Without TensorFlow's op decorations: "{{function_node ...}} corrupted record at 0 (...) [Op:...]".
+            first_line = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", error.message.splitlines()[0])
             raise UserError(f"{path} is not a TFRecord file, or it is corrupted: {first_line}") from None
         if first:
             break

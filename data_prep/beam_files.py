@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import logging
 
-# Quiet Beam's import-time notes (no BigQuery client, ...).
+# Quiet Beam's import-time notes (no BigQuery client, ...); a remote run turns its log back on.
+# The BigQuery one goes to the root logger.
 logging.getLogger("apache_beam").setLevel(logging.ERROR)
-
-from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
-from apache_beam.io.filesystems import FileSystems  # noqa: E402
+_root_level = logging.getLogger().level
+logging.getLogger().setLevel(logging.ERROR)
+try:
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+finally:
+    logging.getLogger().setLevel(_root_level)
 
 
 def open_raw(path: str):

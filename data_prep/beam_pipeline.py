@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import marshal
@@ -30,16 +31,15 @@ import typing
 import zlib
 from collections.abc import Sequence
 
-# Quiet Beam's import-time notes (no BigQuery client, ...); a remote run turns its log back on.
-logging.getLogger("apache_beam").setLevel(logging.ERROR)
+from data_prep.beam_files import BeamFiles, open_raw  # first: it imports Beam quietly
 
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
+from albert_tf.cli.entry_point import VERBOSE_ENV, verbose  # noqa: E402
 from albert_tf.files import PartialFile, files_for, prepare_output_dir, write_json
 from albert_tf.tokenizer import AlbertTokenizer
-from data_prep.beam_files import BeamFiles, open_raw
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of
 from data_prep.instances import MaskingVocab
@@ -289,8 +289,12 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
             runner = FnApiRunner(use_state_iterables=True, default_environment=environment)
         else:
             runner = FnApiRunner(use_state_iterables=True)
-        # On this machine a worker's error is the user's: shown once, as one line, below.
+        # On this machine a worker's error is the user's: shown once, as one line, below. The
+        # worker processes keep their logs (Beam's start-up, each retry's traceback) to themselves
+        # unless --verbose (data_prep.beam_worker reads it from the environment).
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+        if verbose():
+            os.environ[VERBOSE_ENV] = "1"
     else:
         logging.getLogger("apache_beam").setLevel(logging.INFO)  # the job's progress
     started = time.monotonic()
@@ -303,6 +307,9 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
                 FileSystems.exists(_join(output_dir, config.shard_name(i))) for i in range(config.num_output_shards)
             ):
                 FileSystems.delete([metadata_path])
+                if is_local:
+                    with contextlib.suppress(OSError):  # when empty: no complete shard to describe
+                        os.rmdir(os.path.join(output_dir, STATS_DIR))
             text = str(error)
             if ERROR_MARKER in text:
                 message = text.split(ERROR_MARKER, 1)[1].splitlines()[0].split(" [while running")[0]

@@ -15,6 +15,7 @@ image without pyarrow and pymongo saves the same there).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 # Connectors this pipeline does not use; Beam's guarded imports skip them.
@@ -29,7 +30,18 @@ def hide_unused_modules() -> None:
     logging.getLogger("apache_beam.io.mongodbio").setLevel(logging.ERROR)
 
 
+def quiet_unless_verbose() -> None:
+    """Sends this worker's stderr (Beam's start-up log, a retried bundle's traceback) to /dev/null
+    unless the launcher was given --verbose (ALBERT_TF_VERBOSE=1): the launcher reports the
+    worker's error itself, once, as one line, and the traceback of a bug of ours with it."""
+    if os.environ.get("ALBERT_TF_VERBOSE", "0") in ("", "0", "false", "False"):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+
 def main(argv: list[str]) -> None:
+    quiet_unless_verbose()
     hide_unused_modules()
     from apache_beam.runners.worker import sdk_worker_main
 

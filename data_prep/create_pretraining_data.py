@@ -119,61 +119,20 @@ def main(argv) -> int:
         print(f"error: unknown flag {beam_args[0]} (flags for Apache Beam need --runner; see --help)", file=sys.stderr)
         return 2
     from albert_tf.errors import UserError
-    from albert_tf.files import files_for, prepare_output_dir
-    from data_prep.documents import beam_files, check_not_all_empty, expand_input_patterns
-    from data_prep.instances import InstanceOptions
-    from data_prep.shards import GenerationConfig, format_summary, run_generation
+    from albert_tf.files import files_for, locked_run_folder, prepare_output_dir
+    from data_prep.documents import beam_files
+    from data_prep.shards import format_summary
 
     for name in ("input_file", "output_dir", "spm_model_file"):
         if not getattr(FLAGS, name):
             print(f"error: --{name} is required", file=sys.stderr)
             return 2
     try:
-        from albert_tf.tokenizer import AlbertTokenizer
-
         # Before the input is read and hashed: an unusable output_dir fails at once, naming the flag.
         prepare_output_dir(FLAGS.output_dir, fs=files_for(FLAGS.output_dir, beam_files), create=False)
-        spm_model = FLAGS.spm_model_file
-        if "://" in spm_model:  # gs://... : SentencePiece reads local files
-            from data_prep.beam_pipeline import _local_copy
-
-            spm_model = _local_copy(spm_model)
-        AlbertTokenizer(spm_model, FLAGS.do_lower_case)  # fails early on an unusable model
-        input_files = expand_input_patterns(FLAGS.input_file)
-        check_not_all_empty(input_files)
-        options = InstanceOptions(
-            max_seq_length=FLAGS.max_seq_length,
-            max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-            masked_lm_prob=FLAGS.masked_lm_prob,
-            ngram=FLAGS.ngram,
-            favor_shorter_ngram=FLAGS.favor_shorter_ngram,
-            do_whole_word_mask=FLAGS.do_whole_word_mask,
-            short_seq_prob=FLAGS.short_seq_prob,
-            random_next_sentence=FLAGS.random_next_sentence,
-            strict_sop=FLAGS.strict_sop,
-            words_end_at_sep=FLAGS.words_end_at_sep,
-        )
-        config = GenerationConfig(
-            input_files=tuple(input_files),
-            spm_model_file=FLAGS.spm_model_file,
-            options=options,
-            input_format=FLAGS.input_format,
-            do_lower_case=FLAGS.do_lower_case,
-            dupe_factor=FLAGS.dupe_factor,
-            random_seed=FLAGS.random_seed,
-            num_output_shards=FLAGS.num_output_shards,
-            compression=FLAGS.compression,
-            skip_bad_lines=FLAGS.skip_bad_lines,
-        )
-        if FLAGS.runner is None:
-            result = run_generation(config, FLAGS.output_dir, FLAGS.num_workers, progress=FLAGS.progress)
-        else:
-            try:
-                from data_prep.beam_pipeline import run_beam_generation
-            except ImportError as error:
-                print(f"error: --runner needs Apache Beam ({error}): pip install 'albert_tf[beam]'", file=sys.stderr)
-                return 2
-            result = run_beam_generation(config, FLAGS.output_dir, [f"--runner={FLAGS.runner}", *beam_args])
+        # One run a folder; a failed run keeps complete shards (its rerun makes the rest), else nothing.
+        with locked_run_folder(FLAGS.output_dir, keep_on_failure=holds_shards):
+            result = generate(beam_args)
     except UserError as error:  # a flag's (exit code 2) or the input's (1)
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
@@ -183,6 +142,76 @@ def main(argv) -> int:
     print(format_summary(result))
     logging.info("wrote %s", os.path.join(FLAGS.output_dir, "pretraining_data.json"))
     return 0
+
+
+def holds_shards(folder: str) -> bool:
+    """Whether a data-prep folder holds a complete shard or a finished run's description."""
+    from albert_tf.files import is_partial
+    from data_prep.shards import METADATA_FILE
+
+    return any(name.endswith((".tfrecord", ".tfrecord.gz")) or name == METADATA_FILE
+               for name in os.listdir(folder) if not is_partial(name))
+
+
+def generate(beam_args) -> dict:
+    """Makes the shards the flags ask for in the locked --output_dir; returns the run's metadata."""
+    from albert_tf.errors import FlagError, UserError
+    from albert_tf.tokenizer import AlbertTokenizer
+    from data_prep.documents import check_not_all_empty, expand_input_patterns
+    from data_prep.shards import run_generation
+
+    spm_model = FLAGS.spm_model_file
+    if "://" in spm_model:  # gs://... : SentencePiece reads local files
+        from data_prep.beam_pipeline import _local_copy
+
+        spm_model = _local_copy(spm_model)
+    AlbertTokenizer(spm_model, FLAGS.do_lower_case)  # fails early on an unusable model
+    input_files = expand_input_patterns(FLAGS.input_file)
+    check_not_all_empty(input_files)
+    try:  # the flags' values, checked by the options: a usage error (exit code 2)
+        config = generation_config(input_files)
+    except UserError:
+        raise
+    except ValueError as error:
+        raise FlagError(str(error)) from None
+    if FLAGS.runner is None:
+        return run_generation(config, FLAGS.output_dir, FLAGS.num_workers, progress=FLAGS.progress)
+    try:
+        from data_prep.beam_pipeline import run_beam_generation
+    except ImportError as error:
+        raise FlagError(f"--runner needs Apache Beam ({error}): pip install 'albert_tf[beam]'") from None
+    return run_beam_generation(config, FLAGS.output_dir, [f"--runner={FLAGS.runner}", *beam_args])
+
+
+def generation_config(input_files):
+    """The run's settings from the flags; a value the options refuse raises ValueError."""
+    from data_prep.instances import InstanceOptions
+    from data_prep.shards import GenerationConfig
+
+    options = InstanceOptions(
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob,
+        ngram=FLAGS.ngram,
+        favor_shorter_ngram=FLAGS.favor_shorter_ngram,
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        short_seq_prob=FLAGS.short_seq_prob,
+        random_next_sentence=FLAGS.random_next_sentence,
+        strict_sop=FLAGS.strict_sop,
+        words_end_at_sep=FLAGS.words_end_at_sep,
+    )
+    return GenerationConfig(
+        input_files=tuple(input_files),
+        spm_model_file=FLAGS.spm_model_file,
+        options=options,
+        input_format=FLAGS.input_format,
+        do_lower_case=FLAGS.do_lower_case,
+        dupe_factor=FLAGS.dupe_factor,
+        random_seed=FLAGS.random_seed,
+        num_output_shards=FLAGS.num_output_shards,
+        compression=FLAGS.compression,
+        skip_bad_lines=FLAGS.skip_bad_lines,
+    )
 
 
 def run() -> None:

@@ -11,6 +11,7 @@ of their bytes: a rerun after an input changed is refused, naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import glob
@@ -338,6 +339,8 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
         _remove_incomplete(output_dir)
         if created_metadata and not _complete_shards(output_dir, config):
             os.remove(metadata_path)
+        with contextlib.suppress(OSError):  # when empty: no complete shard to describe
+            os.rmdir(os.path.join(output_dir, STATS_DIR))
         raise
     elapsed = time.monotonic() - started
     shutil.rmtree(os.path.join(output_dir, SPILL_DIR), ignore_errors=True)

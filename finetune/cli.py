@@ -34,7 +34,7 @@ from albert_tf.cli import entry_point
 from albert_tf.cli.entry_point import quiet_logs
 from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
 from albert_tf.errors import UserError
-from albert_tf.files import prepare_output_dir, write_json
+from albert_tf.files import locked_run_folder, prepare_output_dir, write_json
 from finetune.task import PRESET_FIELDS
 
 EVAL_RESULTS = "eval_results.json"
@@ -231,17 +231,27 @@ class Evaluation:
                 for name, value in results[split].items() if isinstance(value, (int, float)) and name not in counts}
 
 
-def run_task(flag_values: flags.FlagValues, task) -> dict:
+def run_task(flag_values: flags.FlagValues, task, asked: tuple[str, ...] | None = None) -> dict:
     """Runs what the parsed `flag_values` ask of `task`; returns a summary: `train` (the result of
     `finetune.trainer.train` or None), `eval` (what eval_results.json holds or None), `predictions`
-    (the paths written), `export_dir` (or None) and `model` (the task model)."""
-    from albert_tf import strategies, training  # here: --help must not load TensorFlow
-
+    (the paths written), `export_dir` (or None) and `model` (the task model). `asked` names the
+    flags of what to do that the user gave (default: --do_eval and --do_predict as set), for a
+    tool that maps its own onto them."""
     F = flag_values
     # Before any data is read or a model built: an unusable folder is one line naming its flag.
     prepare_output_dir(F.output_dir, create=False)
     if F.cache_dir:
         prepare_output_dir(F.cache_dir, "cache_dir", create=False)
+    # One run a folder; a run refused or failed before its first checkpoint leaves it as it was.
+    from albert_tf import training  # here: --help must not load TensorFlow
+
+    with locked_run_folder(F.output_dir, keep_on_failure=training.tf.train.latest_checkpoint):
+        return _run_task(F, task, asked)
+
+
+def _run_task(F: flags.FlagValues, task, asked) -> dict:
+    from albert_tf import strategies, training  # here: --help must not load TensorFlow
+
     options = options_from_flags(F, task)
     splits = (((task.train_split,) if F.do_train and task.train_split else ())
               + (tuple(task.eval_splits) if F.do_eval else ()) + (tuple(task.predict_splits) if F.do_predict else ()))
@@ -250,9 +260,10 @@ def run_task(flag_values: flags.FlagValues, task) -> dict:
     if not F.do_train and not training.tf.train.latest_checkpoint(F.output_dir):
         # Only the encoder comes from --init_checkpoint/--preset: the task's head would be random,
         # and its scores, prediction files and export would look like results.
-        asked = " and ".join(f"--{name}" for name in ("do_eval", "do_predict") if F[name].value)
+        asked = asked or tuple(name for name in ("do_eval", "do_predict") if F[name].value)
         raise UserError(
-            f"{asked} without --do_train needs a fine-tuned model, and --output_dir {F.output_dir} holds no "
+            f"{' and '.join('--' + name for name in asked)} without --do_train needs a fine-tuned model, and "
+            f"--output_dir {F.output_dir} holds no "
             "checkpoint: add --do_train, or give the output_dir of a fine-tuning run"
         )
     task.check_data(splits)
@@ -351,7 +362,7 @@ def print_summary(summary: dict):
 
 def console_main(doc: str, flag_values: flags.FlagValues, finetune_fn: Callable[[list], dict]):
     """A fine-tuning console script: `--help` prints `doc` and the flags; errors in the input are
-    one line (exit status 2), not a traceback."""
+    one line with the exit code of `albert_tf.cli.entry_point`, not a traceback."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     argv = sys.argv
     if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
@@ -367,14 +378,10 @@ def console_main(doc: str, flag_values: flags.FlagValues, finetune_fn: Callable[
         finally:
             entry_point.set_verbose(flag_values["verbose"].value)
 
-    try:
-        # absl's own flags (logging) stay at their defaults, parsed so that logging does not complain.
-        flags.FLAGS([argv[0]])
-        entry_point.set_verbose("--verbose" in argv[1:] or "--verbose=true" in argv[1:])
-        quiet_logs()
-        # A user's error (albert_tf.errors.UserError, a missing file, a full disk) is one line with
-        # its exit code, as in every console script; the rest of ValueError too, with status 2.
-        entry_point.report_errors(main)()
-    except (flags.Error, app.UsageError, ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+    # absl's own flags (logging) stay at their defaults, parsed so that logging does not complain.
+    flags.FLAGS([argv[0]])
+    entry_point.set_verbose("--verbose" in argv[1:] or "--verbose=true" in argv[1:])
+    quiet_logs()
+    # A user's error is one line with the exit code every console script gives it (2 a flag, 1 the
+    # rest): the readers' and checks' ValueErrors name the file or value, so they are the user's.
+    entry_point.report_errors(main, value_errors_are_users=True)()

@@ -16,7 +16,7 @@ from absl import flags
 
 from albert_tf.cli.entry_point import run_main
 from albert_tf.errors import FlagError
-from albert_tf.files import prepare_output_dir
+from albert_tf.files import locked_run_folder, prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_enum("source", None, ["tf1", "hf", "preset"], "What --input holds.", flag_values=FLAGS)
@@ -37,6 +37,12 @@ def main(argv):
     from albert_tf import convert
 
     prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before any weights are read
+    with locked_run_folder(FLAGS.output_dir):  # one run a folder; a failed one leaves nothing
+        convert_to(convert)
+
+
+def convert_to(convert):
+    """The conversion the flags ask for, written into the locked --output_dir."""
     if FLAGS.source == "preset":
         if FLAGS.to != "hf":
             raise FlagError("--source preset converts to Hugging Face: pass --to hf")

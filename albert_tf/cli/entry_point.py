@@ -6,8 +6,9 @@ names (`--input_file`, ...) and one process (a test run) may import them all. ab
 still wants its global FLAGS parsed, so they are parsed with their defaults (logging flags).
 
 A user's mistake (`albert_tf.errors.UserError`, a bad flag, a missing file, a full disk, Ctrl-C)
-ends the script with one line on stderr, `error: <what and where>`, and exit code 2 (a flag) or 1
-(the rest; 130 for Ctrl-C). `--verbose` (every script has it) or ALBERT_TF_VERBOSE=1 adds the
+ends the script with one line on stderr, `error: <what and where>`, and one convention of exit
+codes for every script: 2 for usage (a flag wrong, missing or unknown), 1 for a failure at run
+time (a file, a value in it, a busy or unusable folder, the machine), 130 for an interrupt. `--verbose` (every script has it) or ALBERT_TF_VERBOSE=1 adds the
 traceback. Any other exception is a bug of ours and keeps its traceback.
 """
 
@@ -109,15 +110,20 @@ def set_verbose(value: bool) -> None:
     _verbose_flag[0] = bool(value)
 
 
-def report_errors(main: Callable) -> Callable:
-    """`main` wrapped so that a user's error becomes `error: <one line>` and its exit code."""
-    from albert_tf.errors import one_line
+def report_errors(main: Callable, value_errors_are_users: bool = False) -> Callable:
+    """`main` wrapped so that a user's error becomes `error: <one line>` and its exit code: 2 for
+    a flag (usage), 1 for a failure at run time (a file, a value in it, the machine), 130 for
+    Ctrl-C. With `value_errors_are_users`, any ValueError is the user's too (exit code 1): the
+    fine-tuning scripts, whose readers and checks raise ValueErrors naming the file or value."""
+    from albert_tf.errors import INPUT_EXIT_CODE, one_line, reason
 
     def guarded(*args, **kwargs):
         try:
             return main(*args, **kwargs)
         except (Exception, KeyboardInterrupt) as error:
             described = one_line(error)
+            if described is None and value_errors_are_users and isinstance(error, ValueError):
+                described = reason(error), INPUT_EXIT_CODE
             if described is None:
                 raise
             message, code = described
@@ -131,14 +137,16 @@ def report_errors(main: Callable) -> Callable:
 
 
 def run_main(
-    main: Callable, flag_values: flags.FlagValues, doc: str | None, pass_unknown_flags: bool = False
+    main: Callable, flag_values: flags.FlagValues, doc: str | None, pass_unknown_flags: bool = False,
+    value_errors_are_users: bool = False,
 ) -> None:
     """Runs `main(argv)` as absl's `app.run` does, with `flag_values` parsed from the command line.
 
     `--help` prints the script's docstring and its flags; a bad flag exits with status 2 and a
     one-line message; so does every user error `main` raises (see the module's docstring). With
     `pass_unknown_flags`, flags that are not the script's reach `main` in `argv` (another tool's
-    options, such as Beam's); `main` must refuse them where they mean nothing.
+    options, such as Beam's); `main` must refuse them where they mean nothing. With
+    `value_errors_are_users`, see `report_errors`.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if "verbose" not in flag_values:
@@ -155,8 +163,9 @@ def run_main(
             sys.exit(0)
         try:
             remaining = flag_values(argv, known_only=pass_unknown_flags)
-        except flags.Error as error:
-            print(f"error: {error} (see --help)", file=sys.stderr)
+        except flags.Error as error:  # one line, even for several missing flags (one line each in absl)
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            print(f"error: {'; '.join(lines)} (see --help)", file=sys.stderr)
             sys.exit(2)
         set_verbose(flag_values["verbose"].value)
         apply_release_flags(flag_values)
@@ -164,7 +173,7 @@ def run_main(
         quiet_logs()
         return remaining
 
-    app.run(report_errors(main), flags_parser=parse)
+    app.run(report_errors(main, value_errors_are_users), flags_parser=parse)
 
 
 # A script whose flags need TensorFlow to be defined (the fine-tuning scripts, whose flags are the

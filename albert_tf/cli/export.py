@@ -15,7 +15,7 @@ from absl import flags
 
 from albert_tf.cli.entry_point import run_main
 from albert_tf.errors import FlagError
-from albert_tf.files import prepare_output_dir
+from albert_tf.files import locked_run_folder, prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_string("preset", None, "A preset: a folder (config.json, model.weights.h5, spiece.model), a "
@@ -57,6 +57,13 @@ def main(argv):
     if not FLAGS.output_dir:
         raise FlagError("--output_dir is required")
     prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before the model is built
+    with locked_run_folder(FLAGS.output_dir):  # one run a folder; a failed one leaves nothing
+        export()
+
+
+def export():
+    """The SavedModel the flags ask for, written into the locked --output_dir."""
+    from albert_tf.export import export_encoder, export_pretrainer, load_model
     from albert_tf.presets import folder
     from albert_tf.presets.loader import is_preset, names_preset
     from albert_tf.presets.sources import resolve
@@ -64,19 +71,18 @@ def main(argv):
     preset, checkpoint = FLAGS.preset, FLAGS.init_checkpoint
     if checkpoint and (names_preset(checkpoint) or is_preset(checkpoint)):
         preset, checkpoint = checkpoint, None  # a preset, as --preset takes it
-    spm_model_file = FLAGS.spm_model_file
     if preset:
         preset = resolve(preset)  # a name or URL: downloaded and converted once, into the cache
+    # First: a missing --init_checkpoint is named as such, before its folder's vocabulary is looked for.
+    model = load_model(FLAGS.model, preset=preset, checkpoint=checkpoint)
+    spm_model_file = FLAGS.spm_model_file
+    if preset:
         spm_model_file = spm_model_file or os.path.join(preset, folder.VOCAB)
     elif spm_model_file is None:
         spm_model_file = _run_vocabulary(checkpoint)
         if spm_model_file is None:
             raise FlagError("--spm_model_file is required: the run folder of --init_checkpoint holds no "
                             "spiece.model (albert-pretrain keeps the one it was given)")
-
-    from albert_tf.export import export_encoder, export_pretrainer, load_model
-
-    model = load_model(FLAGS.model, preset=preset, checkpoint=checkpoint)
     if FLAGS.model == "pretrainer":
         export_pretrainer(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
                           FLAGS.max_predictions_per_seq, do_lower_case=FLAGS.do_lower_case)
@@ -87,7 +93,9 @@ def main(argv):
 
 
 def run():
-    run_main(main, FLAGS, __doc__)
+    # The export's checks (the vocabulary against the model, the lengths) raise ValueErrors that name
+    # the file or value: the user's, one line.
+    run_main(main, FLAGS, __doc__, value_errors_are_users=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from absl import flags, logging
 from albert_tf import choices
 from albert_tf.cli.entry_point import quiet_device_start, run_main
 from albert_tf.errors import FlagError
-from albert_tf.files import prepare_output_dir
+from albert_tf.files import locked_run_folder, prepare_output_dir
 
 # Its own FlagValues: data_prep's scripts define --input_file too, and one process may import both.
 FLAGS = flags.FlagValues()
@@ -160,6 +160,13 @@ def main(argv):
             raise FlagError(f"--{name} is required")
     # Before anything is read or written: an unusable folder is one line naming the flag.
     prepare_output_dir(FLAGS.output_dir, create=False)
+    # One run a folder; a run refused or failed before its first checkpoint leaves it as it was.
+    with locked_run_folder(FLAGS.output_dir, keep_on_failure=training.tf.train.latest_checkpoint):
+        pretrain(strategies, training)
+
+
+def pretrain(strategies, training):
+    """The pretraining run the flags ask for, in the locked --output_dir."""
     config = load_config()
     max_seq_length, max_predictions_per_seq = record_lengths()
     run_vocabulary()

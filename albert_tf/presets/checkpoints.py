@@ -8,6 +8,7 @@ from __future__ import annotations
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.errors import UserError
 from albert_tf.presets.weights import model_weights
 
 CONFIG_FILE = "albert_config.json"
@@ -39,7 +40,7 @@ def load_init_checkpoint(model, path: str, weights: dict | None = None):
             problems.append(f"{key} has shape {stored[name]} there, {list(variable.shape)} here")
     if problems:
         shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
-        raise ValueError(f"init_checkpoint {path} does not match the model: {shown}")
+        raise UserError(f"init_checkpoint {path} does not match the model: {shown}")
     tf.train.Checkpoint(model=weights).read(path).assert_existing_objects_matched().expect_partial()
     logging.info("initialised %d variables from %s", len(weights), path)
     return path

@@ -42,9 +42,15 @@ skeleton.define_flags(FLAGS)
 
 
 def make_task(flag_values):
+    from albert_tf.errors import FlagError
     from finetune.glue.task import GlueTask
+    from finetune.glue.tasks import get_task
 
-    return GlueTask(flag_values.task, flag_values.data_dir, skip_bad_rows=flag_values.skip_bad_rows,
+    try:
+        task = get_task(flag_values.task)
+    except ValueError as error:  # --task names no GLUE task: a usage error (exit code 2)
+        raise FlagError(str(error)) from None
+    return GlueTask(task, flag_values.data_dir, skip_bad_rows=flag_values.skip_bad_rows,
                     hparams=flag_values.hparams)
 
 

@@ -104,6 +104,22 @@ def _convert_chunk(chunk, tokenizer, max_seq_length, max_qa_length):
         yield features, truncated
 
 
+def _checked_batch(articles, questions, options):
+    """The three inputs, once their sizes agree: one article, one question and one row of four
+    options per question; a mismatch is one clear error, not a tensor that loses the surplus."""
+    articles, questions, options = (tf.convert_to_tensor(x, tf.string) for x in (articles, questions, options))
+    sizes = [tf.shape(articles)[0], tf.shape(questions)[0], tf.shape(options)[0]]
+    same = tf.logical_and(tf.equal(sizes[0], sizes[1]), tf.equal(sizes[1], sizes[2]))
+    batch = tf.debugging.Assert(same, [tf.strings.format(
+        "RACE serve_text got {} articles, {} questions and {} rows of options: give one article, one "
+        "question and one row of options for each question", sizes)])
+    width = tf.shape(options)[-1]
+    four = tf.debugging.Assert(tf.equal(width, NUM_OPTIONS), [tf.strings.format(
+        "RACE serve_text got {} options for each question: give " + str(NUM_OPTIONS) + " (A-D)", [width])])
+    with tf.control_dependencies([batch, four]):
+        return tf.identity(articles), tf.identity(questions), tf.identity(options)
+
+
 def graph_features(tokenizer, articles, questions, options, max_seq_length: int = MAX_SEQ_LENGTH,
                    max_qa_length: int = MAX_QA_LENGTH) -> dict[str, tf.Tensor]:
     """`convert_questions`' rows built in a TensorFlow graph from raw strings.
@@ -115,6 +131,7 @@ def graph_features(tokenizer, articles, questions, options, max_seq_length: int 
     Returns int32 `input_ids`, `input_mask`, `segment_ids` [B, 4, max_seq_length].
     """
     check_lengths(max_seq_length, max_qa_length)
+    articles, questions, options = _checked_batch(articles, questions, options)
     articles = tokenizer.normalize(tf.convert_to_tensor(articles, tf.string))
     questions = tokenizer.normalize(tf.convert_to_tensor(questions, tf.string))
     options = tokenizer.normalize(tf.convert_to_tensor(options, tf.string))

@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from albert_tf.errors import UserError
 from albert_tf.features import EXAMPLE_WEIGHT, multiple_choice_feature_spec
 from albert_tf.files import atomic_open
 from albert_tf.heads import AlbertMultipleChoice, classifier_sums
@@ -91,7 +92,10 @@ class RaceTask(FinetuningTask):
     def check_data(self, splits):
         # Reading validates every file: a bad one is named before any model is built.
         for split in splits:
-            self.questions(split)
+            if not self.questions(split):
+                levels = " and ".join(f"{level}/" for level in self.levels)
+                raise UserError(f"RACE data {self.split_path(split)} holds no question ({split} split; the "
+                                f"levels read: {levels}): nothing to {'train on' if split == 'train' else 'score'}")
 
     def feature_spec(self, max_seq_length: int):
         return multiple_choice_feature_spec(max_seq_length, readers.NUM_OPTIONS)

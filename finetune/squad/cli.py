@@ -65,6 +65,7 @@ def finetune(argv) -> dict:
     FLAGS(argv)
     if not FLAGS.output_dir:
         raise app.UsageError("--output_dir is required")
+    asked = tuple(name for name in ("do_eval", "do_predict") if FLAGS[name].value)
     # The release's --do_predict answers --predict_file and scores it: that is the layer's eval.
     FLAGS.do_eval = FLAGS.do_eval or FLAGS.do_predict
     FLAGS.do_predict = False
@@ -77,7 +78,15 @@ def finetune(argv) -> dict:
     for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "start_n_top", "end_n_top"):
         if FLAGS[name].value < 1:
             raise app.UsageError(f"--{name} must be positive, got {FLAGS[name].value}")
-    return skeleton.run_task(FLAGS, make_task(FLAGS))
+    task = make_task(FLAGS)
+    from finetune.squad.features import FeatureSettings
+
+    try:  # before anything is read or written: the lengths leave room for a context
+        FeatureSettings(FLAGS.max_seq_length or task.default_options()["max_seq_length"], FLAGS.doc_stride,
+                        FLAGS.max_query_length)
+    except ValueError as error:
+        raise app.UsageError(str(error)) from None
+    return skeleton.run_task(FLAGS, task, asked)
 
 
 def run():

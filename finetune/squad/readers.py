@@ -1,8 +1,9 @@
 """Readers of the official SQuAD JSON files, v1.1 and v2.0: every question becomes an `Example`.
 
-A file is checked while it is read: each question must have an id, a question text and a list of
-answers whose `answer_start` points at the answer's text in the context. The first problem stops
-the read with one line naming the file, the article's title and the question's id. v2.0 files
+A file is checked while it is read: each question must have an id of its own (ids are unique), a
+question text and a list of answers whose `answer_start` points at the answer's text in the
+context. The first problem stops the read with one line naming the file, the article's title and
+the question's id. v2.0 files
 (questions marked `is_impossible`) are refused unless the caller reads them as v2.0, as the
 release's `--version_2_with_negative` asks.
 """
@@ -86,6 +87,7 @@ def parse_squad(data: dict, path: str = "<squad>", version_2_with_negative: bool
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise SquadFormatError(f"{path}: not a SQuAD file (no top-level 'data' list)")
     examples = []
+    first_of: dict[str, str] = {}  # question id -> where it first appears
     for article_number, article in enumerate(data["data"]):
         if not isinstance(article, dict):
             raise SquadFormatError(f"{path}: article {article_number} is not an object")
@@ -125,6 +127,12 @@ def parse_squad(data: dict, path: str = "<squad>", version_2_with_negative: bool
                     raise SquadFormatError(f"{where}: has no answer and is not marked is_impossible")
                 if is_impossible and answers:
                     raise SquadFormatError(f"{where}: is marked is_impossible but has answers")
+                if qas_id in first_of:
+                    raise SquadFormatError(
+                        f"{where}: the id is also that of question {first_of[qas_id]}; ids must be unique "
+                        "(predictions.json and the official scores are keyed by id)"
+                    )
+                first_of[qas_id] = f"{qa_number} of article {title!r}, paragraph {paragraph_number}"
                 examples.append(
                     Example(
                         qas_id=qas_id,

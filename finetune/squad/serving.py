@@ -110,7 +110,7 @@ class SquadServer(tf.Module):
         char_ends = tf.concat([minus, zeros_q - 1, minus, tf.gather(ends.flat_values, flat), minus], axis=1)
         # Max context: a piece's score in each window of its example; the first best window wins.
         windows_of = tf.gather(num_windows, example)
-        max_windows = tf.reduce_max(num_windows)
+        max_windows = tf.maximum(tf.reduce_max(num_windows), 1)  # 1 for a batch of 0 (no window at all)
         other = tf.range(max_windows)[None, None, :]  # [1, 1, W]
         other_start = other * tf.gather(step, example)[:, None, None]
         other_length = tf.minimum(tf.gather(num_pieces, example)[:, None, None] - other_start,
@@ -156,21 +156,36 @@ class SquadServer(tf.Module):
         best_pair = tf.argmax(score, axis=1, output_type=tf.int64)  # first best (ties: lowest)
         record_score = tf.reduce_max(score, axis=1)
         example = spans["example"]
-        example_score = tf.math.unsorted_segment_max(record_score, example, batch)
+        # A segment's max starts from the lowest finite float, not -inf: whether an example has a
+        # valid pair is counted apart (an empty context has none).
+        found = tf.math.unsorted_segment_max(tf.cast(tf.reduce_any(valid, axis=1), tf.int32), example, batch) > 0
+        example_score = tf.where(found, tf.math.unsorted_segment_max(record_score, example, batch), -float("inf"))
         rows = tf.range(tf.shape(example, out_type=tf.int64)[0])
         is_best = record_score >= tf.gather(example_score, example)
         record = tf.math.unsorted_segment_min(tf.where(is_best, rows, tf.int64.max), example, batch)
-        found = tf.math.is_finite(example_score)
         record = tf.where(found, record, 0)
         pair = tf.gather(best_pair, record)
         start = tf.gather(tf.gather(starts, record), pair, batch_dims=1)
         end = tf.gather(tf.gather(ends, record), pair, batch_dims=1)
         return record, start, end, example_score, found
 
+    @staticmethod
+    def _checked(question, context):
+        """The inputs, once their sizes agree (one context for each question), else one clear error."""
+        sizes = [tf.shape(question)[0], tf.shape(context)[0]]
+        same = tf.debugging.Assert(tf.equal(sizes[0], sizes[1]), [tf.strings.format(
+            "SQuAD serve_text got {} questions and {} contexts: give one context for each question", sizes)])
+        with tf.control_dependencies([same]):
+            return tf.identity(question), tf.identity(context)
+
     def answer(self, question, context):
         question = tf.convert_to_tensor(question, tf.string)
         context = tf.convert_to_tensor(context, tf.string)
+        question, context = self._checked(question, context)
         features, spans, batch = self.records(question, context)
+        # A context of no piece (empty, or only spaces) holds no answer: "" (v2.0: no answer).
+        empty = tf.equal(tf.math.unsorted_segment_max(tf.reduce_max(spans["char_starts"], axis=1), spans["example"],
+                                                      batch), -1)
         outputs = self._outputs_fn(features)
         length = self._settings.max_seq_length
         if self._version_2:
@@ -203,12 +218,13 @@ class SquadServer(tf.Module):
         result = {"char_start": char_start, "char_end": char_end}
         if self._version_2:
             null_odds = tf.math.unsorted_segment_min(outputs["cls_logits"], spans["example"], batch)
+            null_odds = tf.where(empty, float("inf"), null_odds)
             score = tf.where(found, score, -2e6)
             if self._threshold is not None:
                 text = tf.where(null_odds < self._threshold, text, "")
             result.update(null_odds=null_odds, no_answer_probability=tf.sigmoid(null_odds))
         else:
-            text = tf.where(found, text, "empty")
+            text = tf.where(found, text, tf.where(empty, "", "empty"))
             score = tf.where(found, score, 0.0)
         result.update(answer_text=text, score=tf.cast(score, tf.float32))
         return result

@@ -13,6 +13,7 @@ import os
 import tensorflow as tf
 from tqdm import tqdm
 
+from albert_tf.errors import UserError
 from albert_tf.features import EXAMPLE_WEIGHT, span_feature_spec
 from albert_tf.files import write_json
 from albert_tf.heads import AlbertSpanLabeler
@@ -78,7 +79,9 @@ class SquadTask(FinetuningTask):
         for split in splits:
             if not os.path.isfile(self.files[split] or ""):
                 raise FileNotFoundError(f"no SQuAD file {self.files[split]} ({split})")
-            self.examples(split)  # a bad file stops here, one line naming the question
+            if not self.examples(split):  # a bad file stops here, one line naming the question
+                raise UserError(f"{self.files[split]} holds no question: nothing to "
+                                f"{'train on' if split == 'train' else 'answer'}")
 
     def features(self, split, tokenizer, max_seq_length, cache_dir):
         settings = features.FeatureSettings(max_seq_length, self.doc_stride, self.max_query_length)

@@ -11,6 +11,8 @@ import tensorflow as tf
 from albert_tf import AlbertEncoder
 from tests.albert_tf.tiny import TINY
 
+pytestmark = pytest.mark.faults  # python -m pytest -q -m faults: the fault and bad-input tests
+
 
 @pytest.fixture(scope="module")
 def encoder():

@@ -9,6 +9,8 @@ from absl import flags
 from albert_tf.cli import entry_point
 from albert_tf.errors import FlagError, UserError
 
+pytestmark = pytest.mark.faults  # python -m pytest -q -m faults: the fault and bad-input tests
+
 
 def _run(main, argv, monkeypatch, env=None):
     """Runs `main` through run_main as a console script would; returns (exit code, stderr lines)."""

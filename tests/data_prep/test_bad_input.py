@@ -9,6 +9,8 @@ from data_prep.documents import BadInputError
 from data_prep.instances import InstanceOptions
 from data_prep.shards import METADATA_FILE, GenerationConfig, run_generation
 
+pytestmark = pytest.mark.faults  # python -m pytest -q -m faults: the fault and bad-input tests
+
 OPTIONS = InstanceOptions(max_seq_length=64, max_predictions_per_seq=5)
 
 

@@ -9,6 +9,8 @@ from albert_tf.errors import UserError
 from finetune.glue import cli
 from finetune.glue.readers import MalformedRowError, read_examples
 
+pytestmark = pytest.mark.faults  # python -m pytest -q -m faults: the fault and bad-input tests
+
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
 
 

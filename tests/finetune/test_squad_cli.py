@@ -41,13 +41,13 @@ def test_bad_files_are_one_line_and_write_nothing(tmp_path, small_data_dir):
     with pytest.raises(readers.SquadFormatError, match="answer_start .* points at .*not at the answer text 'France'"):
         cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={bad}", "--do_train", "--version_2_with_negative"))
     assert not (tmp_path / "run").exists()
-    # The console script: exit status 2 and one line on stderr.
+    # The console script: exit status 1 (a bad file, at run time) and one line on stderr.
     broken = tmp_path / "broken.json"
     broken.write_text('{"data": [')
     run = subprocess.run([sys.executable, "-m", "finetune.squad.cli",
                           *_argv(tmp_path, small_data_dir, f"--train_file={broken}", "--do_train")[1:]],
                          capture_output=True, text=True)
-    assert run.returncode == 2
+    assert run.returncode == 1
     lines = [line for line in run.stderr.splitlines() if line.startswith("error:")]
     assert lines == [f"error: {broken}: not valid JSON: Expecting value at line 1 column 11"]
     assert not (tmp_path / "run").exists()

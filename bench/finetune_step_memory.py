@@ -22,7 +22,7 @@ def parse_args():
     parser.add_argument("--seq_length", type=int, default=384)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--preset", default="albert_base_v2")
+    parser.add_argument("--size", default="albert_base_v2")
     return parser.parse_args()
 
 
@@ -89,7 +89,7 @@ def our_update(config, ids, labels, jit_compile):
 
 
 def main():
-    config = AlbertConfig.named(ARGS.preset)
+    config = AlbertConfig.named(ARGS.size)
     rng = np.random.default_rng(0)
     ids = rng.integers(5, config.vocab_size, (ARGS.batch, ARGS.seq_length))
     labels = rng.integers(0, 2, ARGS.batch)
@@ -101,7 +101,7 @@ def main():
         began = time.perf_counter()
         update()
         seconds.append(time.perf_counter() - began)
-    print(f"{ARGS.preset}, {ARGS.system}, batch {ARGS.batch} x {ARGS.seq_length}: peak RSS {peak_rss_mb()} MB "
+    print(f"{ARGS.size}, {ARGS.system}, batch {ARGS.batch} x {ARGS.seq_length}: peak RSS {peak_rss_mb()} MB "
           f"({before} MB before the first update); updates {seconds[0]:.1f} s (first) and {seconds[1]:.1f} s",
           flush=True)
 

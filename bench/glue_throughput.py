@@ -28,8 +28,8 @@ import time
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--preset", default="albert_base_v2")
-    parser.add_argument("--albert_config_file", default=None, help="instead of --preset")
+    parser.add_argument("--size", default="albert_base_v2")
+    parser.add_argument("--albert_config_file", default=None, help="instead of --size")
     parser.add_argument("--spm_model_file", default=None, help="default: <data_dir>/albert/30k-clean.model")
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--train_batch", type=int, default=32)
@@ -71,8 +71,8 @@ def main():
     tokenizer = AlbertTokenizer(ARGS.spm_model_file or os.path.join(ARGS.data_dir, "albert", "30k-clean.model"))
     task = get_task("SST-2")
     config = (AlbertConfig.from_json_file(ARGS.albert_config_file) if ARGS.albert_config_file
-              else AlbertConfig.named(ARGS.preset))
-    model_name = os.path.basename(ARGS.albert_config_file) if ARGS.albert_config_file else ARGS.preset
+              else AlbertConfig.named(ARGS.size))
+    model_name = os.path.basename(ARGS.albert_config_file) if ARGS.albert_config_file else ARGS.size
     work = tempfile.mkdtemp(prefix="glue_throughput_")
     began = time.perf_counter()
     train = data.cache_features(task, glue, "train", tokenizer, ARGS.seq_length, os.path.join(work, "features"))

@@ -25,7 +25,7 @@ The systems rotate which goes first (PyTorch's OpenMP threads spin a while after
 table gives medians over repeats in examples per second, the ratio ours / Hugging Face's (above 1:
 ours is faster), and the mean padded length of a batch for each system and of a real row.
 
-Usage: python bench/glue_vs_hf.py [--tasks SST-2,RTE] [--preset albert_base_v2] [--ours xla,noxla,bf16]
+Usage: python bench/glue_vs_hf.py [--tasks SST-2,RTE] [--size albert_base_v2] [--ours xla,noxla,bf16]
        [--rows train,eval] [--repeats 3]
 """
 
@@ -42,8 +42,8 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="SST-2,RTE")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--preset", default="albert_base_v2")
-    parser.add_argument("--albert_config_file", default=None, help="instead of --preset")
+    parser.add_argument("--size", default="albert_base_v2")
+    parser.add_argument("--albert_config_file", default=None, help="instead of --size")
     parser.add_argument("--spm_model_file", default=None, help="default: <data_dir>/albert/30k-clean.model")
     parser.add_argument("--seq_length", type=int, default=512)
     parser.add_argument("--train_batch", type=int, default=32)
@@ -241,8 +241,8 @@ def main():
     glue = os.path.join(ARGS.data_dir, "glue")
     tokenizer = AlbertTokenizer(ARGS.spm_model_file or os.path.join(ARGS.data_dir, "albert", "30k-clean.model"))
     config = (AlbertConfig.from_json_file(ARGS.albert_config_file) if ARGS.albert_config_file
-              else AlbertConfig.named(ARGS.preset))
-    model_name = os.path.basename(ARGS.albert_config_file) if ARGS.albert_config_file else ARGS.preset
+              else AlbertConfig.named(ARGS.size))
+    model_name = os.path.basename(ARGS.albert_config_file) if ARGS.albert_config_file else ARGS.size
     if set(ROWS) - {"train", "eval"}:
         raise SystemExit(f"--rows: unknown {sorted(set(ROWS) - {'train', 'eval'})}; known: train, eval")
     variants = ARGS.ours.split(",")

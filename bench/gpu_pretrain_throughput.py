@@ -1,6 +1,6 @@
 """Pretraining throughput and model FLOPs utilisation of albert base and large on one NVIDIA GPU.
 
-    python bench/gpu_pretrain_throughput.py [--presets albert_base_v2,albert_large_v2] \\
+    python bench/gpu_pretrain_throughput.py [--sizes albert_base_v2,albert_large_v2] \\
         [--batch 64] [--seq 512] [--predictions 20] [--steps 10] [--repeats 5] [--hf]
 
 For each preset, our loop (`albert_tf.training.Pretraining` under the one-device strategy on the
@@ -34,7 +34,7 @@ H100_SXM_DENSE_BF16_TFLOPS = 989.4
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--presets", default="albert_base_v2,albert_large_v2")
+    parser.add_argument("--sizes", default="albert_base_v2,albert_large_v2")
     parser.add_argument("--batch", type=int, default=64, help="examples per update")
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--predictions", type=int, default=20)
@@ -155,7 +155,7 @@ def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from albert_tf.config import AlbertConfig
 
-    presets = {preset: AlbertConfig.named(preset) for preset in args.presets.split(",")}
+    presets = {preset: AlbertConfig.named(preset) for preset in args.sizes.split(",")}
     peers = {preset: hf_update(config, args) for preset, config in presets.items()} if args.hf else {}
 
     import model_throughput

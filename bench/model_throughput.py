@@ -31,7 +31,7 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--preset", default="albert_base_v2")
+    parser.add_argument("--size", default="albert_base_v2")
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--predictions", type=int, default=20)
@@ -240,7 +240,7 @@ def median_times(systems: dict, runs: dict, repeats: int) -> dict:
 def main():
     args = parse_args()
     set_threads(args.threads)
-    c = AlbertConfig.named(args.preset)
+    c = AlbertConfig.named(args.size)
     skip = set(filter(None, args.skip.split(",")))
     reference = {}
 
@@ -299,7 +299,7 @@ def main():
             got = system[0](b8).numpy()
             differences[name] = float(np.abs(got - systems[float32_name][0](b8).numpy()).max())
 
-    print(f"\n{args.preset}, {args.threads} threads, median of {args.repeats} interleaved repeats; "
+    print(f"\n{args.size}, {args.threads} threads, median of {args.repeats} interleaved repeats; "
           f"float32 matmul peak {peak:.0f} GFLOP/s (2048^3, XLA)\n")
     names = list(systems)
     header = ["row", *names, "ours / fastest peer", "ours GFLOP/s (% of peak)"]

@@ -1,6 +1,6 @@
 """Pretraining throughput of the training loop (albert_tf.training), side by side with the peers.
 
-    python bench/pretrain_throughput.py [--preset albert_base_v2] [--batch 8] [--seq 128] \\
+    python bench/pretrain_throughput.py [--size albert_base_v2] [--batch 8] [--seq 128] \\
         [--repeats 5] [--input_file 'out/train/*.tfrecord']
 
 Rows, all albert base with random weights at batch 8 x 128 with 20 masked positions, 2 threads:
@@ -77,7 +77,7 @@ def time_input(args):
 
 def peak_memory_of_our_run(args) -> float:
     """MiB: the resident peak of a child process running only our loop with XLA."""
-    command = [sys.executable, os.path.abspath(__file__), "--memory_child", f"--preset={args.preset}",
+    command = [sys.executable, os.path.abspath(__file__), "--memory_child", f"--size={args.size}",
                f"--batch={args.batch}", f"--seq={args.seq}", f"--predictions={args.predictions}",
                f"--threads={args.threads}", f"--mixed_precision={args.mixed_precision}"]
     subprocess.run(command, check=True)
@@ -86,7 +86,7 @@ def peak_memory_of_our_run(args) -> float:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", default="albert_base_v2")
+    parser.add_argument("--size", default="albert_base_v2")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--predictions", type=int, default=20)
@@ -98,7 +98,7 @@ def main():
     parser.add_argument("--memory_child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     model_throughput.set_threads(args.threads)
-    config = AlbertConfig.named(args.preset)
+    config = AlbertConfig.named(args.size)
 
     if args.memory_child:
         step = loop_system(config, args, jit_compile=True)
@@ -123,7 +123,7 @@ def main():
     row = f"update {args.batch}x{args.seq}, {args.predictions} masked"
     medians = model_throughput.median_times(systems, {row: (lambda step: step, batch)}, args.repeats)
 
-    print(f"\n{args.preset}, {args.mixed_precision} precision, {args.threads} threads, "
+    print(f"\n{args.size}, {args.mixed_precision} precision, {args.threads} threads, "
           f"median of {args.repeats} interleaved repeats")
     print("| system | s/update | updates/s | examples/s |")
     print("|---|---|---|---|")

@@ -10,7 +10,7 @@ keep spinning a while after their work); the table shows medians and the ratio o
 Face's (above 1: ours is faster). The inputs are real RACE rows (dev/middle, the released
 30k-clean.model), so padding is what fine-tuning sees.
 
-Usage: python bench/race_throughput.py [--threads 2] [--preset albert_base_v2] [--repeats 5]
+Usage: python bench/race_throughput.py [--threads 2] [--size albert_base_v2] [--repeats 5]
 """
 
 import argparse
@@ -22,7 +22,7 @@ import time
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--preset", default="albert_base_v2")
+    parser.add_argument("--size", default="albert_base_v2")
     parser.add_argument("--seq_length", type=int, default=512)
     parser.add_argument("--max_qa_length", type=int, default=128)
     parser.add_argument("--train_batch", type=int, default=2, help="questions per update (4 rows each)")
@@ -114,7 +114,7 @@ def hugging_face_system(config):
 
 
 def main():
-    config = AlbertConfig.named(ARGS.preset)
+    config = AlbertConfig.named(ARGS.size)
     systems = {"albert_tf": albert_tf_system(config), "HF PyTorch": hugging_face_system(config)}
     train_batch = race_batch(ARGS.train_batch, 0)
     predict_batch = race_batch(ARGS.predict_batch, 100)
@@ -134,7 +134,7 @@ def main():
                 times[row, name].append(time.perf_counter() - began)
         print(f"repeat {repeat + 1}/{ARGS.repeats} done", flush=True)
 
-    print(f"\n{ARGS.preset}, RACE rows of {ARGS.seq_length} tokens (4 per question), {ARGS.threads} threads, "
+    print(f"\n{ARGS.size}, RACE rows of {ARGS.seq_length} tokens (4 per question), {ARGS.threads} threads, "
           f"median of {ARGS.repeats} interleaved repeats (a shared machine)\n")
     print("| row | questions/batch | albert_tf q/s | HF PyTorch q/s | ours / HF |")
     print("|---|---|---|---|---|")

@@ -6,7 +6,7 @@ server would (tf.saved_model.load, signatures only), and times batch 1 (latency)
 Python. The two kinds of call alternate within each repeat, so load from other processes hits both
 alike; the table gives medians. Goal: tokenization adds under 10% at batch 32.
 
-    python bench/serving.py [--repeats 10] [--batch_sizes 1,32] [--preset albert_base_v2]
+    python bench/serving.py [--repeats 10] [--batch_sizes 1,32] [--size albert_base_v2]
 
 With `--padding`, it times instead what bucketed padding saves: the same model exported twice
 with `max_seq_length` 512, once padding every request to 512 (`length_buckets=[512]`, what
@@ -28,7 +28,7 @@ from absl import app, flags
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("preset", "albert_base_v2", "Named config (albert_tf.PRESETS) to export with random weights.")
+flags.DEFINE_string("size", "albert_base_v2", "Named size (AlbertConfig.named) to export with random weights.")
 flags.DEFINE_string("spm_model_file", str(REPO.parent / "shared" / "data" / "albert" / "30k-clean.model"),
                     "SentencePiece model to put inside the SavedModel.")
 CORPUS = REPO.parent / "shared" / "data" / "corpus" / "wikitext-2-raw" / "wiki.valid.raw"
@@ -73,7 +73,7 @@ def padding_main():
     from albert_tf.export import export_encoder
     from albert_tf.length_buckets import bucket_lengths
 
-    config = AlbertConfig.named(FLAGS.preset)
+    config = AlbertConfig.named(FLAGS.size)
     encoder = AlbertEncoder(config)
     encoder.build()
     root = tempfile.mkdtemp(prefix="albert_serving_padding_")
@@ -102,7 +102,7 @@ def padding_main():
         paired = statistics.median(p / b for p, b in zip(times["padded"], times["bucketed"]))
         rows.append((batch_size, int(fed["input_mask"].numpy().sum(axis=1).max()), fed["input_ids"].shape[1],
                      _median_ms(times["padded"]), _median_ms(times["bucketed"]), paired, difference))
-    print(f"{FLAGS.preset}, serve_text, max_seq_length {FLAGS.seq_length} (buckets "
+    print(f"{FLAGS.size}, serve_text, max_seq_length {FLAGS.seq_length} (buckets "
           f"{', '.join(map(str, bucket_lengths(FLAGS.seq_length)))}), sentences of {FLAGS.sentence_words} words, "
           f"{FLAGS.repeats} repeats (medians), {os.cpu_count()} CPUs")
     print()
@@ -128,7 +128,7 @@ def main(argv):
     from albert_tf.export import export_encoder
     from albert_tf.tokenizer import AlbertTokenizer
 
-    config = AlbertConfig.named(FLAGS.preset)
+    config = AlbertConfig.named(FLAGS.size)
     encoder = AlbertEncoder(config)
     encoder.build()
     export_dir = tempfile.mkdtemp(prefix="albert_serving_bench_")
@@ -173,7 +173,7 @@ def main(argv):
         paired = statistics.median(t / i - 1 for t, i in zip(times["serve_text"], times["serving_default"]))
         rows.append((batch_size, real_tokens, text_ms, ids_ms, paired, _median_ms(times["tokenize only"])))
 
-    print(f"{FLAGS.preset}, sequence {FLAGS.seq_length}, {'pairs' if FLAGS.pairs else 'single segments'}, "
+    print(f"{FLAGS.size}, sequence {FLAGS.seq_length}, {'pairs' if FLAGS.pairs else 'single segments'}, "
           f"{FLAGS.repeats} repeats (medians), {os.cpu_count()} CPUs; export took {export_s:.0f} s")
     print()
     # "tokenize / model" is the robust figure on a shared machine: the difference of two medians of

@@ -16,7 +16,7 @@ the median and best are printed, with ours / theirs of the medians):
 The two models have the same config (default albert_base_v2, random weights: speed does not
 depend on them) and the released 30k-clean.model vocabulary.
 
-Usage: python bench/squad_throughput.py [--threads 2] [--preset albert_base_v2] [--repeats 3]
+Usage: python bench/squad_throughput.py [--threads 2] [--size albert_base_v2] [--repeats 3]
 """
 
 import argparse
@@ -28,7 +28,7 @@ import time
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--preset", default="albert_base_v2")
+    parser.add_argument("--size", default="albert_base_v2")
     parser.add_argument("--seq_length", type=int, default=384)
     parser.add_argument("--feature_questions", type=int, default=2000)
     parser.add_argument("--train_batch", type=int, default=4)
@@ -132,7 +132,7 @@ def main():
     examples = readers.read_squad(os.path.join(ARGS.data_dir, "squad", "dev-v1.1.json"))
     ours_tok, theirs_tok = AlbertTokenizer(spm_path), hf_tokenizer(spm_path)
     settings = features.FeatureSettings(max_seq_length=ARGS.seq_length)
-    config = AlbertConfig.named(ARGS.preset)
+    config = AlbertConfig.named(ARGS.size)
     hf_config = transformers.AlbertConfig(
         vocab_size=config.vocab_size, embedding_size=config.embedding_size, hidden_size=config.hidden_size,
         num_hidden_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
@@ -221,7 +221,7 @@ def main():
         print(f"repeat {repeat + 1}/{ARGS.repeats}: " + "; ".join(
             f"{row} {v['ours'][-1]:.1f} vs {v['Hugging Face'][-1]:.1f}" for row, v in rates.items()), flush=True)
 
-    print(f"\n{ARGS.preset}, sequence {ARGS.seq_length}, {ARGS.threads} threads, {ARGS.repeats} repeats "
+    print(f"\n{ARGS.size}, sequence {ARGS.seq_length}, {ARGS.threads} threads, {ARGS.repeats} repeats "
           f"(training batch {ARGS.train_batch}, prediction batch {ARGS.predict_batch}, "
           f"{ARGS.predict_questions} dev-v1.1 questions predicted, {len(feature_examples)} featurized)")
     print(f"| {'row':<28} | {'ours median':>11} | {'HF median':>9} | {'ours best':>9} | {'HF best':>7} | {'ours/HF':>7} |")

@@ -5,7 +5,7 @@ beside `define_flags(FLAGS)`, and calls `finetune(argv, FLAGS, make_task)` where
 returns its `finetune.task.FinetuningTask`; `console_main` is its entry point. The flow:
 
 1. the options: each flag named as a field of `finetune.trainer.FinetuneOptions`; those of the
-   task's preset (`finetune.task.PRESET_FIELDS`) default to the preset, the others to the field's
+   task's hparams (`finetune.task.HPARAM_FIELDS`) default to the hparams, the others to the field's
    default;
 2. the data files checked, the strategy made, the encoder source found (`--init_checkpoint`: a run
    folder or checkpoint, a SavedModel, a preset folder or a TF1 checkpoint; `--preset`; or random
@@ -35,7 +35,7 @@ from albert_tf.cli.entry_point import quiet_logs
 from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
 from albert_tf.errors import UserError
 from albert_tf.files import locked_run_folder, prepare_output_dir, write_json
-from finetune.task import PRESET_FIELDS
+from finetune.task import HPARAM_FIELDS
 
 EVAL_RESULTS = "eval_results.json"
 EXPORT_DIR = "export"
@@ -45,16 +45,16 @@ BEST_RESULTS = "best_checkpoint.json"
 # The help of each option field's flag; a field without one is an error at import.
 _OPTION_HELP = {
     "output_dir": "Checkpoints, results, prediction files and the SavedModel.",
-    "train_batch_size": "Global training batch (preset: the paper's).",
+    "train_batch_size": "Global training batch (default: the task's hparams, the paper's).",
     "eval_batch_size": "Global batch of evaluation and prediction.",
-    "max_seq_length": "Tokens per sequence (preset: the task's).",
-    "learning_rate": "Peak AdamW learning rate (preset: the paper's).",
-    "num_train_steps": "Updates (preset: the paper's).",
-    "num_warmup_steps": "Updates of linear warmup (preset: the paper's).",
+    "max_seq_length": "Tokens per sequence (default: the task's hparams).",
+    "learning_rate": "Peak AdamW learning rate (default: the task's hparams, the paper's).",
+    "num_train_steps": "Updates (default: the task's hparams, the paper's).",
+    "num_warmup_steps": "Updates of linear warmup (default: the task's hparams, the paper's).",
     "weight_decay": "AdamW weight decay of the non-LayerNorm, non-bias weights.",
-    "classifier_dropout": "Dropout on the head's input while training (preset: the release's 0.1).",
+    "classifier_dropout": "Dropout on the head's input while training (default: the task's hparams, the release's 0.1).",
     "encoder_dropout": "The encoder's hidden and attention dropout while fine-tuning, in place of the model "
-                       "config's (preset: the paper's ALBERT DR; --hparams=release keeps the config's).",
+                       "config's (default: the task's hparams, the paper's ALBERT DR; --hparams=release keeps the config's).",
     "save_checkpoints_steps": "Updates between checkpoints.",
     "keep_checkpoint_max": "Checkpoints kept.",
     "steps_per_loop": "Updates per call to the compiled loop; also the interval of the progress line and "
@@ -108,7 +108,7 @@ def define_flags(flag_values: flags.FlagValues):
     define("bool", "export", True, "Export the task model as a SavedModel to <output_dir>/export after training "
            "(or when there is none yet).")
     for field in _option_fields():
-        default = None if field.name in PRESET_FIELDS else _CLI_DEFAULTS.get(field.name, field.default)
+        default = None if field.name in HPARAM_FIELDS else _CLI_DEFAULTS.get(field.name, field.default)
         help_text = _OPTION_HELP[field.name]
         kind = field.type if isinstance(field.type, str) else field.type.__name__
         if field.name == "mixed_precision":
@@ -126,12 +126,12 @@ def define_flags(flag_values: flags.FlagValues):
 
 
 def options_from_flags(flag_values: flags.FlagValues, task):
-    """`FinetuneOptions` of the flags, the task's preset filling the preset fields not given."""
+    """`FinetuneOptions` of the flags, the task's hparams filling the hparams fields not given."""
     from finetune.trainer import FinetuneOptions
 
-    given = {name: flag_values[name].value for name in PRESET_FIELDS}
+    given = {name: flag_values[name].value for name in HPARAM_FIELDS}
     if given.get("num_train_steps") is not None and given.get("num_warmup_steps") is None:
-        # A shorter (or longer) run keeps the preset's warmup ratio instead of failing on its warmup.
+        # A shorter (or longer) run keeps the hparams' warmup ratio instead of failing on its warmup.
         recipe = task.default_options()
         if recipe.get("num_train_steps") and recipe.get("num_warmup_steps") is not None:
             given["num_warmup_steps"] = choices.scaled_warmup_steps(
@@ -139,9 +139,9 @@ def options_from_flags(flag_values: flags.FlagValues, task):
     steps, warmup = given.get("num_train_steps"), given.get("num_warmup_steps")
     if steps is not None and warmup is not None and not 0 <= warmup <= steps:
         raise app.UsageError(f"--num_warmup_steps={warmup} must be between 0 and --num_train_steps={steps}")
-    preset = task.default_options(**given)
+    hparams = task.default_options(**given)
     values = {field.name: flag_values[field.name].value for field in _option_fields()}
-    values.update(preset)
+    values.update(hparams)
     return FinetuneOptions(**values)
 
 

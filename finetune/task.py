@@ -41,8 +41,8 @@ Serving and runs
     `export(model, spm_model_file, max_seq_length, export_dir)`: a SavedModel; the default exports
         `serving_outputs(model)` on every signature of `albert_tf.export` (token ids, serialized
         tf.Examples, raw text); a task with other text inputs overrides it.
-    `default_options(**given)`: the task's preset (the paper's hyperparameters) for the option
-        fields `PRESET_FIELDS`, with the values the user gave.
+    `default_options(**given)`: the task's hparams (the paper's hyperparameters) for the option
+        fields `HPARAM_FIELDS`, with the values the user gave.
     `run_info()`: what `output_dir/task.json` records, so that a run of another task (or another
         label set) is refused there.
 
@@ -77,8 +77,8 @@ if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not 
     import tensorflow as tf
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
-# The option fields whose defaults a task's preset gives (the paper's per-task hyperparameters).
-PRESET_FIELDS = ("learning_rate", "train_batch_size", "num_train_steps", "num_warmup_steps",
+# The option fields whose defaults a task's hparams give (the paper's per-task hyperparameters).
+HPARAM_FIELDS = ("learning_rate", "train_batch_size", "num_train_steps", "num_warmup_steps",
                  "max_seq_length", "classifier_dropout", "encoder_dropout")
 
 
@@ -154,7 +154,7 @@ class FinetuningTask:
                                   outputs_fn=self.serving_outputs(model), text_segments=self.text_segments)
 
     def default_options(self, **given) -> dict:
-        """The preset's values of `PRESET_FIELDS` with `given` (a None keeps the preset's)."""
+        """The hparams' values of `HPARAM_FIELDS` with `given` (a None keeps the hparams' value)."""
         return {k: v for k, v in given.items() if v is not None}
 
     def run_info(self) -> dict:

@@ -48,7 +48,7 @@ SORT_WINDOW = 32
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneOptions(training.TrainingOptions):
-    """How to fine-tune; a task's preset (`FinetuningTask.default_options`) fills the CLI's defaults.
+    """How to fine-tune; a task's hparams (`FinetuningTask.default_options`) fills the CLI's defaults.
 
     `train_batch_size` and `eval_batch_size` are global batches, split across replicas.
     `max_train_examples` keeps the first N training records (short CPU runs). `group_by_length`

@@ -5,8 +5,8 @@ The paper's table gives, per task, the learning rate, batch size, the encoder's 
 fine-tuning ("ALBERT DR"), the classifier's dropout, train steps, warmup steps and sequence length.
 run_glue.sh has the same learning rates, batches, steps, warmups and length but sets no encoder
 dropout: the model's config decides it (0 for the v2 models, 0.1 for v1 but xxlarge), and it has
-no WNLI. Steps and batch sizes are the release's, so a run with a preset sees as many examples as
-the paper's did. AX has no preset: it is predicted with the MNLI model.
+no WNLI. Steps and batch sizes are the release's, so a run with these hparams sees as many examples as
+the paper's did. AX has no hparams: it is predicted with the MNLI model.
 """
 
 from __future__ import annotations
@@ -94,11 +94,11 @@ def glue_hparams(task: str, hparams: str = "paper", **overrides) -> FinetuneHpar
     """The hyperparameters for `task` (`hparams`: "paper", Table 14, or "release", run_glue.sh),
     with `overrides` (field=value) replacing any.
 
-    An override of None keeps the preset's value, so command-line flags that default to None can
+    An override of None keeps the hparams' value, so command-line flags that default to None can
     be passed straight through.
 
     Raises:
-        ValueError: an unknown task, a task without a preset (AX), an unknown field or `hparams`,
+        ValueError: an unknown task, a task without hparams (AX), an unknown field or `hparams`,
             or an invalid value.
     """
     if hparams not in HPARAMS:
@@ -106,8 +106,8 @@ def glue_hparams(task: str, hparams: str = "paper", **overrides) -> FinetuneHpar
     name = get_task(task).name
     if name not in PAPER_HPARAMS:
         raise ValueError(
-            f"GLUE task {name} has no fine-tuning preset (it is predicted with a model fine-tuned "
-            f"on MNLI); the tasks with presets are: {', '.join(PAPER_HPARAMS)}"
+            f"GLUE task {name} has no fine-tuning hparams (it is predicted with a model fine-tuned "
+            f"on MNLI); the tasks with hparams are: {', '.join(PAPER_HPARAMS)}"
         )
     fields = {f.name for f in dataclasses.fields(FinetuneHparams)}
     unknown = sorted(set(overrides) - fields)

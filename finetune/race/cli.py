@@ -42,16 +42,16 @@ skeleton.define_flags(FLAGS)
 def make_task(flag_values):
     from albert_tf.errors import FlagError
     from finetune.race.features import check_lengths
-    from finetune.race.task import PRESETS, RaceTask
+    from finetune.race.task import HPARAMS, RaceTask
 
     try:
-        check_lengths(flag_values.max_seq_length or PRESETS[flag_values.hparams]["max_seq_length"],
+        check_lengths(flag_values.max_seq_length or HPARAMS[flag_values.hparams]["max_seq_length"],
                       flag_values.max_qa_length)
     except ValueError as error:  # the two flags disagree: a usage error (exit code 2)
         raise FlagError(str(error)) from None
     paths = {"train": flag_values.train_data, "dev": flag_values.eval_data, "test": flag_values.predict_data}
     return RaceTask(flag_values.data_dir, max_qa_length=flag_values.max_qa_length, levels=flag_values.levels,
-                    split_paths=paths, preset=flag_values.hparams)
+                    split_paths=paths, hparams=flag_values.hparams)
 
 
 def finetune(argv) -> dict:

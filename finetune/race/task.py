@@ -31,7 +31,7 @@ FEATURE_FORMAT_VERSION = 1
 # dropout 0.1, 12,000 steps, 1,000 warmup, 512 tokens). "v2": the release's README for the v2 models,
 # whose only changes are a learning rate of 1e-5 and an ALBERT DR of 0 ("the original (v1) RACE
 # hyperparameter will cause model divergence for v2 models").
-PRESETS = {
+HPARAMS = {
     "v2": dict(learning_rate=1e-5, train_batch_size=32, num_train_steps=12000, num_warmup_steps=1000,
                max_seq_length=512, classifier_dropout=0.1, encoder_dropout=0.0),
     "v1": dict(learning_rate=2e-5, train_batch_size=32, num_train_steps=12000, num_warmup_steps=1000,
@@ -55,7 +55,7 @@ class RaceTask(FinetuningTask):
         split_paths: {"train" | "dev" | "test": path} overriding a split's folder; a path is any
             layout `finetune.race.readers.passage_files` takes (a split folder, a level's folder,
             one passage file).
-        preset: "v2" or "v1", the paper's hyperparameters that fill the options not given.
+        hparams: "v2" or "v1", the paper's hyperparameters that fill the options not given.
     """
 
     name = "RACE"
@@ -67,14 +67,14 @@ class RaceTask(FinetuningTask):
     prediction_features = ("label_ids",)
 
     def __init__(self, data_dir=None, max_qa_length: int = features.MAX_QA_LENGTH,
-                 levels: Sequence[str] = readers.LEVELS, split_paths: Optional[dict] = None, preset: str = "v2"):
-        if preset not in PRESETS:
-            raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+                 levels: Sequence[str] = readers.LEVELS, split_paths: Optional[dict] = None, hparams: str = "v2"):
+        if hparams not in HPARAMS:
+            raise ValueError(f"hparams must be one of {sorted(HPARAMS)}, got {hparams!r}")
         self.data_dir = data_dir
         self.max_qa_length = max_qa_length
         self.levels = tuple(levels)
         self.split_paths = {k: v for k, v in (split_paths or {}).items() if v}
-        self.preset = preset
+        self.hparams = hparams
 
     def split_path(self, split: str) -> pathlib.Path:
         if split in self.split_paths:
@@ -167,7 +167,7 @@ class RaceTask(FinetuningTask):
         return export_race_model(model, export_dir, spm_model_file, max_seq_length, self.max_qa_length)
 
     def default_options(self, **given):
-        return {**PRESETS[self.preset], **{k: v for k, v in given.items() if v is not None}}
+        return {**HPARAMS[self.hparams], **{k: v for k, v in given.items() if v is not None}}
 
     def run_info(self):
         return {"task": self.name, "labels": list(readers.LETTERS)}

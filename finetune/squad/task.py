@@ -30,12 +30,12 @@ def _hparams(lr, bsz, albert_dr, classifier_dr, ts, ws, msl) -> dict:
             "classifier_dropout": classifier_dr, "num_train_steps": ts, "num_warmup_steps": ws, "max_seq_length": msl}
 
 
-# PRESETS[hparams][version 2]. "paper": the paper's Table 14 (appendix A.4):
+# HPARAMS[hparams][version 2]. "paper": the paper's Table 14 (appendix A.4):
 #                      LR    BSZ  ALBERT DR  Classifier DR  TS    WS   MSL
 # "release": the release's README commands for run_squad_v1/v2.py: 5e-5, batch 48, 2 epochs with
 # 10% warmup (steps = int(train questions / 48 * 2), as run_squad_*.py count them: 87,599 questions
 # in train-v1.1.json, 130,319 in train-v2.0.json), 384 tokens, the encoder's dropout from its config.
-PRESETS = {
+HPARAMS = {
     "paper": {
         False: _hparams(5e-5, 48, 0.0, 0.1, 3649, 365, 384),
         True: _hparams(3e-5, 48, 0.0, 0.1, 8144, 814, 512),
@@ -57,8 +57,8 @@ class SquadTask(FinetuningTask):
     def __init__(self, train_file=None, predict_file=None, version_2_with_negative=False, doc_stride=128,
                  max_query_length=64, n_best_size=20, max_answer_length=30, start_n_top=5, end_n_top=5,
                  null_score_diff_threshold=None, hparams="paper"):
-        if hparams not in PRESETS:
-            raise ValueError(f"hparams must be one of {', '.join(PRESETS)}, got {hparams!r}")
+        if hparams not in HPARAMS:
+            raise ValueError(f"hparams must be one of {', '.join(HPARAMS)}, got {hparams!r}")
         self.hparams = hparams
         self.files = {"train": train_file, "dev": predict_file}
         self.version_2 = version_2_with_negative
@@ -174,9 +174,9 @@ class SquadTask(FinetuningTask):
                                     self.max_answer_length, self._export_threshold)
 
     def default_options(self, **given):
-        preset = dict(PRESETS[self.hparams][self.version_2])
-        preset.update({k: v for k, v in given.items() if v is not None})
-        return preset
+        hparams = dict(HPARAMS[self.hparams][self.version_2])
+        hparams.update({k: v for k, v in given.items() if v is not None})
+        return hparams
 
     def run_info(self):
         return {"task": self.name}

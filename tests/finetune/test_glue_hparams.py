@@ -45,7 +45,7 @@ def test_bad_requests():
     with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) lr, steps; the fields are: "
                        "batch_size, classifier_dropout, encoder_dropout, learning_rate"):  # fmt: skip
         glue_hparams("RTE", lr=1e-5, steps=3)
-    with pytest.raises(ValueError, match="AX has no fine-tuning preset"):
+    with pytest.raises(ValueError, match="AX has no fine-tuning hparams"):
         glue_hparams("AX")
     with pytest.raises(ValueError, match="unknown GLUE task 'squad'"):
         glue_hparams("squad")

@@ -24,7 +24,7 @@ from albert_tf.tokenizer import AlbertTokenizer
 from albert_tf.training import CONFIG_FILE, model_weights
 from albert_tf.presets import loader as initialization
 from finetune import cache, cli, inputs, trainer
-from finetune.task import PRESET_FIELDS, FinetuningTask, model_inputs
+from finetune.task import HPARAM_FIELDS, FinetuningTask, model_inputs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -366,7 +366,7 @@ def test_cli_flags_are_the_option_fields():
     assert options == trainer.FinetuneOptions(
         output_dir="/tmp/x", learning_rate=1e-4, train_batch_size=32, num_train_steps=100, num_warmup_steps=10,
         max_seq_length=64, classifier_dropout=0.1, seed=5, jit_compile=False, progress_bar=True)
-    assert all(flag_values[name].default is None for name in PRESET_FIELDS)
+    assert all(flag_values[name].default is None for name in HPARAM_FIELDS)
 
 
 def _flag_values():

@@ -1,4 +1,4 @@
-"""The fine-tuning presets are the paper's hyperparameter table (appendix A.4, Table 14), column for
+"""The fine-tuning hparams are the paper's hyperparameter table (appendix A.4, Table 14), column for
 column, and the release's scripts' values where they differ (`--hparams=release`, RACE's `v2`).
 
 The table is spelt out here as the paper prints it: learning rate, batch size, ALBERT DR (the
@@ -16,7 +16,7 @@ from finetune.glue.hparams import glue_hparams
 from finetune.glue.task import GlueTask
 from finetune.race.task import RaceTask
 from finetune.squad.task import SquadTask
-from finetune.task import PRESET_FIELDS
+from finetune.task import HPARAM_FIELDS
 
 COLUMNS = ("learning_rate", "train_batch_size", "encoder_dropout", "classifier_dropout", "num_train_steps",
            "num_warmup_steps", "max_seq_length")
@@ -53,12 +53,12 @@ def presets(hparams):
              and task != "RACE"}
     found["SQuAD v1.1"] = SquadTask(hparams=hparams).default_options()
     found["SQuAD v2.0"] = SquadTask(version_2_with_negative=True, hparams=hparams).default_options()
-    found["RACE"] = RaceTask(preset="v1" if hparams == "paper" else "v2").default_options()
+    found["RACE"] = RaceTask(hparams="v1" if hparams == "paper" else "v2").default_options()
     return {task: tuple(options[c] for c in COLUMNS) for task, options in found.items()}
 
 
 def test_every_preset_is_the_papers_table_column_for_column():
-    assert set(COLUMNS) == set(PRESET_FIELDS)
+    assert set(COLUMNS) == set(HPARAM_FIELDS)
     assert presets("paper") == TABLE_14
     # The GLUE rows through the library function too, with one field overridden.
     assert glue_hparams("QQP").encoder_dropout == 0.1 and glue_hparams("QQP", encoder_dropout=0.0).encoder_dropout == 0.0

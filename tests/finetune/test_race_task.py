@@ -106,13 +106,13 @@ def test_exported_model_answers_raw_text_in_a_fresh_process(trained, spm_model, 
 
 def test_presets_and_flags(tmp_path):
     race = task.RaceTask(tmp_path)
-    assert race.default_options(**dict.fromkeys(task.PRESETS["v2"])) == task.PRESETS["v2"]
-    assert task.PRESETS["v2"] == dict(learning_rate=1e-5, train_batch_size=32, num_train_steps=12000, encoder_dropout=0.0,
+    assert race.default_options(**dict.fromkeys(task.HPARAMS["v2"])) == task.HPARAMS["v2"]
+    assert task.HPARAMS["v2"] == dict(learning_rate=1e-5, train_batch_size=32, num_train_steps=12000, encoder_dropout=0.0,
                                       num_warmup_steps=1000, max_seq_length=512, classifier_dropout=0.1)
-    assert task.RaceTask(tmp_path, preset="v1").default_options(learning_rate=None)["learning_rate"] == 2e-5
+    assert task.RaceTask(tmp_path, hparams="v1").default_options(learning_rate=None)["learning_rate"] == 2e-5
     assert race.default_options(num_train_steps=7)["num_train_steps"] == 7
-    with pytest.raises(ValueError, match="preset must be one of"):
-        task.RaceTask(tmp_path, preset="v3")
+    with pytest.raises(ValueError, match="hparams must be one of"):
+        task.RaceTask(tmp_path, hparams="v3")
 
 
 def test_bad_data_is_named_before_any_model(tmp_path, spm_model):

@@ -19,6 +19,9 @@ import subprocess
 import sys
 import time
 
+# The workers import this source tree (the DoFns are this package's), first on their path.
+REPO_ROOT = str(pathlib.Path(__file__).resolve().parents[2])
+
 
 def dask_command() -> str:
     """The `dask` console script of this interpreter's environment."""
@@ -78,7 +81,7 @@ class LoopbackCluster:
         worker = self._popen(
             ["worker", self.address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
              "--name", f"worker-{index}", "--local-directory", str(self.directory / f"worker-{index}")],
-            f"worker-{index}", {"TMPDIR": str(tmp)})
+            f"worker-{index}", {"TMPDIR": str(tmp), "PYTHONPATH": os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")]))})
         if index < len(self.workers):
             self.workers[index] = worker
         else:

@@ -19,7 +19,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from albert_tf.choices import STRATEGIES
+from albert_tf.choices import STRATEGIES, WORKER_TIMEOUT_S
 from albert_tf.errors import FlagError, UserError
 
 
@@ -29,10 +29,6 @@ class StrategyUnavailable(UserError, RuntimeError):
 # A TPU worker that answers at all answers within this; a dead address must fail in seconds, not
 # after the minutes that TensorFlow's own connection retries take.
 TPU_CONNECT_TIMEOUT_S = 5.0
-# multi_worker: a worker that has not been heard from for this long is taken as lost, and every
-# other worker's collectives abort (TensorFlow's own default is 10 s: a long pause of a busy host
-# would end the job).
-WORKER_TIMEOUT_S = 60.0
 
 
 class WorkerLostError(UserError):

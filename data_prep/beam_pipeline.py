@@ -2,9 +2,10 @@
 
 The pipeline, for the same inputs, flags and seed, writes the same bytes as the local tool:
   input files -> documents (each file read whole by one worker, keyed by (file, position)), and
-  each file's counts for every shard -> keyed by `shard_of(document)` -> grouped by shard (one GroupByKey; the group is read as it
-  comes, page by page where the runner pages it, into a local file, and read back in input order:
-  neither a shard's documents nor its records are held) -> `ShardGenerator`, as the local tool runs it ->
+  each file's counts for every shard -> keyed by `shard_of(document)` -> grouped by shard (one
+  GroupByKey; the group is read as it comes, page by page where the runner pages it, into a local
+  file, and read back in input order: neither a shard's documents nor its records are held)
+  -> `ShardGenerator`, as the local tool runs it ->
   `pretrain-NNNNN-of-MMMMM.tfrecord[.gz]` written under a temporary name and renamed, its counts in
   `shard_stats/`; the launcher then writes `pretraining_data.json`.
 Paths may be on any filesystem Beam knows (gs://, s3://, hdfs://, local). Nothing imports TensorFlow.
@@ -233,7 +234,9 @@ class _GenerateShard(beam.DoFn):
                 else:
                     documents.add(*value)
             if len(file_counts) != len(config.input_files):
-                raise RuntimeError(f"shard {index} got the counts of {len(file_counts)} of {len(config.input_files)} input files")
+                raise RuntimeError(
+                    f"shard {index} got the counts of {len(file_counts)} of {len(config.input_files)} input files"
+                )
             input_counts = _add_counts(list(file_counts.values()))
             generator = ShardGenerator(
                 index,

@@ -59,7 +59,7 @@ flags.DEFINE_enum("strategy", "one_device", list(choices.STRATEGIES), "The tf.di
 flags.DEFINE_integer("cpu_devices", None, "With --strategy=mirrored on a machine without GPUs: split the "
                      "CPU into this many logical devices, one replica each (to try multi-replica runs).",
                      flag_values=FLAGS)
-flags.DEFINE_float("worker_timeout_s", 60.0, "With --strategy=multi_worker: a worker not heard from for this "
+flags.DEFINE_float("worker_timeout_s", choices.WORKER_TIMEOUT_S, "With --strategy=multi_worker: a worker not heard from for this "
                    "long (its machine gone) is taken as lost, and every other worker stops with one line; a "
                    "worker that dies on a live machine is noticed at once.", flag_values=FLAGS)
 flags.DEFINE_string("tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.", flag_values=FLAGS)

@@ -24,3 +24,7 @@ def scaled_warmup_steps(num_train_steps: int, reference_steps: int, reference_wa
 MIXED_PRECISION_POLICIES = {"none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 MIXED_PRECISION_HELP = ("bf16 (TPU, GPUs from Ampere on, recent CPUs), fp16 with dynamic loss scaling "
                         "(older GPUs), or none.")
+
+# --strategy=multi_worker: a worker not heard from for this long is taken as lost (albert_tf.strategies;
+# TensorFlow's own default of 10 s would end a job on a long pause of a busy host).
+WORKER_TIMEOUT_S = 60.0

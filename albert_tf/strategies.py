@@ -8,15 +8,18 @@ them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import socket
 import time
 import urllib.parse
+from typing import Callable
 
 import tensorflow as tf
 
-from albert_tf.choices import STRATEGIES
+from albert_tf.choices import STRATEGIES, WORKER_TIMEOUT_S
 from albert_tf.errors import FlagError, UserError
 
 
@@ -28,8 +31,12 @@ class StrategyUnavailable(UserError, RuntimeError):
 TPU_CONNECT_TIMEOUT_S = 5.0
 
 
+class WorkerLostError(UserError):
+    """A worker of a multi-worker run died or stopped answering: this worker stops, with one line."""
+
+
 def get_strategy(name: str, tpu: str | None = None, *, connect_timeout_s: float = TPU_CONNECT_TIMEOUT_S,
-                 cpu_devices: int | None = None):
+                 cpu_devices: int | None = None, worker_timeout_s: float = WORKER_TIMEOUT_S):
     """Returns the `tf.distribute.Strategy` called `name` (one of `STRATEGIES`).
 
     Args:
@@ -40,6 +47,9 @@ def get_strategy(name: str, tpu: str | None = None, *, connect_timeout_s: float 
         cpu_devices: for "mirrored" on a machine without GPUs: split the CPU into this many logical
             devices, one replica each, so that multi-replica runs can be tried on a laptop. It must
             come before TensorFlow's runtime starts (the first op).
+        worker_timeout_s: for "multi_worker": a worker not heard from for this long is lost, and
+            the collectives of every other worker abort (see `lost_workers_named`). Like
+            `cpu_devices`, it must come before TensorFlow's runtime starts.
 
     Raises:
         ValueError: `name` is not a known strategy, or "tpu" has no TPU to name.
@@ -56,6 +66,7 @@ def get_strategy(name: str, tpu: str | None = None, *, connect_timeout_s: float 
         return tf.distribute.MirroredStrategy(_logical_cpus(cpu_devices))
     if name == "multi_worker":
         _check_tf_config()
+        _configure_worker_timeout(worker_timeout_s)
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "one_device":
         gpus = tf.config.list_logical_devices("GPU")
@@ -93,6 +104,76 @@ def _check_tf_config():
         raise StrategyUnavailable(f"TF_CONFIG is not a usable multi-worker config ({error!r}): {raw}") from error
     if config["task"].get("type", "worker") == "worker" and not 0 <= index < len(workers):
         raise StrategyUnavailable(f"TF_CONFIG task index {index} is outside the {len(workers)} workers")
+
+
+def _configure_worker_timeout(timeout_s: float) -> None:
+    """Sets the heartbeat timeout of TensorFlow's coordination service, which MultiWorkerMirrored-
+    Strategy configures with its defaults unless one is configured before it (as here).
+
+    Each worker's agent sends the service (on worker 0, or the chief) a heartbeat; a worker silent
+    for `timeout_s` is declared dead and every worker's collectives abort with UnavailableError.
+    That is what ends a run whose peer machine vanished without closing its connections (a dead
+    process on a live machine is noticed at once: its sockets are reset). Collective timeouts
+    (CommunicationOptions.timeout_seconds) would do it too, but TensorFlow starts a thread per
+    collective for them and calls them a debugging aid.
+    """
+    if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+        raise FlagError(f"worker_timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    cluster_spec = resolver.cluster_spec()
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=cluster_spec.num_tasks(job))
+            for job in ("chief", "worker") if job in cluster_spec.jobs]
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(cluster_spec),
+        coordinated_jobs=jobs,
+        heartbeat_timeout_in_ms=int(timeout_s * 1000),
+    )
+
+
+# What TensorFlow says when a collective cannot complete because a peer is gone.
+_LOST_PEER_ERRORS = ("UnavailableError", "DeadlineExceededError", "AbortedError", "CancelledError")
+_TASK = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
+
+
+def is_multi_worker(strategy) -> bool:
+    """Whether `strategy` spans several worker processes (MultiWorkerMirroredStrategy with a cluster)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or isinstance(strategy, tf.distribute.TPUStrategy):
+        return False
+    jobs = resolver.cluster_spec().as_dict()
+    return sum(len(jobs.get(job, ())) for job in ("chief", "worker")) > 1
+
+
+@contextlib.contextmanager
+def lost_workers_named(strategy, output_dir: str, step: Callable[[], int]):
+    """Under a multi-worker `strategy`, a collective aborted because a peer died or went silent
+    becomes a `WorkerLostError`: one line naming the worker, the step and the checkpoint to resume
+    from. Anything else passes unchanged."""
+    try:
+        yield
+    except tf.errors.OpError as error:
+        if not is_multi_worker(strategy) or type(error).__name__ not in _LOST_PEER_ERRORS:
+            raise
+        message = error.message or ""
+        this = _worker_name(strategy)
+        peers = [f"{job} {task}" for job, task in dict.fromkeys(_TASK.findall(message)) if f"{job} {task}" != this]
+        who = ", ".join(peers) if peers else "a worker"
+        latest = tf.train.latest_checkpoint(output_dir)
+        resume = f"the last checkpoint, {os.path.basename(latest)}" if latest else "step 0 (no checkpoint yet)"
+        raise WorkerLostError(
+            f"{who} of the cluster was lost (died, or silent for the --worker_timeout_s) at step {step()}; "
+            f"{this} stops: restart every worker with the same command to resume from {resume}"
+        ) from None
+
+
+def _worker_name(strategy) -> str:
+    resolver = strategy.cluster_resolver
+    return f"{resolver.task_type} {resolver.task_id}"
 
 
 def _tpu_strategy(tpu, connect_timeout_s):

@@ -50,6 +50,7 @@ from albert_tf.choices import MIXED_PRECISION_HELP, MIXED_PRECISION_POLICIES  # 
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import FlagError, UserError, reason
 from albert_tf.files import prepare_output_dir, tfrecord_compression, write_json
+from albert_tf.preemption import PreemptionWatcher
 from albert_tf.presets.checkpoints import (  # noqa: F401 (re-exported: the run folder's rules)
     CONFIG_FILE,
     RUN_VOCAB,
@@ -58,6 +59,7 @@ from albert_tf.presets.checkpoints import (  # noqa: F401 (re-exported: the run 
 )
 from albert_tf.presets.weights import model_weights
 from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
+from albert_tf.strategies import lost_workers_named
 from albert_tf.validation import require_positive_ints
 
 TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
@@ -551,6 +553,20 @@ def format_metrics(metrics: dict[str, float]) -> str:
 
 
 @contextlib.contextmanager
+def _closed_at_the_end(progress, *writers):
+    """Closes the progress bar and flushes the summaries however the loop ends (a preemption too:
+    the steps it completed are in the summaries)."""
+    try:
+        yield
+    finally:
+        if progress is not None:
+            progress.close()
+        for writer in writers:
+            if writer is not None:
+                writer.flush()
+
+
+@contextlib.contextmanager
 def _input_errors_named():
     """A failed check of the reader's (a corrupted file, ids outside the vocabulary, lengths other
     than the flags') becomes its one-line UserError; anything else passes unchanged."""
@@ -599,47 +615,50 @@ def run_loop(
         progress = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True)
 
     step, metrics, eval_metrics, rates = start, {}, None, []
-    while step < total:
-        boundaries = [total - step, save_every - step % save_every]
-        if evaluate is not None:
-            boundaries.append(eval_every - step % eval_every)
-        num_steps = min(options.steps_per_loop, *boundaries)
-        began = time.perf_counter()
-        with _input_errors_named():
-            metrics = run.train_steps(iterator, num_steps)
-        elapsed = time.perf_counter() - began
-        step = run.current_step
-        if not np.isfinite(metrics["loss"]):
-            raise UserError(
-                f"loss is {metrics['loss']} at step {step}: training diverged (the checkpoints saved before are "
-                f"kept); lower --learning_rate (now {options.learning_rate:g}) or check the input"
-            )
-        metrics["learning_rate"] = run.learning_rate_at(step)  # the rate of update `step`
-        metrics["examples_per_second"] = num_steps * options.train_batch_size / elapsed
-        rates.append((num_steps, elapsed))
-        write_scalars(train_writer, metrics, step)
-        if progress is not None:
-            progress.update(num_steps)
-            progress.set_postfix_str(format_metrics({k: metrics[k] for k in run.progress_metrics}))
-        else:  # the progress bar already shows the step
-            logging.info("step %d/%d %s", step, total, format_metrics(metrics))
+    # A SIGTERM (a preemption) saves at the next loop boundary on every worker; a lost worker ends
+    # the others with one line (albert_tf/preemption.py, strategies.lost_workers_named).
+    with PreemptionWatcher(run.strategy) as preemption, \
+            lost_workers_named(run.strategy, options.output_dir, lambda: run.current_step), \
+            _closed_at_the_end(progress, train_writer, eval_writer):
+        while step < total:
+            boundaries = [total - step, save_every - step % save_every]
+            if evaluate is not None:
+                boundaries.append(eval_every - step % eval_every)
+            num_steps = min(options.steps_per_loop, *boundaries)
+            began = time.perf_counter()
+            with _input_errors_named():
+                metrics = run.train_steps(iterator, num_steps)
+            elapsed = time.perf_counter() - began
+            step = run.current_step
+            if not np.isfinite(metrics["loss"]):
+                raise UserError(
+                    f"loss is {metrics['loss']} at step {step}: training diverged (the checkpoints saved before are "
+                    f"kept); lower --learning_rate (now {options.learning_rate:g}) or check the input"
+                )
+            metrics["learning_rate"] = run.learning_rate_at(step)  # the rate of update `step`
+            metrics["examples_per_second"] = num_steps * options.train_batch_size / elapsed
+            rates.append((num_steps, elapsed))
+            write_scalars(train_writer, metrics, step)
+            if progress is not None:
+                progress.update(num_steps)
+                progress.set_postfix_str(format_metrics({k: metrics[k] for k in run.progress_metrics}))
+            else:  # the progress bar already shows the step
+                logging.info("step %d/%d %s", step, total, format_metrics(metrics))
 
-        if step % save_every == 0 or step == total:
-            logging.info("saved %s", run.save())
-        if evaluate is not None and (step % eval_every == 0 or step == total):
-            eval_metrics = evaluate()
-            write_scalars(eval_writer, eval_metrics, step)
-            if run.is_chief:  # a result the user wants, with or without the bar (which it must not break)
-                line = f"eval at step {step}: {format_metrics(eval_metrics)}"
-                if progress is not None:
-                    progress.write(line, file=sys.stderr)
-                else:
-                    print(line, file=sys.stderr, flush=True)
-    if progress is not None:
-        progress.close()
-    for writer in (train_writer, eval_writer):
-        if writer is not None:
-            writer.flush()
+            preempted = preemption.should_stop()  # the same answer on every worker
+            if preempted or step % save_every == 0 or step == total:
+                logging.info("saved %s", saved := run.save())
+            if preempted:
+                raise preemption.stopped(step, saved)
+            if evaluate is not None and (step % eval_every == 0 or step == total):
+                eval_metrics = evaluate()
+                write_scalars(eval_writer, eval_metrics, step)
+                if run.is_chief:  # a result the user wants, with or without the bar (which it must not break)
+                    line = f"eval at step {step}: {format_metrics(eval_metrics)}"
+                    if progress is not None:
+                        progress.write(line, file=sys.stderr)
+                    else:
+                        print(line, file=sys.stderr, flush=True)
     if not run.is_chief:
         shutil.rmtree(os.path.join(options.output_dir, ".workers"), ignore_errors=True)
 

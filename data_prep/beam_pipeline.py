@@ -1,10 +1,11 @@
-"""Pretraining data on Apache Beam: the local tool's generation, on DirectRunner, Dataflow, Flink or Spark.
+"""Pretraining data on Apache Beam: the local tool's generation, on DirectRunner, Dask, Dataflow, Flink or Spark.
 
 The pipeline, for the same inputs, flags and seed, writes the same bytes as the local tool:
-  input files -> documents (each file read whole by one worker, keyed by (file, position))
-  -> keyed by `shard_of(document)` -> grouped by shard (one GroupByKey; the group is read as it
-  comes, page by page where the runner pages it, into a local file, and read back in input order:
-  neither a shard's documents nor its records are held) -> `ShardGenerator`, as the local tool runs it ->
+  input files -> documents (each file read whole by one worker, keyed by (file, position)), and
+  each file's counts for every shard -> keyed by `shard_of(document)` -> grouped by shard (one
+  GroupByKey; the group is read as it comes, page by page where the runner pages it, into a local
+  file, and read back in input order: neither a shard's documents nor its records are held)
+  -> `ShardGenerator`, as the local tool runs it ->
   `pretrain-NNNNN-of-MMMMM.tfrecord[.gz]` written under a temporary name and renamed, its counts in
   `shard_stats/`; the launcher then writes `pretraining_data.json`.
 Paths may be on any filesystem Beam knows (gs://, s3://, hdfs://, local). Nothing imports TensorFlow.
@@ -38,7 +39,8 @@ from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
 from albert_tf.cli.entry_point import VERBOSE_ENV, verbose  # noqa: E402
-from albert_tf.files import PartialFile, files_for, prepare_output_dir, write_json
+from albert_tf.errors import FlagError, UserError  # noqa: E402
+from albert_tf.files import PartialFile, files_for, prepare_output_dir, remove_partials, write_json  # noqa: E402
 from albert_tf.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of
@@ -53,7 +55,7 @@ from data_prep.shards import (
     total_counts,
 )
 
-RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
+RUNNERS = ("DirectRunner", "DaskRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 # A Beam worker holds at most this many bytes of a shard's records before they spill to its local
 # disk (the local tool: 32 MB): a Beam worker already carries ~95 MB of harness.
 WORKER_SHUFFLE_MEMORY_BYTES = 8 << 20
@@ -77,15 +79,19 @@ def _join(directory: str, *names: str) -> str:
 
 
 class _ReadDocuments(beam.DoFn):
-    """(file number, path) -> (shard, ((file number, document number), packed sentences)); counts on the side.
+    """(file number, path) -> (shard, ((file number, document number), packed sentences)), then
+    (shard, the file's counts) for every shard.
 
     A document travels packed (marshal, then zlib at level 1: a third of the text's bytes), so
     the shuffle, and each worker's output buffers on the way to it, carry less.
 
-    The reader of the first file also gives (shard, None) for every shard to make, so that each
-    is a group, even one that no document reaches. (A Flatten of these with the documents would do
-    the same, but the DirectRunner's engine passes every document through a stage of its own for
-    it, in one message a worker: hundreds of MB.)
+    Each file's counts (documents, lines, bad lines: three numbers) go to every shard, so that each
+    shard's group holds the whole input's counts, as the local tool records them, and is a group
+    even when no document reaches it. So the pipeline is one chain, input files -> GroupByKey ->
+    shards, with neither a second output nor a side input: the DaskRunner runs only the chain
+    that ends in the last transform, and mixes a DoFn's tagged outputs into one. (A Flatten of the
+    counts with the documents would cost the DirectRunner a stage through which every document
+    passes, in one message a worker: hundreds of MB.) The cost is files x shards small elements.
     """
 
     def __init__(self, config: GenerationConfig, shard_ids: Sequence[int]):
@@ -94,9 +100,6 @@ class _ReadDocuments(beam.DoFn):
 
     def process(self, element):
         file_number, path = element
-        if file_number == 0:
-            for index in self._shard_ids:
-                yield index, None
         stats = InputStats()
         try:
             documents = iter_documents([path], self._config.input_format, self._config.skip_bad_lines, stats, open_raw)
@@ -105,15 +108,26 @@ class _ReadDocuments(beam.DoFn):
                 yield shard_of(sentences, self._config.num_output_shards), ((file_number, number), packed)
         except BadInputError as error:
             raise BadInputError(ERROR_MARKER + str(error)) from None
-        yield beam.pvalue.TaggedOutput("stats", stats.to_dict())
+        counts = _FileCounts(file_number, stats.documents, stats.lines, stats.bad_lines)
+        for index in self._shard_ids:
+            yield index, counts
 
 
-def _add_counts(counts: Sequence[dict]) -> dict:
-    total = {"documents": 0, "lines": 0, "bad_lines": 0}
-    for count in counts:
-        for key in total:
-            total[key] += count[key]
-    return total
+class _FileCounts(typing.NamedTuple):
+    """What the reader saw in one input file (`InputStats`), on its way to every shard."""
+
+    file_number: int
+    documents: int
+    lines: int
+    bad_lines: int
+
+
+def _add_counts(counts: Sequence[_FileCounts]) -> dict:
+    return {
+        "documents": sum(c.documents for c in counts),
+        "lines": sum(c.lines for c in counts),
+        "bad_lines": sum(c.bad_lines for c in counts),
+    }
 
 
 def _unpack(packed: bytes) -> list[str]:
@@ -150,8 +164,8 @@ class _DocumentsInInputOrder:
 
 
 class _GenerateShard(beam.DoFn):
-    """(shard, its documents keyed by input position, and a None marker) -> the shard's file and
-    counts, as the local tool makes them."""
+    """(shard, its documents keyed by input position, and every input file's counts) -> the shard's
+    file and counts, as the local tool makes them."""
 
     def __init__(self, config: GenerationConfig, output_dir: str):
         self._config = config
@@ -161,15 +175,23 @@ class _GenerateShard(beam.DoFn):
         self._tokenizer = AlbertTokenizer(_local_copy(self._config.spm_model_file), self._config.do_lower_case)
         self._vocab = MaskingVocab.from_tokenizer(self._tokenizer)
 
-    def process(self, element, input_counts):
+    def process(self, element):
         index, grouped = element
         config = self._config
         spill_dir = tempfile.mkdtemp(prefix=f"albert-shard-{index}-")
         try:
             documents = _DocumentsInInputOrder(spill_dir)
-            for keyed in grouped:  # a runner may page a large group in from its state, never all at once
-                if keyed is not None:  # the marker that makes every shard a group, even an empty one
-                    documents.add(*keyed)
+            file_counts = {}
+            for value in grouped:  # a runner may page a large group in from its state, never all at once
+                if isinstance(value, _FileCounts):
+                    file_counts[value.file_number] = value  # once a file, even if a runner retried its reader
+                else:
+                    documents.add(*value)
+            if len(file_counts) != len(config.input_files):
+                raise RuntimeError(
+                    f"shard {index} got the counts of {len(file_counts)} of {len(config.input_files)} input files"
+                )
+            input_counts = _add_counts(list(file_counts.values()))
             generator = ShardGenerator(
                 index,
                 config.options,
@@ -220,21 +242,70 @@ def _read_json(path: str) -> dict | None:
         return json.loads(f.read().decode())
 
 
+class WorkersLostError(UserError):
+    """The cluster lost the workers running the job (the machine's trouble, not a bug): one line."""
+
+    def __init__(self, reason: str):
+        super().__init__(
+            f"the pipeline failed: {reason}; the shards finished before are kept: rerun the same command "
+            "to make the rest"
+        )
+
+
+def _lost_workers(error: BaseException) -> str | None:
+    """What the runner says of lost workers, in one line; None for any other failure.
+
+    Dask retries a task whose worker died on another worker, up to
+    `distributed.scheduler.allowed-failures` times (3 by default), then fails it with KilledWorker.
+    """
+    if type(error).__name__ == "KilledWorker":
+        tries, worker = error.allowed_failures + 1, error.last_worker.address
+        return (f"Dask workers died while running one of its tasks ({tries} {'try' if tries == 1 else 'tries'}, "
+                f"the last on {worker}; distributed.scheduler.allowed-failures is {error.allowed_failures})")
+    return None
+
+
+def _cancel(pipeline: beam.Pipeline) -> None:
+    """Stops what a cluster still runs of a failed job (the DaskRunner leaves its tasks running)."""
+    result = getattr(pipeline, "result", None)
+    if result is not None and type(result).__name__ == "DaskRunnerResult":
+        try:
+            result.cancel()
+        except Exception as error:  # the cluster may be gone too: nothing left to stop
+            logging.getLogger(__name__).debug("cancelling the Dask job: %s", error)
+
+
+def _remove_partials(output_dir: str) -> None:
+    fs = files_for(output_dir, BeamFiles)
+    for folder in (output_dir, _join(output_dir, STATS_DIR)):
+        remove_partials(folder, fs)
+
+
+def _dask_runner(options: PipelineOptions):
+    """Beam's DaskRunner on the cluster of --dask_client_address (or a local one), each input file
+    a task of its own: Beam's default of 128 elements a partition would read every file in one."""
+    try:
+        import distributed  # noqa: F401 (what DaskRunner needs and imports only when it runs)
+        from apache_beam.runners.dask.dask_runner import DaskOptions, DaskRunner
+    except ImportError as error:
+        raise FlagError(f"--runner=DaskRunner needs dask.distributed ({error}): pip install 'albert_tf[dask]'") from None
+    dask_options = options.view_as(DaskOptions)
+    if dask_options.npartitions is None and dask_options.partition_size is None:
+        dask_options.partition_size = 1
+    return DaskRunner()
+
+
 def build_pipeline(pipeline: beam.Pipeline, config: GenerationConfig, output_dir: str, shard_ids: Sequence[int]):
     """Adds the generation of `shard_ids` to `pipeline`; returns the PCollection of shard counts."""
-    read = (
+    wanted = set(shard_ids)
+    return (
         pipeline
         | "Input files" >> beam.Create(list(enumerate(config.input_files)))
         | "Reshuffle files" >> beam.Reshuffle()
-        | "Read documents" >> beam.ParDo(_ReadDocuments(config, shard_ids)).with_outputs("stats", main="documents")
-    )
-    input_counts = read.stats | "Count input" >> beam.combiners.ToList() | beam.Map(_add_counts)
-    wanted = set(shard_ids)
-    return (
-        read.documents
+        | "Read documents" >> beam.ParDo(_ReadDocuments(config, shard_ids))
         | "Drop complete shards" >> beam.Filter(lambda keyed: keyed[0] in wanted).with_output_types(tuple[int, typing.Any])
         | "Group by shard" >> beam.GroupByKey()
-        | "Generate" >> beam.ParDo(_GenerateShard(config, output_dir), beam.pvalue.AsSingleton(input_counts))
+        | "Generate" >> beam.ParDo(_GenerateShard(config, output_dir))
     )
 
 
@@ -295,15 +366,24 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
         if verbose():
             os.environ[VERBOSE_ENV] = "1"
+    elif runner_name == "DaskRunner":
+        runner = _dask_runner(options)
+        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)  # errors: one line, below
     else:
         logging.getLogger("apache_beam").setLevel(logging.INFO)  # the job's progress
     started = time.monotonic()
     if pending:
+        pipeline = beam.Pipeline(runner=runner, options=options)
         try:
-            with beam.Pipeline(runner=runner, options=options) as pipeline:
+            with pipeline:
                 build_pipeline(pipeline, config, output_dir, pending)
         except Exception as error:  # the runner wraps a worker's error in its own
-            if saved is None and not any(
+            _cancel(pipeline)
+            _remove_partials(output_dir)
+            lost = _lost_workers(error)
+            # A task already running on a worker still finishes (and writes its shard) after the
+            # job failed: the folder then keeps its settings, so that a rerun may use it.
+            if lost is None and saved is None and not any(
                 FileSystems.exists(_join(output_dir, config.shard_name(i))) for i in range(config.num_output_shards)
             ):
                 FileSystems.delete([metadata_path])
@@ -314,7 +394,11 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
             if ERROR_MARKER in text:
                 message = text.split(ERROR_MARKER, 1)[1].splitlines()[0].split(" [while running")[0]
                 raise BadInputError(message.rstrip("'\"")) from None
+            if lost is not None:
+                raise WorkersLostError(lost) from None
             raise
+        # A worker killed while writing leaves its partial file; the runner redid its work elsewhere.
+        _remove_partials(output_dir)
     elapsed = time.monotonic() - started
     records = {}
     for index in range(config.num_output_shards):

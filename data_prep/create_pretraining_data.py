@@ -6,6 +6,8 @@ Example:
         --num_output_shards=8 --num_workers=2
 
 On Apache Beam (pip install 'albert_tf[beam]'), the same bytes; Beam's own options pass through:
+    albert-create-pretraining-data --runner=DaskRunner --dask_client_address=tcp://scheduler:8786 \\
+        --input_file='corpus/*.txt' --output_dir=/shared/data --spm_model_file=30k-clean.model
     albert-create-pretraining-data --runner=DataflowRunner --project=P --region=R \\
         --temp_location=gs://B/tmp --requirements_file=requirements-beam.txt \\
         --input_file='gs://B/corpus/*.txt.gz' --output_dir=gs://B/data \\
@@ -106,9 +108,10 @@ flags.DEFINE_bool("progress", True, "Show a progress bar.", flag_values=FLAGS)
 flags.DEFINE_enum(
     "runner",
     None,
-    ["DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner"],
+    ["DirectRunner", "DaskRunner", "DataflowRunner", "FlinkRunner", "SparkRunner"],
     "Run as an Apache Beam pipeline on this runner (flags this tool does not know are passed to Beam: "
-    "--direct_num_workers, --project, --flink_master, ...). Unset: the local tool (--num_workers processes).",
+    "--direct_num_workers, --dask_client_address, --project, --flink_master, ...). Unset: the local tool "
+    "(--num_workers processes).",
     flag_values=FLAGS,
 )
 

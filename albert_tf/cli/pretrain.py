@@ -6,8 +6,9 @@
         --strategy tpu --tpu my-tpu --mixed_precision bf16
 
 Flags keep the names of the original `run_pretraining.py` where it had them. A rerun with the same
-`--output_dir` resumes from its latest checkpoint. At the end the encoder is exported as a
-SavedModel under `<output_dir>/export`.
+`--output_dir` resumes from its latest checkpoint. SIGTERM (a preemption) saves a checkpoint at the
+next loop boundary, on every worker, and exits with 143; a lost worker stops the others with one
+line (exit 1). At the end the encoder is exported as a SavedModel under `<output_dir>/export`.
 """
 
 import json
@@ -16,7 +17,7 @@ import os
 from absl import flags, logging
 
 from albert_tf import choices
-from albert_tf.cli.entry_point import quiet_device_start, run_main
+from albert_tf.cli.entry_point import quiet_device_start, run_main, verbose
 from albert_tf.errors import FlagError
 from albert_tf.files import locked_run_folder, prepare_output_dir
 
@@ -63,6 +64,9 @@ flags.DEFINE_enum("strategy", "one_device", list(choices.STRATEGIES), "The tf.di
 flags.DEFINE_integer("cpu_devices", None, "With --strategy=mirrored on a machine without GPUs: split the "
                      "CPU into this many logical devices, one replica each (to try multi-replica runs).",
                      flag_values=FLAGS)
+flags.DEFINE_float("worker_timeout_s", choices.WORKER_TIMEOUT_S, "With --strategy=multi_worker: a worker not heard from for this "
+                   "long (its machine gone) is taken as lost, and every other worker stops with one line; a "
+                   "worker that dies on a live machine is noticed at once.", flag_values=FLAGS)
 flags.DEFINE_string("tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.", flag_values=FLAGS)
 flags.DEFINE_integer("max_eval_steps", None, "Evaluate at most this many batches (default: all).", flag_values=FLAGS)
 flags.DEFINE_integer("seed", 12345, "Seed of the initialisation and of the input shuffling.", flag_values=FLAGS)
@@ -151,6 +155,11 @@ def export(model, export_dir):
 
 
 def main(argv):
+    if FLAGS.strategy == "multi_worker" and not verbose():
+        # When a worker is lost, TensorFlow's runtime logs every aborted collective as an ERROR of
+        # its own; the one line that says what happened is ours (strategies.lost_workers_named).
+        # Read once, when TensorFlow loads, which is below.
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     from albert_tf import strategies, training  # here, not above: --help must not load TensorFlow
 
     if len(argv) > 1:
@@ -197,7 +206,8 @@ def pretrain(strategies, training):
     # First, before any other TensorFlow op: multi-worker collectives must be configured at startup.
     try:
         with quiet_device_start():
-            strategy = strategies.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu, cpu_devices=FLAGS.cpu_devices)
+            strategy = strategies.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu, cpu_devices=FLAGS.cpu_devices,
+                                               worker_timeout_s=FLAGS.worker_timeout_s)
     except ValueError as error:
         raise FlagError(f"--strategy={FLAGS.strategy}: {error}") from error
     result = training.pretrain(config, options, strategy=strategy, export_fn=export)

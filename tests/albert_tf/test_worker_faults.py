@@ -1,0 +1,203 @@
+"""Multi-worker pretraining that outlives a lost worker: two `albert-pretrain --strategy=multi_worker`
+processes on loopback (TF_CONFIG), one killed (SIGKILL), frozen (SIGSTOP, as a machine that vanished
+without closing its connections) or preempted (SIGTERM) mid-run. The other stops in stated time
+with one line; restarting both resumes from the last checkpoint (and a preemption's checkpoint is
+at the step reached: no completed step is lost) and ends with the weights of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.albert_tf.test_training import REPO_ROOT, cli_flags, free_ports, latest_step, write_records
+
+pytestmark = pytest.mark.slow
+
+STEPS, SAVE_EVERY = 16, 4
+RUN_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("data")
+    write_records(directory / "train-0.tfrecord", 96, seed=0)
+    write_records(directory / "train-1.tfrecord", 96, seed=1)
+    return directory
+
+
+def _flags(data_dir, output_dir, steps=STEPS, **extra):
+    return cli_flags(data_dir, output_dir, steps, strategy="multi_worker", save_checkpoints_steps=SAVE_EVERY, **extra)
+
+
+class Workers:
+    """Two albert-pretrain processes forming one cluster; each one's stderr in a file."""
+
+    def __init__(self, flags, log_dir, name):
+        ports = free_ports(2)
+        cluster = {"worker": [f"localhost:{p}" for p in ports]}
+        self.logs = [log_dir / f"{name}-worker-{i}.stderr" for i in range(2)]
+        self.processes = []
+        for i in range(2):
+            with open(self.logs[i], "w") as err:
+                self.processes.append(subprocess.Popen(
+                    [sys.executable, "-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT,
+                    stdout=subprocess.DEVNULL, stderr=err, text=True,
+                    env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
+                ))
+
+    def stderr(self, i) -> str:
+        return self.logs[i].read_text()
+
+    def wait(self, i, timeout=RUN_TIMEOUT_S) -> int:
+        return self.processes[i].wait(timeout=timeout)
+
+    def wait_all(self, timeout=RUN_TIMEOUT_S) -> list[int]:
+        deadline = time.monotonic() + timeout
+        return [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in self.processes]
+
+    def wait_for_checkpoint(self, directory, step, timeout=RUN_TIMEOUT_S):
+        deadline = time.monotonic() + timeout
+        while latest_step(directory) < step:
+            for i, p in enumerate(self.processes):
+                if p.poll() is not None:
+                    pytest.fail(f"worker {i} ended (exit {p.returncode}) before step {step}: {self.stderr(i)[-3000:]}")
+            assert time.monotonic() < deadline, f"no checkpoint of step {step} in time"
+            time.sleep(0.02)
+
+    def kill(self):
+        for p in self.processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+
+
+@pytest.fixture
+def workers():
+    started = []
+
+    def start(flags, log_dir, name):
+        started.append(Workers(flags, log_dir, name))
+        return started[-1]
+
+    yield start
+    for w in started:
+        w.kill()
+
+
+def _model_tensors(directory):
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(directory)))
+    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map() if n.startswith("model/")}
+
+
+def _summary_steps(directory):
+    """The steps in each TensorBoard file of `directory`/train, oldest file first."""
+    files = sorted((directory / "train").glob("events.out.tfevents.*"), key=lambda p: p.stat().st_mtime)
+    return [sorted({e.step for e in tf.compat.v1.train.summary_iterator(str(f)) if e.summary.value}) for f in files]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(data_dir, tmp_path_factory):
+    """The weights of a two-worker run that nothing interrupts."""
+    output_dir = tmp_path_factory.mktemp("uninterrupted") / "run"
+    run = Workers(_flags(data_dir, output_dir), output_dir.parent, "straight")
+    try:
+        codes = run.wait_all()
+    finally:
+        run.kill()
+    assert codes == [0, 0], run.stderr(0)[-3000:] + run.stderr(1)[-3000:]
+    assert _summary_steps(output_dir) == [list(range(1, STEPS + 1))]
+    return _model_tensors(output_dir)
+
+
+def _assert_same_weights(directory, expected):
+    found = _model_tensors(directory)
+    assert sorted(found) == sorted(expected) and len(found) > 30
+    for name, value in expected.items():
+        np.testing.assert_allclose(found[name], value, atol=1e-6, err_msg=name)
+
+
+def _one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr[-3000:]
+    return lines[0]
+
+
+def test_a_killed_worker_stops_the_other_at_once_and_a_restart_ends_as_uninterrupted(
+        tmp_path, data_dir, uninterrupted, workers):
+    output_dir = tmp_path / "run"
+    flags = _flags(data_dir, output_dir)
+    run = workers(flags, tmp_path, "killed")
+    run.wait_for_checkpoint(output_dir, 2 * SAVE_EVERY)
+    run.processes[0].send_signal(signal.SIGKILL)  # the chief, which also hosts the coordination service
+    killed_at = time.monotonic()
+    code = run.wait(1, timeout=120)
+    stopped_after = time.monotonic() - killed_at
+    assert code == 1, run.stderr(1)[-3000:]
+    # A dead process on a live machine: its sockets are reset, the survivor need not wait for the
+    # --worker_timeout_s (60 s).
+    assert stopped_after < 30
+    last = latest_step(output_dir)
+    assert 2 * SAVE_EVERY <= last < STEPS
+    line = _one_line(run.stderr(1))
+    assert line.startswith("error: worker 0 of the cluster was lost (died, or silent for the --worker_timeout_s) at step ")
+    assert line.endswith(f"worker 1 stops: restart every worker with the same command to resume from the last "
+                         f"checkpoint, ckpt-{last}")
+
+    restart = workers(flags, tmp_path, "restart")
+    assert restart.wait_all() == [0, 0], restart.stderr(0)[-3000:]
+    assert _summary_steps(output_dir)[-1] == list(range(last + 1, STEPS + 1))  # resumed, not started over
+    _assert_same_weights(output_dir, uninterrupted)
+
+
+def test_sigterm_to_a_worker_saves_the_step_reached_on_every_worker_and_a_restart_loses_nothing(
+        tmp_path, data_dir, uninterrupted, workers):
+    output_dir = tmp_path / "run"
+    flags = _flags(data_dir, output_dir)
+    run = workers(flags, tmp_path, "preempted")
+    run.wait_for_checkpoint(output_dir, SAVE_EVERY)
+    run.processes[1].send_signal(signal.SIGTERM)  # not the chief: the chief must save on its word
+    assert run.wait_all(timeout=120) == [143, 143], run.stderr(0)[-3000:] + run.stderr(1)[-3000:]
+    saved = latest_step(output_dir)
+    assert SAVE_EVERY <= saved < STEPS
+    lines = [_one_line(run.stderr(i)) for i in range(2)]
+    tail = f"(a preemption) after step {saved}, saved as ckpt-{saved}; rerun the same command to resume from it"
+    assert lines == [f"error: stopped by SIGTERM to another worker {tail}", f"error: stopped by SIGTERM to this worker {tail}"]
+    # Every step the run completed is in the checkpoint: the last one it reported is the one saved.
+    assert _summary_steps(output_dir)[-1][-1] == saved
+
+    restart = workers(flags, tmp_path, "restart")
+    assert restart.wait_all() == [0, 0], restart.stderr(0)[-3000:]
+    assert _summary_steps(output_dir)[-1] == list(range(saved + 1, STEPS + 1))
+    _assert_same_weights(output_dir, uninterrupted)
+
+
+def test_a_frozen_worker_stops_the_other_after_the_worker_timeout(tmp_path, data_dir, workers):
+    timeout_s = 20
+    output_dir = tmp_path / "run"
+    run = workers(_flags(data_dir, output_dir, steps=10_000, worker_timeout_s=timeout_s), tmp_path, "frozen")
+    run.wait_for_checkpoint(output_dir, SAVE_EVERY)
+    time.sleep(1)  # between checkpoints, in the steps
+    run.processes[1].send_signal(signal.SIGSTOP)  # alive, silent, its connections open: a machine gone
+    frozen_at = time.monotonic()
+    try:
+        code = run.wait(0, timeout=timeout_s + 60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"worker 0 still runs {timeout_s + 60} s after worker 1 froze: {run.stderr(0)[-3000:]}")
+    finally:
+        run.processes[1].kill()
+    stopped_after = time.monotonic() - frozen_at
+    assert code == 1, run.stderr(0)[-3000:]
+    # Declared lost once silent for the timeout, counted from its last heartbeat (sent every half
+    # timeout or so, before it froze): not before half the timeout, and not long after it.
+    assert timeout_s / 2 <= stopped_after <= timeout_s + 30
+    line = _one_line(run.stderr(0))
+    assert line.startswith("error: worker 1 of the cluster was lost (died, or silent for the --worker_timeout_s)")

@@ -76,7 +76,8 @@ def _cached(key: str, make) -> str:
     with download.locked(os.path.join(download.home(), "locks", key + ".lock")):
         if folder.is_preset(target):  # another process made it while this one waited
             return target
-        work = tempfile.mkdtemp(prefix=f"{key}.", dir=os.path.join(download.home(), "locks"))
+        os.makedirs(os.path.join(download.home(), "tmp"), exist_ok=True)
+        work = tempfile.mkdtemp(prefix=f"{key}.", dir=os.path.join(download.home(), "tmp"))
         try:
             made = os.path.join(work, "preset")
             make(made)

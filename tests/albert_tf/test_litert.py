@@ -218,3 +218,39 @@ def test_albert_base_dynamic_int8_fits_in_14_mb():
     flatbuffer = litert.convert(encoder, 128, "dynamic_int8")
     assert litert.custom_ops(flatbuffer) == []
     assert len(flatbuffer) <= 14 * 1024 * 1024, f"{len(flatbuffer) / 2**20:.1f} MiB"
+
+
+def _albert_export(*args):
+    from albert_tf.cli import export
+
+    export.FLAGS(["albert-export", *args])
+    try:
+        export.main([])
+    finally:
+        export.FLAGS.unparse_flags()
+
+
+def test_albert_export_writes_the_encoders_litert_model(tmp_path):
+    from albert_tf.errors import FlagError
+
+    keras.utils.set_random_seed(0)
+    encoder = AlbertEncoder(CONFIG)
+    encoder.build()
+    preset = encoder.save_to_preset(tmp_path / "preset", TINY_VOCAB)
+    texts = tmp_path / "texts.txt"
+    texts.write_text("The old man came.\nA river\tat night.\n")
+    _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'out'}", "--format=litert",
+                   "--max_seq_length=16", "--quantization=full_int8", f"--representative_texts={texts}")
+    description = json.loads((tmp_path / "out" / litert.IO_FILE).read_text())
+    assert (description["task"], description["quantization"]) == ("encoder", "full_int8")
+    assert litert.custom_ops((tmp_path / "out" / litert.MODEL_FILE).read_bytes()) == []
+    _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'f32'}", "--format=litert", "--max_seq_length=16")
+    features = _features([1, SEQ], seed=3)
+    got = litert.LiteRTModel(tmp_path / "f32" / litert.MODEL_FILE)(features)
+    np.testing.assert_allclose(got["pooled_output"], encoder(features)["pooled_output"].numpy(), atol=1e-4, rtol=0)
+    for args, message in ((["--quantization=dynamic_int8"], "are for --format=litert"),
+                          (["--format=litert", "--quantization=full_int8"], "needs it"),
+                          (["--format=litert", "--model=pretrainer"], "exports the encoder")):
+        with pytest.raises(FlagError, match=message):
+            _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'refused'}", *args)
+        assert not (tmp_path / "refused").exists()

@@ -143,7 +143,7 @@ def trained_classifier():
     return classifier, texts
 
 
-@pytest.mark.parametrize("quantization", ["dynamic_int8"])
+@pytest.mark.parametrize("quantization", ["dynamic_int8", "full_int8"])
 def test_int8_classifier_gives_the_float_models_labels(trained_classifier, quantization, tmp_path):
     classifier, train_texts = trained_classifier
     # full int8 is calibrated on the training texts, tokenized as the classifier packs them.
@@ -159,6 +159,7 @@ def test_int8_classifier_gives_the_float_models_labels(trained_classifier, quant
     np.testing.assert_allclose(got["probability"].sum(-1), 1.0, atol=1e-3)
     agreement = (np.argmax(got["logits"], -1) == want).mean()
     assert agreement >= 0.99, f"{quantization}: {agreement:.1%} of the labels agree"
+    assert classifier.classifier.encoder.attention_mask_bias == -10000.0  # the Keras model is as it was
 
 
 def _span_batch(n, seed):

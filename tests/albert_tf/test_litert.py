@@ -255,3 +255,22 @@ def test_albert_export_writes_the_encoders_litert_model(tmp_path):
         with pytest.raises(FlagError, match=message):
             _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'refused'}", *args)
         assert not (tmp_path / "refused").exists()
+
+
+def test_keras_layer_norm_traces_without_fused_batch_norm():
+    from albert_tf.layers import common
+
+    layer = common.LayerNorm()
+    layer.build((None, 8))
+    x = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
+
+    def ops(traced):
+        return {op.type for op in traced.graph.get_operations()}
+
+    function = tf.function(lambda v: layer(v, training=False))
+    fused = function.get_concrete_function(tf.TensorSpec([3, 8], tf.float32))
+    with common.keras_layer_norm():
+        keras_form = tf.function(lambda v: layer(v, training=False)).get_concrete_function(tf.TensorSpec([3, 8]))
+    assert "FusedBatchNormV3" in ops(fused)  # the CPU SavedModel's form, outside the block
+    assert "FusedBatchNormV3" not in ops(keras_form)
+    np.testing.assert_allclose(keras_form(tf.constant(x)).numpy(), fused(tf.constant(x)).numpy(), atol=1e-5)

@@ -77,10 +77,8 @@ def _outputs_fn(model, task: str) -> Callable[[dict], dict]:
             outputs["probability"] = tf.nn.softmax(logits, axis=-1)
         return outputs
 
-    if task == "encoder":
+    if task in ("encoder", "squad"):  # pooled_output, sequence_output; end_logits, start_logits
         return lambda inputs: dict(model(inputs, training=False))
-    if task == "squad":
-        return lambda inputs: dict(model(inputs, training=False))  # end_logits, start_logits
     return lambda inputs: softmax_too(model(inputs, training=False))
 
 

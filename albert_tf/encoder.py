@@ -54,6 +54,9 @@ class AlbertEncoder(AlbertConfigModel):
     """
 
     config_arguments = ("output_all_layers",)
+    # What padding adds to the attention scores. Full-int8 LiteRT conversion traces with a smaller
+    # one (albert_tf.litert): -10000 would take the int8 range of the scores.
+    attention_mask_bias = MASK_BIAS
 
     def __init__(self, config: AlbertConfig | dict, output_all_layers: bool = False, **kwargs):
         super().__init__(config, **kwargs)
@@ -156,7 +159,7 @@ class AlbertEncoder(AlbertConfigModel):
         segment_ids = inputs.get("segment_ids")
         segment_ids = tf.zeros_like(input_ids) if segment_ids is None else tf.cast(segment_ids, tf.int32)
 
-        attention_bias = (1.0 - tf.cast(input_mask[:, None, None, :], tf.float32)) * MASK_BIAS
+        attention_bias = (1.0 - tf.cast(input_mask[:, None, None, :], tf.float32)) * self.attention_mask_bias
         last_rows = None
         if output_positions is not None:
             first_token = tf.zeros_like(input_ids[:, :1])

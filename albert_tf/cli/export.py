@@ -5,6 +5,13 @@
 
 (--output and --checkpoint, the names of earlier versions, still work.)
 
+    albert-export --preset albert_base_v2 --format litert --quantization dynamic_int8 --output_dir DIR
+    albert-export --preset albert_base_v2 --format litert --quantization full_int8 \
+        --representative_texts train_texts.txt --output_dir DIR
+
+writes a LiteRT model instead (DIR/model.tflite, model_io.json, spiece.model; `albert_tf.litert`,
+docs/on_device.md): int32 ids [1, max_seq_length] in, builtin ops only; the encoder only.
+
 The SavedModel's signatures are `serving_default` (token ids), `serve_examples` (serialized
 tf.Examples), `serve_text` (raw strings) and `tokenize`; see `albert_tf.export`.
 """
@@ -37,6 +44,12 @@ flags.DEFINE_integer("max_seq_length", 128, "Length serve_text pads/truncates to
                      flag_values=FLAGS)
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Length of masked_lm_positions in serve_examples "
                      "(pretrainer only).", flag_values=FLAGS)
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "litert"], "saved_model, or litert: a LiteRT "
+                  "(TFLite) model of the encoder for phones (albert_tf.litert).", flag_values=FLAGS)
+flags.DEFINE_enum("quantization", "none", ["none", "float16", "dynamic_int8", "full_int8"], "--format=litert: "
+                  "the weights' (and for full_int8 the activations') type.", flag_values=FLAGS)
+flags.DEFINE_string("representative_texts", None, "--quantization=full_int8: a text file of training texts to "
+                    "calibrate on, one a line (a tab between the two texts of a pair).", flag_values=FLAGS)
 flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for the released English models).",
                   flag_values=FLAGS)
 
@@ -50,19 +63,41 @@ def _run_vocabulary(checkpoint: str) -> str | None:
     return kept if os.path.exists(kept) else None
 
 
+def _check_litert_flags():
+    if FLAGS.format != "litert":
+        if FLAGS.quantization != "none" or FLAGS.representative_texts:
+            raise FlagError("--quantization and --representative_texts are for --format=litert")
+        return
+    if FLAGS.model != "encoder":
+        raise FlagError("--format=litert exports the encoder (--model=encoder); a fine-tuned task's LiteRT model "
+                        "comes from albert_tf.litert.export_litert")
+    if (FLAGS.quantization == "full_int8") != bool(FLAGS.representative_texts):
+        raise FlagError("--representative_texts goes with --quantization=full_int8, which needs it (training "
+                        "texts to calibrate the activations on)")
+    if FLAGS.representative_texts and not os.path.isfile(FLAGS.representative_texts):
+        raise FlagError(f"--representative_texts {FLAGS.representative_texts}: no such file")
+
+
+def _representative_texts(path: str) -> list:
+    with open(path, encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f if line.strip()]
+    return [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines]
+
+
 def main(argv):
     del argv
     if bool(FLAGS.preset) == bool(FLAGS.init_checkpoint):
         raise FlagError("give exactly one of --preset and --init_checkpoint")
     if not FLAGS.output_dir:
         raise FlagError("--output_dir is required")
+    _check_litert_flags()
     prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before the model is built
     with locked_run_folder(FLAGS.output_dir):  # one run a folder; a failed one leaves nothing
         export()
 
 
 def export():
-    """The SavedModel the flags ask for, written into the locked --output_dir."""
+    """The SavedModel (or LiteRT model) the flags ask for, written into the locked --output_dir."""
     from albert_tf.export import export_encoder, export_pretrainer, load_model
     from albert_tf.presets import folder
     from albert_tf.presets.loader import is_preset, names_preset
@@ -83,6 +118,19 @@ def export():
         if spm_model_file is None:
             raise FlagError("--spm_model_file is required: the run folder of --init_checkpoint holds no "
                             "spiece.model (albert-pretrain keeps the one it was given)")
+    if FLAGS.format == "litert":
+        from albert_tf.litert import export_litert, tokenized_texts
+
+        calibration = None
+        if FLAGS.representative_texts:
+            texts = _representative_texts(FLAGS.representative_texts)
+            calibration = lambda: tokenized_texts(texts, spm_model_file, FLAGS.max_seq_length,  # noqa: E731
+                                                  FLAGS.do_lower_case)
+        export_litert(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
+                      quantization=FLAGS.quantization, representative_data=calibration,
+                      do_lower_case=FLAGS.do_lower_case)
+        print(f"wrote the {FLAGS.model} LiteRT model ({FLAGS.quantization}) to {FLAGS.output_dir}")
+        return
     if FLAGS.model == "pretrainer":
         export_pretrainer(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
                           FLAGS.max_predictions_per_seq, do_lower_case=FLAGS.do_lower_case)

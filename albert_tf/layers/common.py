@@ -1,5 +1,8 @@
 """Small pieces every ALBERT layer uses: initializer, activation, dense layer, LayerNorm and its dtype."""
 
+import contextlib
+import threading
+
 import keras
 import tensorflow as tf
 # TensorFlow's own test for "inside a jit_compile function" (tf.cond and the gradients use it).
@@ -7,6 +10,24 @@ from tensorflow.python.ops import control_flow_util
 
 # The original release uses 1e-12 everywhere (BERT's value); not a config field there either.
 LAYER_NORM_EPSILON = 1e-12
+
+
+_keras_formula = threading.local()
+
+
+@contextlib.contextmanager
+def keras_layer_norm():
+    """Within the block, every `LayerNorm` traced computes Keras' formula, never the fused form.
+
+    For converters that have no `FusedBatchNormV3` (LiteRT's builtin ops): trace the model inside
+    it. Per thread, as tracing is.
+    """
+    previous = getattr(_keras_formula, "on", False)
+    _keras_formula.on = True
+    try:
+        yield
+    finally:
+        _keras_formula.on = previous
 
 
 def kernel_initializer(initializer_range: float):
@@ -74,13 +95,15 @@ class LayerNorm(keras.layers.LayerNormalization):
         return normalized * tf.cast(self.gamma, inputs.dtype) + tf.cast(self.beta, inputs.dtype)
 
     def _fusable(self, inputs) -> bool:
-        """The last axis in float32 or bf16, on the CPU and outside XLA: where the rewrite applies.
+        """The last axis in float32 or bf16, on the CPU, outside XLA and outside `keras_layer_norm()`:
+        where the rewrite applies.
 
         XLA expands `FusedBatchNormV3` into plainer code than it makes of Keras' formula (albert
         base's float32 forward at batch 8 took 12% longer), and on a GPU the rewrite is absent.
         """
         return (
-            self.axis in (-1, [-1])
+            not getattr(_keras_formula, "on", False)
+            and self.axis in (-1, [-1])
             and inputs.dtype in (tf.float32, tf.bfloat16)
             and not tf.config.list_logical_devices("GPU")
             and not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())

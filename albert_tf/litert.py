@@ -1,0 +1,318 @@
+"""LiteRT (TFLite) models of every task: token ids in, builtin ops only, quantized or not.
+
+`export_litert` writes into an output folder
+
+    model.tflite     the model: int32 `input_ids`, `input_mask`, `segment_ids` [1, max_seq_length]
+                     ([1, num_choices, max_seq_length] for multiple choice) -> the task's outputs
+    model_io.json    its inputs and outputs in the interpreter's order: name, dtype, shape, index
+    spiece.model     the SentencePiece model the ids come from (the on-device tokenizer's)
+    config.json      the encoder's AlbertConfig
+
+for the encoder (`pooled_output`, `sequence_output`), the GLUE classifier (`logits`, and
+`probability`, their softmax, unless it is a regressor), SQuAD v1.1's span model (`end_logits`,
+`start_logits`, in the order TFLite Task Library's BertQuestionAnswerer reads them) and RACE's
+multiple-choice model (`logits`, `probability` over the choices).
+
+The model is traced at batch 1 with Keras' LayerNorm formula (`common.keras_layer_norm`): the
+fused CPU form goes through `FusedBatchNormV3`, which LiteRT has no builtin kernel for. The
+converter may use builtin ops only, so a phone's stock LiteRT runs the file (no Flex delegate).
+
+Quantization (`QUANTIZATIONS`): "none" (float32), "float16" (weights in float16, computed in
+float32), "dynamic_int8" (weights int8, activations quantized on the fly: about a quarter of the
+float32 size) and "full_int8" (weights and activations int8, calibrated on `representative_data`:
+feature dicts of the task's own training texts, e.g. from `tokenized_texts`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+from typing import Callable, Iterable, Mapping
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+from albert_tf.layers import common
+
+QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
+MODEL_FILE = "model.tflite"
+IO_FILE = "model_io.json"
+INPUTS = ("input_ids", "input_mask", "segment_ids")
+# Calibration examples full int8 reads at most (the converter's own examples use about 100).
+CALIBRATION_EXAMPLES = 100
+# Full int8's attention mask: exp(-50) is 0 in any softmax of scores below about 30 in size, and the
+# scores' int8 range keeps a step of about 0.2, where the encoder's -10000 left a step of 40.
+FULL_INT8_MASK_BIAS = -50.0
+
+
+def task_of(model) -> str:
+    """"encoder", "classifier", "squad" or "race": which task's outputs `model` gives."""
+    from albert_tf.encoder import AlbertEncoder
+    from albert_tf.heads import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
+
+    for cls, task in ((AlbertEncoder, "encoder"), (AlbertClassifier, "classifier"),
+                      (AlbertSpanLabeler, "squad"), (AlbertMultipleChoice, "race")):
+        if isinstance(model, cls):
+            return task
+    raise ValueError(f"no LiteRT export for a {type(model).__name__}: give an AlbertEncoder, AlbertClassifier, "
+                     "AlbertSpanLabeler (SQuAD v1.1) or AlbertMultipleChoice (RACE)")
+
+
+def _unwrap(model):
+    # A text classifier (albert_tf.text_classifier) converts as its classifier: ids in.
+    inner = getattr(model, "classifier", None)
+    from albert_tf.heads import AlbertClassifier
+
+    return inner if isinstance(inner, AlbertClassifier) else model
+
+
+def _outputs_fn(model, task: str) -> Callable[[dict], dict]:
+    """The task's outputs by name; the model's outputs are in the order of their names."""
+    def softmax_too(logits):
+        outputs = {"logits": logits}
+        if logits.shape[-1] > 1:  # a regressor's one output is its score
+            outputs["probability"] = tf.nn.softmax(logits, axis=-1)
+        return outputs
+
+    if task in ("encoder", "squad"):  # pooled_output, sequence_output; end_logits, start_logits
+        return lambda inputs: dict(model(inputs, training=False))
+    return lambda inputs: softmax_too(model(inputs, training=False))
+
+
+def input_shape(model, max_seq_length: int) -> list[int]:
+    model = _unwrap(model)
+    return [1, model.num_choices, max_seq_length] if task_of(model) == "race" else [1, max_seq_length]
+
+
+def _check_length(model, max_seq_length: int):
+    if not isinstance(max_seq_length, int) or max_seq_length < 4:
+        raise ValueError(f"max_seq_length must be an integer >= 4, got {max_seq_length!r}")
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if limit is not None and max_seq_length > limit:
+        raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings ({limit})")
+
+
+def _calibration(representative_data, shape: list[int]):
+    """The converter's representative dataset: the first examples of `representative_data` (an
+    iterable of feature dicts, or a callable returning one) as int32 arrays of the model's shape."""
+    def dataset():
+        data = representative_data() if callable(representative_data) else representative_data
+        count = 0
+        for features in itertools.islice(data, CALIBRATION_EXAMPLES):
+            yield {k: np.asarray(features[k], np.int32).reshape(shape) for k in INPUTS}
+            count += 1
+        if not count:
+            raise ValueError("representative_data gave no examples to calibrate full_int8 on")
+    return dataset
+
+
+def convert(model, max_seq_length: int, quantization: str = "none", representative_data=None) -> bytes:
+    """`model` (encoder, classifier, span labeler or multiple choice) as a LiteRT flatbuffer.
+
+    Args:
+        model: a built task model (or an `AlbertTextClassifier`).
+        max_seq_length: the fixed length T of the int32 [1, T] inputs.
+        quantization: one of `QUANTIZATIONS`.
+        representative_data: for "full_int8": feature dicts (`input_ids`, `input_mask`,
+            `segment_ids`, each [T], [1, T] or the multiple-choice [C, T]) of the task's training
+            texts, or a callable returning a fresh iterable of them; the first
+            `CALIBRATION_EXAMPLES` are read.
+    """
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
+    if quantization == "full_int8" and representative_data is None:
+        raise ValueError("full_int8 needs representative_data: feature dicts of the task's training texts")
+    model = _unwrap(model)
+    task = task_of(model)
+    _check_length(model, max_seq_length)
+    if not model.built:
+        model.build()
+    shape = input_shape(model, max_seq_length)
+    outputs_fn = _outputs_fn(model, task)
+
+    def serving_default(input_ids, input_mask, segment_ids):
+        return outputs_fn({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
+
+    specs = [tf.TensorSpec(shape, tf.int32, name=name) for name in INPUTS]
+    encoder = model if task == "encoder" else model.encoder
+    if quantization == "full_int8":
+        encoder.attention_mask_bias = FULL_INT8_MASK_BIAS
+    try:
+        with common.keras_layer_norm():
+            traced = tf.function(serving_default, autograph=False).get_concrete_function(*specs)
+    finally:
+        vars(encoder).pop("attention_mask_bias", None)
+    # Weights as constants: the converter would keep Keras 3's variables as LiteRT resource
+    # variables, which nothing initialises. Freezing loses the output names: put them back.
+    output_names = sorted(traced.structured_outputs)
+    frozen = convert_variables_to_constants_v2(traced)
+
+    def named(input_ids, input_mask, segment_ids):
+        return dict(zip(output_names, frozen(input_ids, input_mask, segment_ids), strict=True))
+
+    function = tf.function(named, autograph=False).get_concrete_function(*specs)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function], tf.Module())
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantization != "none":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if quantization == "float16":
+        converter.target_spec.supported_types = [tf.float16]
+    elif quantization == "full_int8":
+        converter.representative_dataset = _calibration(representative_data, shape)
+        # int8 kernels wherever LiteRT has one, float32 builtins elsewhere; ids stay int32 and
+        # the outputs float32, so callers see the float model's interface.
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
+    flatbuffer = _in_order(converter.convert(), INPUTS, output_names)
+    custom = custom_ops(flatbuffer)
+    if custom:
+        raise RuntimeError(f"the converted model uses ops outside LiteRT's builtins: {', '.join(custom)}")
+    return flatbuffer
+
+
+def _in_order(flatbuffer: bytes, inputs, outputs) -> bytes:
+    """The model with its inputs and outputs in the given order of names, and each of those
+    tensors named so: the converter orders them as it likes, and on-device libraries without
+    metadata (BertQuestionAnswerer) take them by position."""
+    import flatbuffers
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(flatbuffer, 0))
+    (signature,) = model.signatureDefs
+    subgraph = model.subgraphs[signature.subgraphIndex]
+    by_name = {t.name.decode(): t.tensorIndex for t in (*signature.inputs, *signature.outputs)}
+    subgraph.inputs = [by_name[name] for name in inputs]
+    subgraph.outputs = [by_name[name] for name in outputs]
+    for name, index in by_name.items():
+        subgraph.tensors[index].name = name.encode()
+    builder = flatbuffers.Builder(len(flatbuffer) + 1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def custom_ops(flatbuffer: bytes) -> list[str]:
+    """The ops of a LiteRT model that are not builtin (Flex/Select TF ops are custom ops)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    names = []
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if builtin == schema.BuiltinOperator.CUSTOM:
+            names.append(code.CustomCode().decode("utf-8"))
+    return sorted(set(names))
+
+
+def builtin_ops(flatbuffer: bytes) -> list[str]:
+    """The names of the builtin ops a LiteRT model uses (e.g. FULLY_CONNECTED)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    by_code = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    codes = (model.OperatorCodes(i) for i in range(model.OperatorCodesLength()))
+    return sorted({by_code[max(c.BuiltinCode(), c.DeprecatedBuiltinCode())] for c in codes})
+
+
+def interpreter(model: str | os.PathLike | bytes, num_threads: int | None = None):
+    """A LiteRT interpreter of a model file or flatbuffer: ai_edge_litert's where installed (the
+    `litert` extra), else TensorFlow's own."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        Interpreter = tf.lite.Interpreter
+    kwargs = {"model_content": bytes(model)} if isinstance(model, (bytes, bytearray)) else {"model_path": os.fspath(model)}
+    result = Interpreter(num_threads=num_threads, **kwargs)
+    result.allocate_tensors()
+    return result
+
+
+def io_description(flatbuffer: bytes) -> dict:
+    """The model's inputs and outputs in the interpreter's order: name, dtype, shape, index."""
+    runner_interpreter = interpreter(flatbuffer)
+    runner = runner_interpreter.get_signature_runner("serving_default")
+
+    def described(by_name: Mapping[str, dict], details: list[dict]):
+        order = [d["index"] for d in details]
+        entries = [{"name": name, "dtype": np.dtype(d["dtype"]).name, "shape": [int(n) for n in d["shape"]],
+                    "index": order.index(d["index"])} for name, d in by_name.items()]
+        return sorted(entries, key=lambda e: e["index"])
+
+    return {
+        "inputs": described(runner.get_input_details(), runner_interpreter.get_input_details()),
+        "outputs": described(runner.get_output_details(), runner_interpreter.get_output_details()),
+    }
+
+
+class LiteRTModel:
+    """A LiteRT model called like the Keras one: a dict of int arrays in, a dict of float32 arrays
+    out. Inputs of batch B > 1 run one row at a time (the model's batch is 1).
+
+    Example:
+        >>> model = LiteRTModel("exported/model.tflite")
+        >>> model({"input_ids": ids, "input_mask": mask, "segment_ids": segments})["probability"]
+    """
+
+    def __init__(self, model: str | os.PathLike | bytes, num_threads: int | None = None):
+        self.interpreter = interpreter(model, num_threads)
+        self._runner = self.interpreter.get_signature_runner("serving_default")
+        self.input_shape = [int(n) for n in self._runner.get_input_details()["input_ids"]["shape"]]
+
+    def __call__(self, features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rank = len(self.input_shape)
+        inputs = {k: np.asarray(features[k], np.int32) for k in INPUTS}
+        batched = inputs["input_ids"].ndim == rank
+        if not batched:
+            inputs = {k: v[None] for k, v in inputs.items()}
+        rows = [self._runner(**{k: v[i: i + 1] for k, v in inputs.items()}) for i in range(len(inputs["input_ids"]))]
+        outputs = {k: np.concatenate([row[k] for row in rows]) for k in rows[0]}
+        return outputs if batched else {k: v[0] for k, v in outputs.items()}
+
+
+def tokenized_texts(texts: Iterable, spm_model_file: str | os.PathLike, max_seq_length: int,
+                    do_lower_case: bool = True) -> Iterable[dict[str, list[int]]]:
+    """Feature dicts of texts (a string, or a pair (a, b)) as the classifier's training packs them:
+    calibration data for full int8. A generator: nothing is tokenized until it is read."""
+    from albert_tf.tokenizer import AlbertTokenizer
+
+    tokenizer = AlbertTokenizer(spm_model_file, do_lower_case=do_lower_case)
+    for text in texts:
+        a, b = (text, None) if isinstance(text, str) else text
+        yield tokenizer.pack(tokenizer.encode(a), None if b is None else tokenizer.encode(b),
+                             max_seq_length=max_seq_length)
+
+
+def export_litert(model, output_dir: str | os.PathLike, spm_model_file: str | os.PathLike, max_seq_length: int,
+                  *, quantization: str = "none", representative_data=None, do_lower_case: bool = True) -> str:
+    """Writes `model` as `<output_dir>/model.tflite` with `model_io.json`, `spiece.model` and
+    `config.json` beside it (see the module); returns `output_dir`.
+
+    Each file is written aside and renamed when complete; the conversion runs before any is.
+
+    Example:
+        >>> export_litert(classifier, "on_device", "30k-clean.model", 128, quantization="dynamic_int8")
+    """
+    from albert_tf.files import atomic_path, write_json
+    from albert_tf.presets.folder import CONFIG, VOCAB, check_vocabulary
+
+    model = _unwrap(model)
+    task = task_of(model)
+    config = getattr(model, "config", None)
+    if config is not None:
+        check_vocabulary(spm_model_file, config)
+    flatbuffer = convert(model, max_seq_length, quantization, representative_data)
+    output_dir = os.fspath(output_dir)
+    os.makedirs(output_dir, exist_ok=True)
+    with atomic_path(os.path.join(output_dir, VOCAB)) as partial:
+        shutil.copyfile(spm_model_file, partial)
+    if config is not None:
+        write_json(os.path.join(output_dir, CONFIG), config.to_dict())
+    description = {"task": task, "quantization": quantization, "max_seq_length": max_seq_length,
+                   "do_lower_case": do_lower_case, "vocab_file": VOCAB, **io_description(flatbuffer)}
+    write_json(os.path.join(output_dir, IO_FILE), description, sort_keys=False)
+    with atomic_path(os.path.join(output_dir, MODEL_FILE)) as partial:
+        with open(partial, "wb") as f:
+            f.write(flatbuffer)
+    return output_dir

@@ -1,0 +1,276 @@
+"""LiteRT models of every task: the interpreter's float32 outputs equal the Keras model's and the
+SavedModel's within 1e-4, with builtin ops only and the inputs and outputs in the documented
+order; int8 models give the float model's answers on a small dev set of a tiny trained model; albert
+base in dynamic int8 fits in 14 MB."""
+
+import json
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertEncoder, litert
+from albert_tf.export import export_saved_model
+from albert_tf.heads import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
+from finetune.race.export import export_race_model
+
+TINY_VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"
+CONFIG = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+SEQ = 16
+TASKS = {
+    "encoder": (lambda: AlbertEncoder(CONFIG), ["pooled_output", "sequence_output"]),
+    "classifier": (lambda: AlbertClassifier(CONFIG, num_labels=3), ["logits", "probability"]),
+    "squad": (lambda: AlbertSpanLabeler(CONFIG), ["end_logits", "start_logits"]),
+    "race": (lambda: AlbertMultipleChoice(CONFIG, num_choices=4), ["logits", "probability"]),
+}
+
+
+def _features(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    mask = np.ones(shape, np.int32)
+    mask[..., shape[-1] - 4:] = 0
+    segments = np.zeros(shape, np.int32)
+    segments[..., 6: shape[-1] - 4] = 1
+    return {"input_ids": rng.integers(5, CONFIG.vocab_size, shape).astype(np.int32) * mask,
+            "input_mask": mask, "segment_ids": segments}
+
+
+def _keras_outputs(model, task, features):
+    outputs = model({k: tf.constant(v) for k, v in features.items()}, training=False)
+    if task in ("classifier", "race"):
+        return {"logits": outputs, "probability": tf.nn.softmax(outputs, -1)}
+    return dict(outputs)
+
+
+def _saved_model_outputs(model, task, features, path):
+    if task == "race":
+        export_race_model(model, path, TINY_VOCAB, SEQ, max_qa_length=8)
+    else:
+        outputs_fn = None
+        if task == "classifier":
+            outputs_fn = lambda inputs, training: {"logits": model(inputs, training=training)}  # noqa: E731
+        export_saved_model(model, path, TINY_VOCAB, SEQ, outputs_fn=outputs_fn)
+    serving = tf.saved_model.load(str(path)).signatures["serving_default"]
+    return {k: v.numpy() for k, v in serving(**{k: tf.constant(v) for k, v in features.items()}).items()}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_float32_equals_the_keras_model_and_the_saved_model(task, tmp_path):
+    keras.utils.set_random_seed(0)
+    make, output_names = TASKS[task]
+    model = make()
+    model.build()
+    folder = litert.export_litert(model, tmp_path / "litert", TINY_VOCAB, SEQ)
+    flatbuffer = (tmp_path / "litert" / litert.MODEL_FILE).read_bytes()
+    assert litert.custom_ops(flatbuffer) == []  # no Flex (Select TF) op: stock LiteRT runs it
+    description = json.loads((tmp_path / "litert" / litert.IO_FILE).read_text())
+    shape = [1, 4, SEQ] if task == "race" else [1, SEQ]
+    assert description["task"] == task
+    assert [(e["name"], e["dtype"], e["shape"], e["index"]) for e in description["inputs"]] == [
+        (name, "int32", shape, i) for i, name in enumerate(litert.INPUTS)]
+    assert [e["name"] for e in description["outputs"]] == output_names
+    assert (tmp_path / "litert" / "spiece.model").read_bytes() == TINY_VOCAB.read_bytes()
+
+    lite = litert.LiteRTModel(pathlib.Path(folder) / litert.MODEL_FILE)
+    # The interpreter's own order is the documented one (BertQuestionAnswerer reads by position).
+    assert [d["name"] for d in lite.interpreter.get_input_details()] == list(litert.INPUTS)
+    assert [d["name"] for d in lite.interpreter.get_output_details()] == output_names
+    features = _features([3, *shape[1:]], seed=1)  # three rows, one at a time
+    got = lite(features)
+    want = _keras_outputs(model, task, features)
+    assert sorted(got) == output_names
+    for name in output_names:
+        np.testing.assert_allclose(got[name], np.asarray(want[name]), atol=1e-4, rtol=0, err_msg=name)
+    saved = _saved_model_outputs(model, task, features, tmp_path / "saved_model")
+    saved_names = {"probability": "probabilities"} if task == "race" else {}
+    for name in output_names:
+        if saved_names.get(name, name) in saved:
+            np.testing.assert_allclose(got[name], saved[saved_names.get(name, name)], atol=1e-4, rtol=0, err_msg=name)
+
+
+def test_every_quantization_converts_to_builtin_ops_and_shrinks(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = AlbertClassifier(CONFIG, num_labels=2)
+    model.build()
+    calibration = [{k: v[i] for k, v in _features([8, SEQ], seed=2).items()} for i in range(8)]
+    sizes = {}
+    for quantization in litert.QUANTIZATIONS:
+        flatbuffer = litert.convert(model, SEQ, quantization, representative_data=calibration)
+        assert litert.custom_ops(flatbuffer) == [], quantization
+        assert "FusedBatchNormV3" not in str(litert.builtin_ops(flatbuffer))
+        sizes[quantization] = len(flatbuffer)
+    # Tiny tensors (under 1024 values: biases, LayerNorms) stay float32 in every form.
+    assert sizes["dynamic_int8"] < sizes["float16"] < 0.7 * sizes["none"]
+    assert sizes["full_int8"] < 0.7 * sizes["none"]
+    with pytest.raises(ValueError, match="representative_data"):
+        litert.convert(model, SEQ, "full_int8")
+    with pytest.raises(ValueError, match="quantization must be one of"):
+        litert.convert(model, SEQ, "int4")
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        litert.convert(model, CONFIG.max_position_embeddings + 1)
+
+
+FILLER = "the a of house river king night long old little man came went saw there".split()
+
+
+def _sentences(n, seed):
+    """Sentences of filler words with "good" (label 1) or "bad" (label 0) somewhere in them."""
+    rng = np.random.default_rng(seed)
+    texts, labels = [], []
+    for _ in range(n):
+        label = int(rng.integers(0, 2))
+        words = list(rng.choice(FILLER, size=5))
+        words.insert(int(rng.integers(0, 6)), "good" if label else "bad")
+        texts.append(" ".join(words).capitalize() + ".")
+        labels.append(label)
+    return texts, np.array(labels)
+
+
+@pytest.fixture(scope="module")
+def trained_classifier():
+    from albert_tf.text_classifier import AlbertTextClassifier
+    from albert_tf.text_preprocessor import AlbertTextPreprocessor
+
+    keras.utils.set_random_seed(1)
+    classifier = AlbertTextClassifier(AlbertClassifier(CONFIG, num_labels=2),
+                                      AlbertTextPreprocessor(str(TINY_VOCAB), sequence_length=SEQ))
+    classifier.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=False)
+    texts, labels = _sentences(96, seed=2)
+    classifier.fit(texts, labels, batch_size=16, epochs=8, seed=3, verbose=0)
+    return classifier, texts
+
+
+@pytest.mark.parametrize("quantization", ["dynamic_int8", "full_int8"])
+def test_int8_classifier_gives_the_float_models_labels(trained_classifier, quantization, tmp_path):
+    classifier, train_texts = trained_classifier
+    # full int8 is calibrated on the training texts, tokenized as the classifier packs them.
+    calibration = lambda: litert.tokenized_texts(train_texts, TINY_VOCAB, SEQ)  # noqa: E731
+    litert.export_litert(classifier, tmp_path, TINY_VOCAB, SEQ, quantization=quantization,
+                         representative_data=calibration)
+    lite = litert.LiteRTModel(tmp_path / litert.MODEL_FILE)
+    dev_texts, dev_labels = _sentences(200, seed=7)
+    features = {k: v.numpy() for k, v in classifier.preprocessor(dev_texts).items()}
+    want = np.argmax(classifier.classifier(features, training=False).numpy(), -1)
+    got = lite(features)
+    assert (want == dev_labels).mean() >= 0.9  # the tiny model learned the task
+    np.testing.assert_allclose(got["probability"].sum(-1), 1.0, atol=1e-3)
+    agreement = (np.argmax(got["logits"], -1) == want).mean()
+    assert agreement >= 0.99, f"{quantization}: {agreement:.1%} of the labels agree"
+    assert classifier.classifier.encoder.attention_mask_bias == -10000.0  # the Keras model is as it was
+
+
+def _span_batch(n, seed):
+    """Rows of filler ids whose answer is the two pieces 7, 8 somewhere in them."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(20, CONFIG.vocab_size, (n, SEQ)).astype(np.int32)
+    starts = rng.integers(1, SEQ - 1, n)
+    ids[np.arange(n), starts] = 7
+    ids[np.arange(n), starts + 1] = 8
+    ids[:, 0] = 2
+    return ({"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)},
+            starts, starts + 1)
+
+
+def _best_spans(start_logits, end_logits, max_answer_length=4):
+    scores = start_logits[:, :, None] + end_logits[:, None, :]
+    allowed = np.triu(np.ones((SEQ, SEQ), bool)) & ~np.triu(np.ones((SEQ, SEQ), bool), max_answer_length)
+    flat = np.where(allowed[None], scores, -np.inf).reshape(len(scores), -1).argmax(-1)
+    return np.stack(np.unravel_index(flat, (SEQ, SEQ)), -1)
+
+
+def test_dynamic_int8_span_model_gives_the_float_models_answers(tmp_path):
+    keras.utils.set_random_seed(4)
+    model = AlbertSpanLabeler(CONFIG)
+    model.build()
+    optimizer = keras.optimizers.Adam(3e-3)
+
+    @tf.function(jit_compile=False)
+    def step(features, starts, ends):
+        with tf.GradientTape() as tape:
+            outputs = model(features, training=True)
+            loss = tf.reduce_mean(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(starts, outputs["start_logits"])
+                + tf.nn.sparse_softmax_cross_entropy_with_logits(ends, outputs["end_logits"]))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+    for i in range(100):
+        features, starts, ends = _span_batch(32, seed=100 + i)
+        step(features, starts, ends)
+    litert.export_litert(model, tmp_path, TINY_VOCAB, SEQ, quantization="dynamic_int8")
+    lite = litert.LiteRTModel(tmp_path / litert.MODEL_FILE)
+    features, starts, ends = _span_batch(200, seed=9)
+    want = model(features, training=False)
+    want = _best_spans(want["start_logits"].numpy(), want["end_logits"].numpy())
+    got = lite(features)
+    got = _best_spans(got["start_logits"], got["end_logits"])
+    assert (want == np.stack([starts, ends], -1)).all(-1).mean() >= 0.9  # the tiny model learned the task
+    agreement = (got == want).all(-1).mean()
+    assert agreement >= 0.97, f"{agreement:.1%} of the answers agree"
+
+
+@pytest.mark.slow
+def test_albert_base_dynamic_int8_fits_in_14_mb():
+    keras.utils.set_random_seed(0)
+    encoder = AlbertEncoder(AlbertConfig.named("albert_base_v2"))
+    encoder.build()
+    flatbuffer = litert.convert(encoder, 128, "dynamic_int8")
+    assert litert.custom_ops(flatbuffer) == []
+    assert len(flatbuffer) <= 14 * 1024 * 1024, f"{len(flatbuffer) / 2**20:.1f} MiB"
+
+
+def _albert_export(*args):
+    from albert_tf.cli import export
+
+    export.FLAGS(["albert-export", *args])
+    try:
+        export.main([])
+    finally:
+        export.FLAGS.unparse_flags()
+
+
+def test_albert_export_writes_the_encoders_litert_model(tmp_path):
+    from albert_tf.errors import FlagError
+
+    keras.utils.set_random_seed(0)
+    encoder = AlbertEncoder(CONFIG)
+    encoder.build()
+    preset = encoder.save_to_preset(tmp_path / "preset", TINY_VOCAB)
+    texts = tmp_path / "texts.txt"
+    texts.write_text("The old man came.\nA river\tat night.\n")
+    _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'out'}", "--format=litert",
+                   "--max_seq_length=16", "--quantization=full_int8", f"--representative_texts={texts}")
+    description = json.loads((tmp_path / "out" / litert.IO_FILE).read_text())
+    assert (description["task"], description["quantization"]) == ("encoder", "full_int8")
+    assert litert.custom_ops((tmp_path / "out" / litert.MODEL_FILE).read_bytes()) == []
+    _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'f32'}", "--format=litert", "--max_seq_length=16")
+    features = _features([1, SEQ], seed=3)
+    got = litert.LiteRTModel(tmp_path / "f32" / litert.MODEL_FILE)(features)
+    np.testing.assert_allclose(got["pooled_output"], encoder(features)["pooled_output"].numpy(), atol=1e-4, rtol=0)
+    for args, message in ((["--quantization=dynamic_int8"], "are for --format=litert"),
+                          (["--format=litert", "--quantization=full_int8"], "needs it"),
+                          (["--format=litert", "--model=pretrainer"], "exports the encoder")):
+        with pytest.raises(FlagError, match=message):
+            _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'refused'}", *args)
+        assert not (tmp_path / "refused").exists()
+
+
+def test_keras_layer_norm_traces_without_fused_batch_norm():
+    from albert_tf.layers import common
+
+    layer = common.LayerNorm()
+    layer.build((None, 8))
+    x = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
+
+    def ops(traced):
+        return {op.type for op in traced.graph.get_operations()}
+
+    function = tf.function(lambda v: layer(v, training=False))
+    fused = function.get_concrete_function(tf.TensorSpec([3, 8], tf.float32))
+    with common.keras_layer_norm():
+        keras_form = tf.function(lambda v: layer(v, training=False)).get_concrete_function(tf.TensorSpec([3, 8]))
+    assert "FusedBatchNormV3" in ops(fused)  # the CPU SavedModel's form, outside the block
+    assert "FusedBatchNormV3" not in ops(keras_form)
+    np.testing.assert_allclose(keras_form(tf.constant(x)).numpy(), fused(tf.constant(x)).numpy(), atol=1e-5)

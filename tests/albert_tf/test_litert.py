@@ -15,6 +15,7 @@ from albert_tf import AlbertConfig, AlbertEncoder, litert
 from albert_tf.export import export_saved_model
 from albert_tf.heads import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
 from finetune.race.export import export_race_model
+from tests.helpers import good_bad_sentences
 
 TINY_VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"
 CONFIG = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=2,
@@ -113,20 +114,6 @@ def test_every_quantization_converts_to_builtin_ops_and_shrinks(tmp_path):
         litert.convert(model, CONFIG.max_position_embeddings + 1)
 
 
-FILLER = "the a of house river king night long old little man came went saw there".split()
-
-
-def _sentences(n, seed):
-    """Sentences of filler words with "good" (label 1) or "bad" (label 0) somewhere in them."""
-    rng = np.random.default_rng(seed)
-    texts, labels = [], []
-    for _ in range(n):
-        label = int(rng.integers(0, 2))
-        words = list(rng.choice(FILLER, size=5))
-        words.insert(int(rng.integers(0, 6)), "good" if label else "bad")
-        texts.append(" ".join(words).capitalize() + ".")
-        labels.append(label)
-    return texts, np.array(labels)
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +125,7 @@ def trained_classifier():
     classifier = AlbertTextClassifier(AlbertClassifier(CONFIG, num_labels=2),
                                       AlbertTextPreprocessor(str(TINY_VOCAB), sequence_length=SEQ))
     classifier.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=False)
-    texts, labels = _sentences(96, seed=2)
+    texts, labels = good_bad_sentences(96, seed=2)
     classifier.fit(texts, labels, batch_size=16, epochs=8, seed=3, verbose=0)
     return classifier, texts
 
@@ -151,7 +138,7 @@ def test_int8_classifier_gives_the_float_models_labels(trained_classifier, quant
     litert.export_litert(classifier, tmp_path, TINY_VOCAB, SEQ, quantization=quantization,
                          representative_data=calibration)
     lite = litert.LiteRTModel(tmp_path / litert.MODEL_FILE)
-    dev_texts, dev_labels = _sentences(200, seed=7)
+    dev_texts, dev_labels = good_bad_sentences(200, seed=7)
     features = {k: v.numpy() for k, v in classifier.preprocessor(dev_texts).items()}
     want = np.argmax(classifier.classifier(features, training=False).numpy(), -1)
     got = lite(features)

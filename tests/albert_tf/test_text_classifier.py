@@ -13,25 +13,12 @@ from albert_tf import AlbertConfig, AlbertEncoder
 from albert_tf.text_classifier import AlbertTextClassifier
 from albert_tf.text_preprocessor import AlbertTextPreprocessor
 from albert_tf.tokenizer import AlbertTokenizer
+from tests.helpers import good_bad_sentences
 
 TINY_VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"
 CONFIG = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
 SEQ = 16
-FILLER = "the a of house river king night long old little man came went saw there".split()
-
-
-def _sentences(n, seed):
-    """Sentences of filler words with "good" (label 1) or "bad" (label 0) somewhere in them."""
-    rng = np.random.default_rng(seed)
-    texts, labels = [], []
-    for _ in range(n):
-        label = int(rng.integers(0, 2))
-        words = list(rng.choice(FILLER, size=5))
-        words.insert(int(rng.integers(0, 6)), "good" if label else "bad")
-        texts.append(" ".join(words).capitalize() + ".")
-        labels.append(label)
-    return texts, np.array(labels)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +35,7 @@ def trained(preset):
     classifier = AlbertTextClassifier.from_preset(preset, num_classes=2, sequence_length=SEQ)
     # XLA's compile time would dominate a CPU test of a few steps.
     classifier.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=False)
-    texts, labels = _sentences(96, seed=2)
+    texts, labels = good_bad_sentences(96, seed=2)
     history = classifier.fit(texts, labels, batch_size=16, epochs=8, seed=3, verbose=0)
     return classifier, history
 
@@ -56,7 +43,7 @@ def trained(preset):
 def test_preprocessor_gives_the_python_tokenizers_ids():
     preprocessor = AlbertTextPreprocessor(str(TINY_VOCAB), sequence_length=SEQ)
     tokenizer = AlbertTokenizer(str(TINY_VOCAB))
-    texts, _ = _sentences(4, seed=5)
+    texts, _ = good_bad_sentences(4, seed=5)
     seconds = ["A longer second sentence that is cut to fit the sequence."] * 4
     for packed, expected in ((preprocessor(texts), [tokenizer.pack(tokenizer.encode(t), max_seq_length=SEQ)
                                                     for t in texts]),
@@ -84,7 +71,7 @@ def test_from_preset_loads_the_encoder_and_a_new_head(preset):
 def test_fit_on_raw_text_learns(trained):
     classifier, history = trained
     assert history.history["loss"][-1] < history.history["loss"][0]
-    texts, labels = _sentences(64, seed=9)  # sentences not trained on
+    texts, labels = good_bad_sentences(64, seed=9)  # sentences not trained on
     logits = classifier.predict(texts, batch_size=16, verbose=0)
     assert np.mean(logits.argmax(axis=1) == labels) >= 0.9
     loss, accuracy = classifier.evaluate(texts, labels, batch_size=16, verbose=0)
@@ -97,7 +84,7 @@ def test_fit_on_raw_text_learns(trained):
 @pytest.mark.slow
 def test_save_to_preset_and_export_on_raw_text(trained, tmp_path):
     classifier, _ = trained
-    texts, _ = _sentences(6, seed=11)
+    texts, _ = good_bad_sentences(6, seed=11)
     logits = classifier.predict(texts, verbose=0)
     saved = classifier.save_to_preset(tmp_path / "fine_tuned")
     again = AlbertTextClassifier.from_preset(saved)
@@ -129,7 +116,7 @@ def test_a_fine_tuned_classifier_converts_to_hugging_face(trained, tmp_path):
     hf_dir = convert_preset_to_hf(named.save_to_preset(tmp_path / "preset"), tmp_path / "hf")
     hf = transformers.AlbertForSequenceClassification.from_pretrained(hf_dir).eval()
     assert hf.config.id2label == {0: "negative", 1: "positive"}
-    texts, _ = _sentences(8, seed=13)
+    texts, _ = good_bad_sentences(8, seed=13)
     packed = classifier.preprocessor(texts)
     with torch.no_grad():
         logits = hf(input_ids=torch.tensor(packed["input_ids"].numpy(), dtype=torch.long),

@@ -51,7 +51,7 @@ FULL_INT8_MASK_BIAS = -50.0
 def task_of(model) -> str:
     """"encoder", "classifier", "squad" or "race": which task's outputs `model` gives."""
     from albert_tf.encoder import AlbertEncoder
-    from albert_tf.heads import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
+    from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
 
     for cls, task in ((AlbertEncoder, "encoder"), (AlbertClassifier, "classifier"),
                       (AlbertSpanLabeler, "squad"), (AlbertMultipleChoice, "race")):
@@ -64,7 +64,7 @@ def task_of(model) -> str:
 def _unwrap(model):
     # A text classifier (albert_tf.text_classifier) converts as its classifier: ids in.
     inner = getattr(model, "classifier", None)
-    from albert_tf.heads import AlbertClassifier
+    from albert_tf.models import AlbertClassifier
 
     return inner if isinstance(inner, AlbertClassifier) else model
 

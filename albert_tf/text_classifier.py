@@ -1,7 +1,7 @@
 """A text classifier as keras-hub users know it: `from_preset`, then `fit`, `predict` and `export`
 on raw strings.
 
-`AlbertTextClassifier` joins an `albert_tf.heads.AlbertClassifier` (encoder, pooled output,
+`AlbertTextClassifier` joins an `albert_tf.models.AlbertClassifier` (encoder, pooled output,
 dropout, dense) and an `AlbertTextPreprocessor`; `fit`, `evaluate` and `predict` take strings (or
 pairs of strings) and run the preprocessor in the input pipeline, as keras-hub's tasks do. It is
 compiled on creation with keras-hub's defaults (Adam at 5e-5, sparse categorical cross-entropy on
@@ -26,7 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.heads.classifier import AlbertClassifier
+from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.presets.folder import TEXT_CLASSIFIER_TASK as TASK_CLASS
 from albert_tf.text_preprocessor import AlbertTextPreprocessor
 

@@ -65,7 +65,7 @@ def our_update(config, ids, labels, jit_compile):
     import keras
     import tensorflow as tf
 
-    from albert_tf.heads import AlbertClassifier
+    from albert_tf.models import AlbertClassifier
 
     tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)

@@ -3,8 +3,8 @@ max_seq_length, grouped by length or drawn at random, and in mixed_bfloat16: doe
 change the result?
 
 Every variant starts from the same random weights (the seed) and trains through the real path
-(`GlueFinetuning.dataset_fn` and `train_steps`), then evaluates the whole dev split with
-`GlueFinetuning.predict`:
+(`Finetuning.dataset_fn` and `train_steps`), then evaluates the whole dev split with
+`Finetuning.predict`:
   padded: batches drawn at random, every batch padded to --seq_length (no length buckets);
   bucketed: the same batches, each cut to the smallest length bucket that holds its longest row
       (evaluation also sorts by length within windows);

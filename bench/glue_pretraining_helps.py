@@ -52,7 +52,7 @@ def main():
     args = parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from finetune.glue import cli
-    from finetune.glue.tasks import get_task
+    from finetune.glue.benchmark import get_task
 
     task = get_task(args.task)
     if not (task.has_train and task.eval_splits):

@@ -4,7 +4,7 @@ Rows (examples per second, after a warm-up call that compiles; the best of the r
 on a shared machine other processes only ever slow a repeat down, and the median beside it):
   fine-tuning: the fine-tuning loop of finetune/trainer.py (forward, backward, the release's
       AdamW with clipping) on cached SST-2 train features, global batch 32 as in the paper;
-  evaluation: `GlueFinetuning.predict` on SST-2 dev features (input pipeline, compiled forward,
+  evaluation: `Finetuning.predict` on SST-2 dev features (input pipeline, compiled forward,
       gathering and reordering the outputs, dropping the padding rows; each batch cut to the
       length bucket of its longest row);
   raw forward: the same compiled forward pass on one in-memory batch of the evaluation batch size,
@@ -52,8 +52,10 @@ tf.config.threading.set_inter_op_parallelism_threads(1)
 
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
-from finetune.glue import data, trainer  # noqa: E402
-from finetune.glue.tasks import get_task  # noqa: E402
+from finetune import trainer  # noqa: E402
+from finetune.glue import data  # noqa: E402
+from finetune.glue.task import GlueTask  # noqa: E402
+from finetune.glue.benchmark import get_task  # noqa: E402
 
 
 def subset(cached: data.CachedFeatures, n: int, folder: str) -> data.CachedFeatures:
@@ -86,7 +88,7 @@ def main():
         max_seq_length=ARGS.seq_length, learning_rate=1e-5, num_train_steps=100000, num_warmup_steps=0,
         steps_per_loop=ARGS.train_steps, jit_compile=bool(ARGS.jit_compile), max_train_examples=4096,
     )
-    run = trainer.GlueFinetuning(config, task, options, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    run = trainer.Finetuning(config, GlueTask(task), options, tf.distribute.OneDeviceStrategy("/cpu:0"))
     iterator = iter(run.distribute(run.dataset_fn(train, for_training=True), run.per_replica_batch))
 
     rates = {"fine-tuning": [], "evaluation": [], "raw forward": []}
@@ -99,7 +101,7 @@ def main():
         began = time.perf_counter()
         run.train_steps(iterator, ARGS.train_steps)
         rates["fine-tuning"].append(ARGS.train_steps * ARGS.train_batch / (time.perf_counter() - began))
-        _, _, rate = run.predict(dev)
+        _, rate = run.predict(dev)
         rates["evaluation"].append(rate)
         began = time.perf_counter()
         for _ in range(forward_calls):

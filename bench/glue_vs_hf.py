@@ -4,8 +4,8 @@ Face's PyTorch AlbertForSequenceClassification with per-batch dynamic padding, i
 Ours is the real fine-tuning path: features cached by `finetune.glue.data.cache_features` at
 `--seq_length`, batched by the trainer's `dataset_fn` (`finetune.inputs.make_dataset`: training
 records grouped by length within windows of shuffled batches, each batch cut to the smallest length
-bucket that holds its longest row), updates by `GlueFinetuning.train_steps` (the compiled loop:
-forward, backward, the release's AdamW with clipping) and evaluation by `GlueFinetuning.predict`.
+bucket that holds its longest row), updates by `Finetuning.train_steps` (the compiled loop:
+forward, backward, the release's AdamW with clipping) and evaluation by `Finetuning.predict`.
 Hugging Face's model is built from the same config (random weights, no download), each batch padded
 only to its own longest row as `DataCollatorWithPadding` does: training is forward with labels,
 backward, gradient clipping to 1.0 and torch's AdamW, on batches drawn at random from the same
@@ -19,7 +19,7 @@ A few timed batches are a sample of the lengths: the table of mean columns over 
 batches, printed first, says what a long run computes, and the results table gives the timed
 batches' own mean columns beside it.
 Hugging Face evaluates the dev examples in file order (its Trainer's sequential sampler); ours
-sorts them by length within windows of batches, as `GlueFinetuning.predict` does. `--ours` picks
+sorts them by length within windows of batches, as `Finetuning.predict` does. `--ours` picks
 our variants (float32 with XLA, the default options; without XLA; mixed_bfloat16 without XLA).
 The systems rotate which goes first (PyTorch's OpenMP threads spin a while after their work). The
 table gives medians over repeats in examples per second, the ratio ours / Hugging Face's (above 1:
@@ -83,9 +83,11 @@ from albert_tf.convert import config_to_hf  # noqa: E402
 from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
 from finetune import inputs  # noqa: E402
 from finetune.trainer import SORT_WINDOW  # noqa: E402
-from finetune.glue import data, trainer  # noqa: E402
+from finetune import trainer  # noqa: E402
+from finetune.glue import data  # noqa: E402
 from finetune.glue.task import GlueTask  # noqa: E402
-from finetune.glue.tasks import get_task  # noqa: E402
+from finetune.glue.task import GlueTask  # noqa: E402
+from finetune.glue.benchmark import get_task  # noqa: E402
 
 
 def subset(cached, n: int, folder: str):
@@ -113,7 +115,7 @@ VARIANTS = {"xla": (True, "none"), "noxla": (False, "none"), "bf16": (False, "bf
 
 
 class Ours:
-    """One task's `GlueFinetuning` run, timed through its own input pipeline."""
+    """One task's `Finetuning` run, timed through its own input pipeline."""
 
     def __init__(self, config, task, train, dev, work, variant):
         jit_compile, mixed_precision = VARIANTS[variant]
@@ -124,7 +126,7 @@ class Ours:
             jit_compile=jit_compile, mixed_precision=mixed_precision,
             max_train_examples=ARGS.train_examples,
         )
-        self.run = trainer.GlueFinetuning(config, task, options, tf.distribute.OneDeviceStrategy("/cpu:0"))
+        self.run = trainer.Finetuning(config, GlueTask(task), options, tf.distribute.OneDeviceStrategy("/cpu:0"))
         self.train, self.dev = train, dev
 
     def train_batches(self):
@@ -152,7 +154,7 @@ class Ours:
         return ARGS.train_steps * ARGS.train_batch / (time.perf_counter() - began)
 
     def eval_rate(self) -> float:
-        return self.run.predict(self.dev)[2]
+        return self.run.predict(self.dev)[1]
 
     def rates(self, row: str) -> bool:
         return True

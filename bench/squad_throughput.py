@@ -55,7 +55,7 @@ torch.set_num_threads(ARGS.threads)
 import transformers  # noqa: E402
 
 from albert_tf import AlbertConfig  # noqa: E402
-from albert_tf.heads import AlbertSpanLabeler  # noqa: E402
+from albert_tf.models import AlbertSpanLabeler  # noqa: E402
 from albert_tf.optimization import create_optimizer  # noqa: E402
 from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
 from finetune.squad import features, postprocess, readers  # noqa: E402

@@ -19,7 +19,7 @@ Data
 
 Model
     `build_model(config, options, dtype)`: the task model, its encoder kept as `model.encoder`
-        (the models of `albert_tf.heads`, or the task's own).
+        (the models of `albert_tf.models`, or the task's own).
     `train_metric_names`: the sums of `loss_sums` that training reports ("loss" first).
     `loss_sums(model, features, training)`: sums over the batch, in float32, of the loss and of
         the other training metrics, each row weighted by `features["example_weight"]`. Sums, not

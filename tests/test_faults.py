@@ -243,7 +243,7 @@ def race_export(tmp_path_factory, small_data_dir):
     import keras
 
     from albert_tf import AlbertConfig
-    from albert_tf.heads import AlbertMultipleChoice
+    from albert_tf.models import AlbertMultipleChoice
     from finetune.race.export import export_race_model
 
     keras.utils.set_random_seed(0)
@@ -291,7 +291,7 @@ def test_squad_serve_text_answers_empty_contexts_and_batches_and_refuses_a_misma
     import tensorflow as tf
 
     from albert_tf import AlbertConfig
-    from albert_tf.heads import AlbertSpanLabeler
+    from albert_tf.models import AlbertSpanLabeler
     from finetune.squad import features, serving
     from finetune.squad.model import AlbertSquadV2
 

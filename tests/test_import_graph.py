@@ -103,7 +103,7 @@ def test_imports_go_one_way():
 def test_conversion_and_presets_import_no_model_class():
     graph = import_graph()
     models = {"albert_tf.encoder", "albert_tf.pretrainer", "albert_tf.text_classifier", "albert_tf.model_base",
-              "albert_tf.heads", "albert_tf.heads.classifier"}
+              "albert_tf.models", "albert_tf.models.classifier"}
     below = {"albert_tf.convert", "albert_tf.checkpoint_names"} | {n for n in graph if n.startswith("albert_tf.presets")}
     seen, todo = set(), list(below)
     while todo:  # everything they reach, directly or not

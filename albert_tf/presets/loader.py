@@ -18,7 +18,7 @@ released name, a URL, hf://: `albert_tf.presets.sources.resolve`) -> the model w
 - `random`: nothing, the seed's weights: the baseline that shows what pretraining is worth.
 
 `initialize_encoder(model, ...)` copies the encoder weights into any task model that keeps its
-encoder as `model.encoder` (every model of `albert_tf.heads`); the head stays as initialised.
+encoder as `model.encoder` (every model of `albert_tf.models`); the head stays as initialised.
 
 Loading a SavedModel needs the SentencePiece op of tensorflow_text registered (the export holds the
 in-graph tokenizer): `load_saved_model` imports it first, so a fresh process can load any export.

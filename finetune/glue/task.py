@@ -1,7 +1,7 @@
 """GLUE on the shared fine-tuning layer: the task module (see finetune/task.py for the protocol).
 
 Its readers (finetune/glue/readers.py), features (finetune/glue/data.py), metrics and submission
-files are GLUE's own; the model is `albert_tf.heads.AlbertClassifier` (a regressor for STS-B), the
+files are GLUE's own; the model is `albert_tf.models.AlbertClassifier` (a regressor for STS-B), the
 loss the release's (cross-entropy, or the squared error of the score), and the SavedModel returns
 `probabilities`, the predicted `label` and the `label_names` (`score` for STS-B).
 """
@@ -12,12 +12,12 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.features import EXAMPLE_WEIGHT, classification_feature_spec
-from albert_tf.heads import AlbertClassifier, classifier_sums
+from albert_tf.models import AlbertClassifier, classifier_sums
 from albert_tf.length_buckets import bucket_lengths
 from finetune.glue import data, metrics, submission
 from finetune.glue.hparams import glue_hparams
 from finetune.glue.readers import split_path
-from finetune.glue.tasks import Task, get_task
+from finetune.glue.benchmark import Task, get_task
 from finetune.task import FinetuningTask, model_inputs
 
 # Option fields -> the fields of finetune.glue.hparams.FinetuneHparams.
@@ -27,7 +27,7 @@ _HPARAMS = {"learning_rate": "learning_rate", "train_batch_size": "batch_size", 
 
 
 class GlueTask(FinetuningTask):
-    """One GLUE task (`finetune.glue.tasks.Task` or its name) on the data in `data_dir`; `hparams`
+    """One GLUE task (`finetune.glue.benchmark.Task` or its name) on the data in `data_dir`; `hparams`
     ("paper" or "release", see `finetune.glue.hparams`) fills the options not given."""
 
     prediction_features = ("label_ids",)

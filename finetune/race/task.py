@@ -1,7 +1,7 @@
 """RACE on the shared fine-tuning layer: the task module (see finetune/task.py for the protocol).
 
 Readers (finetune/race/readers.py), rows (features.py), metrics and the raw-text SavedModel
-(export.py) are RACE's own; the model is `albert_tf.heads.AlbertMultipleChoice` (pooled output,
+(export.py) are RACE's own; the model is `albert_tf.models.AlbertMultipleChoice` (pooled output,
 dropout, one logit per option, a softmax over the four) and the loss the release's cross-entropy.
 The splits are the release's folders: `train/`, `dev/` (evaluated) and `test/` (predicted), each
 holding `middle/` and `high/`; any of them may be given as another path of the reader's layouts.
@@ -19,7 +19,7 @@ import numpy as np
 from albert_tf.errors import UserError
 from albert_tf.features import EXAMPLE_WEIGHT, multiple_choice_feature_spec
 from albert_tf.files import atomic_open
-from albert_tf.heads import AlbertMultipleChoice, classifier_sums
+from albert_tf.models import AlbertMultipleChoice, classifier_sums
 from finetune import cache
 from finetune.race import features, metrics, readers
 from finetune.task import FinetuningTask, model_inputs

@@ -1,7 +1,7 @@
 """SQuAD v1.1 and v2.0 on the shared fine-tuning layer (see finetune/task.py for the protocol).
 
 Readers, features, post-processing, metrics, the v2.0 head and the SavedModel are in this package;
-v1.1's model is `albert_tf.heads.AlbertSpanLabeler`. The split "train" is `train_file`, "dev" is
+v1.1's model is `albert_tf.models.AlbertSpanLabeler`. The split "train" is `train_file`, "dev" is
 `predict_file`, scored with the official metrics; v2.0's no-answer threshold is the release's
 (the one that maximises F1 on the predicted file) unless one is given.
 """
@@ -16,7 +16,7 @@ from tqdm import tqdm
 from albert_tf.errors import UserError
 from albert_tf.features import EXAMPLE_WEIGHT, span_feature_spec
 from albert_tf.files import write_json
-from albert_tf.heads import AlbertSpanLabeler
+from albert_tf.models import AlbertSpanLabeler
 from finetune.cache import cache_features
 from finetune.squad import features, metrics, postprocess, readers, serving
 from finetune.squad.model import AlbertSquadV2, v1_loss_sums, v2_loss_sums

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, litert
 from albert_tf.export import export_saved_model
-from albert_tf.heads import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
+from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
 from finetune.race.export import export_race_model
 from tests.helpers import good_bad_sentences
 

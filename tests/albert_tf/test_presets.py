@@ -25,7 +25,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, convert
 from albert_tf.checkpoint_names import encoder_weight_names, head_weight_names
 from albert_tf.errors import UserError
-from albert_tf.heads import AlbertClassifier
+from albert_tf.models import AlbertClassifier
 from albert_tf.presets import download, folder, loader, registry, sources, weights
 from tests.conftest import REPO_ROOT
 

@@ -19,9 +19,10 @@ from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.tokenizer import AlbertTokenizer
 from albert_tf.training import CONFIG_FILE, model_weights
 from finetune.glue import cli
-from finetune.glue.model import GlueClassifier, init_vocab_size, initialize_encoder
+from albert_tf.models import AlbertClassifier as GlueClassifier
+from albert_tf.presets.loader import init_vocab_size, initialize_encoder
 from finetune.glue.readers import read_examples
-from finetune.glue.trainer import TASK_FILE
+from finetune.trainer import TASK_FILE
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
 TINY_VOCAB = TESTS / "fixtures" / "data_prep" / "tiny_vocab.model"

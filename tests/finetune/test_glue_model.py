@@ -14,14 +14,8 @@ from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.tokenizer import AlbertTokenizer
 from albert_tf.training import CONFIG_FILE, model_weights
 from finetune.glue import metrics
-from finetune.glue.model import (
-    WORD_EMBEDDINGS,
-    GlueClassifier,
-    _encoder_key,
-    classifier_sums,
-    init_vocab_size,
-    initialize_encoder,
-)
+from albert_tf.models import AlbertClassifier as GlueClassifier, classifier_sums
+from albert_tf.presets.loader import WORD_EMBEDDINGS, _encoder_key, init_vocab_size, initialize_encoder
 from finetune.glue.readers import read_examples
 
 TINY_VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"

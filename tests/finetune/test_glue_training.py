@@ -45,7 +45,7 @@ def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path, small_d
 
 
 def _options(output_dir, **changes):
-    from finetune.glue.trainer import FinetuneOptions
+    from finetune.trainer import FinetuneOptions
 
     values = dict(output_dir=str(output_dir), train_batch_size=BATCH, eval_batch_size=BATCH, max_seq_length=SEQ,
                   learning_rate=1e-3, num_train_steps=STEPS, num_warmup_steps=1, classifier_dropout=0.0,
@@ -73,8 +73,10 @@ def _mirrored(output_dir, data_dir):
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from albert_tf import AlbertConfig, strategies
     from albert_tf.tokenizer import AlbertTokenizer
-    from finetune.glue import data, trainer
-    from finetune.glue.tasks import get_task
+    from finetune import trainer
+    from finetune.glue import data
+    from finetune.glue.task import GlueTask
+    from finetune.glue.benchmark import get_task
 
     config = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
@@ -82,21 +84,22 @@ def _mirrored(output_dir, data_dir):
     # The 408 dev rows: a small split that trains and predicts in seconds.
     cached = data.cache_features(task, os.path.join(data_dir, "glue"), "dev", AlbertTokenizer(TINY_VOCAB), SEQ,
                                  os.path.join(output_dir, "features"))
-    one = trainer.GlueFinetuning(config, task, _options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
+    one = trainer.Finetuning(config, GlueTask(task), _options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
     mirrored = strategies.get_strategy("mirrored")
-    two = trainer.GlueFinetuning(config, task, _options(f"{output_dir}/two", jit_compile=True), mirrored)
+    two = trainer.Finetuning(config, GlueTask(task), _options(f"{output_dir}/two", jit_compile=True), mirrored)
     report = {"replicas": two.num_replicas, "one_device": _trajectory(one, cached, STEPS),
               "mirrored": _trajectory(two, cached, STEPS)}
     report["max_weight_difference"] = _max_difference(one, two)
-    (outputs_one, _, _), (outputs_two, _, _) = one.predict(cached), two.predict(cached)
+    (outputs_one, _), (outputs_two, _) = one.predict(cached), two.predict(cached)
+    outputs_one, outputs_two = outputs_one["logits"], outputs_two["logits"]
     report["predicted"] = len(outputs_two)
     report["max_prediction_difference"] = float(np.max(np.abs(outputs_one - outputs_two)))
 
     # Without XLA, which the run above covers: two compilations fewer.
-    interrupted = trainer.GlueFinetuning(config, task, _options(f"{output_dir}/resumed"), mirrored)
+    interrupted = trainer.Finetuning(config, GlueTask(task), _options(f"{output_dir}/resumed"), mirrored)
     _trajectory(interrupted, cached, 3)
     interrupted.save()
-    resumed = trainer.GlueFinetuning(config, task, _options(f"{output_dir}/resumed"), mirrored)
+    resumed = trainer.Finetuning(config, GlueTask(task), _options(f"{output_dir}/resumed"), mirrored)
     resumed.restore_or_initialize()
     result = trainer.train(resumed, cached)
     report["resumed"] = {"resumed_from": result["resumed_from"], "step": result["step"]}

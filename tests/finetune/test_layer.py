@@ -19,7 +19,7 @@ from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf import convert
 from albert_tf.presets import weights as preset_weights
 from albert_tf.features import EXAMPLE_WEIGHT
-from albert_tf.heads import AlbertClassifier, AlbertMultipleChoice, classifier_sums
+from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, classifier_sums
 from albert_tf.tokenizer import AlbertTokenizer
 from albert_tf.training import CONFIG_FILE, model_weights
 from albert_tf.presets import loader as initialization
@@ -471,7 +471,7 @@ def test_every_source_is_recognised_and_loads(tmp_path):
 _FRESH_PROCESS = """
 import sys
 from albert_tf import AlbertConfig
-from albert_tf.heads import AlbertMultipleChoice
+from albert_tf.models import AlbertMultipleChoice
 from albert_tf.presets import loader as initialization
 assert "tensorflow_text" not in sys.modules
 source = initialization.find_source(sys.argv[1])

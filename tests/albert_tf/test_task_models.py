@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertEncoder
-from albert_tf.heads import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler, classifier_sums
+from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler, classifier_sums
 from tests.albert_tf.layer_harness import assert_config_round_trip, assert_keras_file_round_trip
 from tests.albert_tf.tiny import TINY, pretraining_batch
 

@@ -4,13 +4,13 @@
 - `AlbertSpanLabeler`: every position's final state -> start and end logits (SQuAD v1.1).
 - `AlbertMultipleChoice`: each choice's pooled output -> dropout -> one logit (RACE).
 
-Each keeps the encoder as `encoder`, so `finetune.initialization` loads pretrained weights into any
+Each keeps the encoder as `encoder`, so `albert_tf.presets.loader` loads pretrained weights into any
 of them, and each is a registered, serializable Keras model (`from_config(get_config())` and
 `.keras` files rebuild it exactly).
 """
 
-from albert_tf.heads.classifier import AlbertClassifier, classifier_sums
-from albert_tf.heads.multiple_choice import AlbertMultipleChoice
-from albert_tf.heads.span_labeler import AlbertSpanLabeler
+from albert_tf.models.classifier import AlbertClassifier, classifier_sums
+from albert_tf.models.multiple_choice import AlbertMultipleChoice
+from albert_tf.models.span_labeler import AlbertSpanLabeler
 
 __all__ = ["AlbertClassifier", "AlbertMultipleChoice", "AlbertSpanLabeler", "classifier_sums"]

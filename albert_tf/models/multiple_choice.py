@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.encoder import AlbertEncoder
-from albert_tf.heads.classifier import check_dropout_rate
+from albert_tf.models.classifier import check_dropout_rate
 from albert_tf.layers import common
 from albert_tf.model_base import AlbertConfigModel
 from albert_tf.validation import require_positive_ints

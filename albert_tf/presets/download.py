@@ -55,10 +55,23 @@ def split_checksum(url: str) -> tuple[str, str | None]:
 
 
 @contextlib.contextmanager
+def writing_in_cache(path: str):
+    """Names `path` and the cache in one line when the disk refuses a write there (a full disk, a
+    read-only or misplaced ALBERT_TF_HOME): a local fault, not a download failing."""
+    try:
+        yield
+    except OSError as error:
+        raise UserError(f"cannot write {path} in the cache ({reason(error)}); free space or set "
+                        f"ALBERT_TF_HOME to a writable folder (now {home()})") from None
+
+
+@contextlib.contextmanager
 def locked(path: str):
     """Holds an exclusive lock on `path` (a lock file) for the block; another process waits."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "a") as handle:
+    with writing_in_cache(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        handle = open(path, "a")
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -82,7 +95,8 @@ def fetch(url: str, target: str, sha256: str | None = None, progress: bool = Tru
     if offline():
         raise UserError(f"ALBERT_TF_OFFLINE is set and {url} is not in the cache ({home()}); {HINT}")
     partial = target + PARTIAL_SUFFIX
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with writing_in_cache(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
     scheme = urllib.parse.urlparse(url).scheme
     try:
         (_fetch_http if scheme in ("http", "https") else _fetch_gfile)(url, partial, progress)
@@ -122,6 +136,26 @@ def _bar(total: int | None, initial: int, url: str, progress: bool):
                 disable=not progress, file=sys.stderr, dynamic_ncols=True)
 
 
+class _PartialFile:
+    """The download's file, whose write errors are the cache's (`writing_in_cache`), not the network's."""
+
+    def __init__(self, path: str, have: int):
+        self.path = path
+        with writing_in_cache(path):
+            self.file = open(path, "ab" if have else "wb")
+
+    def write(self, chunk: bytes):
+        with writing_in_cache(self.path):
+            self.file.write(chunk)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        with writing_in_cache(self.path):
+            self.file.close()
+
+
 def _fetch_http(url: str, partial: str, progress: bool) -> None:
     have = os.path.getsize(partial) if os.path.isfile(partial) else 0
     headers = {"User-Agent": "albert_tf"}
@@ -138,7 +172,7 @@ def _fetch_http(url: str, partial: str, progress: bool) -> None:
             have = 0
         length = response.headers.get("Content-Length")
         total = have + int(length) if length is not None else None
-        with open(partial, "ab" if have else "wb") as f, _bar(total, have, url, progress) as bar:
+        with _PartialFile(partial, have) as f, _bar(total, have, url, progress) as bar:
             while chunk := response.read(CHUNK):
                 f.write(chunk)
                 bar.update(len(chunk))
@@ -152,7 +186,7 @@ def _fetch_gfile(url: str, partial: str, progress: bool) -> None:
 
     have = os.path.getsize(partial) if os.path.isfile(partial) else 0
     total = tf.io.gfile.stat(url).length
-    with tf.io.gfile.GFile(url, "rb") as source, open(partial, "ab" if have else "wb") as f, \
+    with tf.io.gfile.GFile(url, "rb") as source, _PartialFile(partial, have) as f, \
             _bar(total, have, url, progress) as bar:
         if have:
             source.seek(have)

@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import os
 import pathlib
+import re
 import shutil
 import socket
 import subprocess
@@ -266,6 +267,26 @@ def test_no_network_fails_within_seconds_naming_the_url(cache, monkeypatch):
     with contextlib.closing(silent), pytest.raises(UserError, match="could not download .*(timed out|no answer)"):
         sources.resolve(f"http://127.0.0.1:{silent.getsockname()[1]}/x.tar.gz")
     assert time.monotonic() - started < 5
+
+
+def test_a_cache_that_cannot_be_written_is_named_not_the_download(server, cache, tmp_path, monkeypatch):
+    server.files["/big.tar.gz"] = os.urandom(1 << 20)
+    url = server.url("big.tar.gz")
+    # ALBERT_TF_HOME below a file: the cache's fault, named, before any request.
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv("ALBERT_TF_HOME", str(tmp_path / "a_file" / "cache"))
+    with pytest.raises(UserError, match=r"cannot write .*a_file/cache.* in the cache .*set ALBERT_TF_HOME"):
+        sources.resolve(url, progress=False)
+    assert server.requests == []
+    # The disk refusing a write halfway (a file size limit stands in for a full disk).
+    monkeypatch.setenv("ALBERT_TF_HOME", str(cache))
+    script = ("import resource, signal; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, resource.RLIM_INFINITY)); "
+              f"from albert_tf.presets import sources; sources.resolve({url!r}, progress=False)")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert re.search(r"UserError: cannot write .*big.tar.gz.download in the cache \(.*File too large", result.stderr)
+    assert "could not download" not in result.stderr
 
 
 def test_a_corrupt_tarball_is_named_and_not_kept(release, server, cache):

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import os
 
-import keras
 import tensorflow as tf
 
+from albert_tf import export
 from albert_tf.graph_tokenizer import AlbertGraphTokenizer
 from finetune.squad.features import FeatureSettings
 
@@ -240,9 +240,7 @@ def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.
     `segment_ids`, `p_mask` [B, T] (the model's raw outputs). The SentencePiece model is stored as
     the asset `vocab_file`. Returns the output directory.
     """
-    if not model.built:
-        model.build()
-    tokenizer = AlbertGraphTokenizer(tf.saved_model.Asset(os.fspath(spm_model_file)), do_lower_case=do_lower_case)
+    tokenizer = export.prepare(model, spm_model_file, settings.max_seq_length, do_lower_case)
 
     def outputs_fn(inputs):
         if version_2:
@@ -262,13 +260,5 @@ def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.
         "serve_text": serve_text.get_concrete_function(*text_specs),
         "serving_default": serving_default.get_concrete_function(**input_specs),
     }
-    unwrap = lambda v: getattr(v, "value", v) if isinstance(v, keras.Variable) else v  # noqa: E731
-    root = tf.train.Checkpoint()
-    root.server = server
-    root.vocab_file = server.vocab_file
-    root.variables = [unwrap(v) for v in model.variables]
-    root.max_seq_length = tf.Variable(settings.max_seq_length, trainable=False, name="max_seq_length")
-    output_dir = os.fspath(output_dir)
-    tf.io.gfile.makedirs(output_dir)
-    tf.saved_model.save(root, output_dir, signatures=signatures)
-    return output_dir
+    return export.save(model, output_dir, server, signatures, tokenizer,
+                       stored={"max_seq_length": settings.max_seq_length})

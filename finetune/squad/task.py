@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 
-import tensorflow as tf
 from tqdm import tqdm
 
 from albert_tf.errors import UserError
@@ -166,12 +165,19 @@ class SquadTask(FinetuningTask):
             paths.append(path)
         return paths
 
-    def export(self, model, spm_model_file, max_seq_length, export_dir):
-        if tf.io.gfile.exists(export_dir):
-            tf.io.gfile.rmtree(export_dir)
+    def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir):
         settings = features.FeatureSettings(max_seq_length, self.doc_stride, self.max_query_length)
         return serving.export_squad(model, export_dir, spm_model_file, settings, self.version_2, self.n_best_size,
                                     self.max_answer_length, self._export_threshold)
+
+    def litert_outputs(self, model, max_seq_length):
+        if not self.version_2:
+            return None  # AlbertSpanLabeler: albert_tf.litert knows its start and end logits
+        from albert_tf.litert import INPUTS, TaskOutputs
+
+        # The answerability head's beam and answer-class logit, on p_mask beside the ids.
+        return TaskOutputs("squad_v2", (*INPUTS, "p_mask"), (1, max_seq_length),
+                           lambda inputs: model(inputs, training=False))
 
     def default_options(self, **given):
         hparams = dict(HPARAMS[self.hparams][self.version_2])

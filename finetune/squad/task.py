@@ -55,9 +55,12 @@ class SquadTask(FinetuningTask):
 
     def __init__(self, train_file=None, predict_file=None, version_2_with_negative=False, doc_stride=128,
                  max_query_length=64, n_best_size=20, max_answer_length=30, start_n_top=5, end_n_top=5,
-                 null_score_diff_threshold=None, hparams="paper"):
+                 null_score_diff_threshold=None, hparams="paper", export_top_k=5):
         if hparams not in HPARAMS:
             raise ValueError(f"hparams must be one of {', '.join(HPARAMS)}, got {hparams!r}")
+        if not 1 <= export_top_k <= n_best_size:
+            raise ValueError(f"export_top_k ({export_top_k}) must be between 1 and n_best_size ({n_best_size})")
+        self.export_top_k = export_top_k
         self.hparams = hparams
         self.files = {"train": train_file, "dev": predict_file}
         self.version_2 = version_2_with_negative
@@ -168,7 +171,7 @@ class SquadTask(FinetuningTask):
     def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir):
         settings = features.FeatureSettings(max_seq_length, self.doc_stride, self.max_query_length)
         return serving.export_squad(model, export_dir, spm_model_file, settings, self.version_2, self.n_best_size,
-                                    self.max_answer_length, self._export_threshold)
+                                    self.max_answer_length, self._export_threshold, top_k=self.export_top_k)
 
     def litert_outputs(self, model, max_seq_length):
         if not self.version_2:

@@ -351,3 +351,35 @@ def test_glue_tool_writes_full_int8_calibrated_on_its_training_texts(small_data_
         cli.finetune([*args[:-1], f"--output_dir={tmp_path / 'refused'}", "--quantization=dynamic_int8"])
     assert not (tmp_path / "refused").exists()
 
+
+@pytest.mark.slow
+def test_squad_tools_dynamic_int8_gives_the_float_answers_on_200_dev_questions(data_dir, tmp_path):
+    from albert_tf.tokenizer import AlbertTokenizer
+    from finetune.squad import cli, features, metrics, postprocess, readers
+    from tests.finetune.test_squad_cli import CONFIG as SQUAD_CONFIG, TRAINING, _first_questions
+
+    # A tiny model fine-tuned on the first 200 questions of SQuAD v1.1's dev set (so it answers them
+    # well: agreement on a model that knows nothing would say little), exported by the tool itself.
+    questions = _first_questions(data_dir / "squad" / "dev-v1.1.json", 200, tmp_path / "dev200.json")
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(SQUAD_CONFIG))
+    spm_model = data_dir / "albert" / "30k-clean.model"
+    summary = cli.finetune(["albert-finetune-squad", f"--albert_config_file={config}", f"--spm_model_file={spm_model}",
+                            f"--output_dir={tmp_path / 'run'}", f"--train_file={questions}", "--do_train",
+                            *TRAINING, "--format=litert", "--quantization=dynamic_int8"])
+    examples = readers.read_squad(questions)[:200]
+    assert len(examples) == 200
+    settings = features.FeatureSettings(128, 64, 32)  # TRAINING's lengths
+    records = features.stack_records(features.convert_examples(examples, AlbertTokenizer(spm_model), settings))
+    inputs = {k: records[k] for k in litert.INPUTS}
+    want = summary["model"](inputs, training=False)
+    got = litert.LiteRTModel(pathlib.Path(summary["export_dir"]) / litert.MODEL_FILE)(inputs)
+    float_answers = postprocess.postprocess_v1(examples, records, want["start_logits"].numpy(),
+                                               want["end_logits"].numpy()).answers
+    int8_answers = postprocess.postprocess_v1(examples, records, got["start_logits"], got["end_logits"]).answers
+    scores = metrics.evaluate_v1(json.loads(questions.read_text())["data"], float_answers)
+    print("float32:", scores)
+    assert scores["exact_match"] >= 80  # the tiny model learned the questions
+    agreement = np.mean([int8_answers[e.qas_id] == float_answers[e.qas_id] for e in examples])
+    print(f"dynamic int8: {agreement:.1%} of 200 answers the float model's")
+    assert agreement >= 0.97, f"{agreement:.1%} of the answers agree"

@@ -28,3 +28,7 @@ MIXED_PRECISION_HELP = ("bf16 (TPU, GPUs from Ampere on, recent CPUs), fp16 with
 # --strategy=multi_worker: a worker not heard from for this long is taken as lost (albert_tf.strategies;
 # TensorFlow's own default of 10 s would end a job on a long pause of a busy host).
 WORKER_TIMEOUT_S = 60.0
+
+# The exports' formats and a LiteRT model's quantizations (albert_tf.export, albert_tf.litert).
+EXPORT_FORMATS = ("saved_model", "litert")
+QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")

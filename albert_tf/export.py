@@ -22,6 +22,13 @@ and it is a reusable SavedModel the TF-Hub way: the loaded object is callable as
 `SavedModelLayer`). The SentencePiece model is stored as the asset `vocab_file`.
 
 A consumer needs only tensorflow and tensorflow_text (for the SentencePiece op); not this package.
+
+This module is also the one export path of every task and format: `prepare` makes the checks of
+every export (the length against the positions, the vocabulary against the embedding table) and
+the graph tokenizer, `save` assembles and writes every SavedModel's root object (variables,
+vocabulary asset, stored settings, config). A task adds only its signatures: the encoder's and
+classifier's are here, SQuAD's in finetune/squad/serving.py, RACE's in finetune/race/export.py;
+`albert_tf.litert` writes the LiteRT format after the same `prepare`.
 """
 
 from __future__ import annotations
@@ -47,16 +54,77 @@ def _float32(outputs: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     return {k: tf.cast(v, tf.float32) if v.dtype.is_floating else v for k, v in outputs.items()}
 
 
-def _serving_variables(model) -> tuple[list, list]:
-    """The tf.Variables under the model's Keras variables: those are what the graph captures."""
+def serving_variables(model) -> tuple[list, list]:
+    """The tf.Variables under the model's Keras variables (what the graph captures): the trainable
+    ones, and the others (Keras' `variables` includes seed-generator states, which dropout in
+    training mode reads)."""
     def unwrap(v):
         return getattr(v, "value", v) if isinstance(v, keras.Variable) else v
 
     trainable = [unwrap(v) for v in model.trainable_variables]
     ids = {id(v) for v in trainable}
-    # Keras' `variables` includes seed-generator states, which dropout in training mode reads.
     others = [unwrap(v) for v in model.variables if id(unwrap(v)) not in ids]
     return trainable, others
+
+
+def check_length(model, max_seq_length: int):
+    """`max_seq_length` against the model's positions; builds the model."""
+    if not isinstance(max_seq_length, int) or max_seq_length < 4:
+        raise ValueError(f"max_seq_length must be an integer >= 4 (room for [CLS] A [SEP] B [SEP]), "
+                         f"got {max_seq_length!r}")
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if limit is not None and max_seq_length > limit:
+        raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings ({limit})")
+    if not model.built:
+        model.build()
+
+
+def prepare(model, spm_model_file: str | os.PathLike, max_seq_length: int,
+            do_lower_case: bool = True) -> AlbertGraphTokenizer:
+    """The checks of every export, of either format, before anything is traced or written: the
+    length against the model's positions, the SentencePiece model against its embedding table.
+    Builds the model; returns the graph tokenizer, whose SentencePiece model a SavedModel stores
+    as the asset `vocab_file`."""
+    check_length(model, max_seq_length)
+    tokenizer = AlbertGraphTokenizer(tf.saved_model.Asset(os.fspath(spm_model_file)), do_lower_case=do_lower_case)
+    vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
+    if vocab_size is not None and tokenizer.vocab_size > vocab_size:
+        raise ValueError(
+            f"the SentencePiece model {spm_model_file} has {tokenizer.vocab_size} pieces, more than the "
+            f"model's vocab_size ({vocab_size})"
+        )
+    return tokenizer
+
+
+def save(model, output_dir: str | os.PathLike, serving: tf.Module, signatures: Mapping,
+         tokenizer: AlbertGraphTokenizer, stored: Mapping[str, object], reusable_call=None) -> str:
+    """Writes the SavedModel of every task: the root object holds the task's `serving` module (its
+    functions; the model itself is not tracked there, which would save every weight twice), the
+    model's variables as plain lists (TF-Hub's reusable-SavedModel attributes), the SentencePiece
+    asset `vocab_file`, and each of `stored` (the export's settings: `max_seq_length`, ...) as a
+    variable; the model's config goes beside as albert_config.json. Returns the output directory."""
+    trainable, others = serving_variables(model)
+    root = tf.train.Checkpoint()
+    root.serving = serving
+    if reusable_call is not None:
+        root.__call__ = reusable_call
+    root.vocab_file = tokenizer.model_asset
+    root.variables = trainable + others
+    root.trainable_variables = trainable
+    root.regularization_losses = []
+    for name, value in stored.items():
+        setattr(root, name, tf.Variable(value, trainable=False, name=name))
+    output_dir = os.fspath(output_dir)
+    tf.io.gfile.makedirs(output_dir)
+    tf.saved_model.save(root, output_dir, signatures=dict(signatures))
+    config = getattr(model, "config", None)
+    if config is not None:
+        # Every artifact carries its config: fine-tuning from this export needs no other flag.
+        from albert_tf.files import write_json
+        from albert_tf.presets.checkpoints import CONFIG_FILE
+
+        write_json(os.path.join(output_dir, CONFIG_FILE), config.to_dict())
+    return output_dir
 
 
 class _Exported(tf.Module):
@@ -216,59 +284,22 @@ def export_saved_model(
         >>> loaded = tf.saved_model.load("exported")
         >>> loaded.signatures["serve_text"](text=tf.constant([["A question?", "An answer."]]))
     """
-    if not isinstance(max_seq_length, int) or max_seq_length < 4:
-        raise ValueError(f"max_seq_length must be an integer >= 4 (room for [CLS] A [SEP] B [SEP]), "
-                         f"got {max_seq_length!r}")
-    config = getattr(model, "config", None)
-    limit = getattr(config, "max_position_embeddings", None)
-    if limit is not None and max_seq_length > limit:
-        raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings ({limit})")
-    length_buckets = (bucket_lengths(max_seq_length) if length_buckets is None
-                      else check_bucket_lengths(length_buckets, max_seq_length))
     if text_segments not in (None, 1, 2):
         raise ValueError(f"text_segments must be None, 1 or 2, got {text_segments!r}")
     extra_inputs = dict(extra_inputs or {})
     for name, feature in extra_inputs.items():
         if name in SEQUENCE_INPUTS or not feature.dtype.is_integer or len(feature.shape) != 1:
             raise ValueError(f"extra input {name!r} must be a new name with a 1-D integer feature, got {feature}")
-    if not model.built:
-        model.build()
+    tokenizer = prepare(model, spm_model_file, max_seq_length, do_lower_case)
+    length_buckets = (bucket_lengths(max_seq_length) if length_buckets is None
+                      else check_bucket_lengths(length_buckets, max_seq_length))
     if outputs_fn is None:
         outputs_fn = lambda inputs, training: model(inputs, training=training)  # noqa: E731
-
-    tokenizer = AlbertGraphTokenizer(
-        tf.saved_model.Asset(os.fspath(spm_model_file)), do_lower_case=do_lower_case
-    )
-    vocab_size = getattr(config, "vocab_size", None)
-    if vocab_size is not None and tokenizer.vocab_size > vocab_size:
-        raise ValueError(
-            f"the SentencePiece model {spm_model_file} has {tokenizer.vocab_size} pieces, more than the "
-            f"model's vocab_size ({vocab_size})"
-        )
     module = _Exported(outputs_fn, tokenizer, max_seq_length, extra_inputs, length_buckets, text_segments)
-    trainable, others = _serving_variables(model)
     signatures = module.build_functions()
-    output_dir = os.fspath(output_dir)
-    tf.io.gfile.makedirs(output_dir)
-    # Hub's reusable-SavedModel attributes: plain tracked lists on the root object.
-    root = tf.train.Checkpoint()
-    root.module = module
-    root.__call__ = module.__call__
-    root.vocab_file = module.vocab_file
-    root.variables = trainable + others
-    root.trainable_variables = trainable
-    root.regularization_losses = []
-    root.max_seq_length = tf.Variable(max_seq_length, trainable=False, name="max_seq_length")
-    root.do_lower_case = tf.Variable(do_lower_case, trainable=False, name="do_lower_case")
-    root.length_buckets = tf.Variable(length_buckets, trainable=False, name="length_buckets")
-    tf.saved_model.save(root, output_dir, signatures=signatures)
-    if config is not None:
-        # Every artifact carries its config: fine-tuning from this export needs no other flag.
-        from albert_tf.files import write_json
-        from albert_tf.presets.checkpoints import CONFIG_FILE
-
-        write_json(os.path.join(output_dir, CONFIG_FILE), config.to_dict())
-    return output_dir
+    return save(model, output_dir, module, signatures, tokenizer, reusable_call=module.__call__,
+                stored={"max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
+                        "length_buckets": length_buckets})
 
 
 def export_encoder(encoder, output_dir, spm_model_file, max_seq_length: int, **kwargs) -> str:

@@ -11,7 +11,9 @@
 for the encoder (`pooled_output`, `sequence_output`), the GLUE classifier (`logits`, and
 `probability`, their softmax, unless it is a regressor), SQuAD v1.1's span model (`end_logits`,
 `start_logits`, in the order TFLite Task Library's BertQuestionAnswerer reads them) and RACE's
-multiple-choice model (`logits`, `probability` over the choices).
+multiple-choice model (`logits`, `probability` over the choices). A model of another task (SQuAD
+v2.0's answerability head, in finetune/) gives its inputs and outputs as a `TaskOutputs`. The
+checks (lengths, vocabulary) are every export's: `albert_tf.export.prepare`.
 
 The model is traced at batch 1 with Keras' LayerNorm formula (`common.keras_layer_norm`): the
 fused CPU form goes through `FusedBatchNormV3`, which LiteRT has no builtin kernel for. The
@@ -25,6 +27,7 @@ feature dicts of the task's own training texts, e.g. from `tokenized_texts`).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -35,9 +38,10 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
+from albert_tf import export
+from albert_tf.choices import QUANTIZATIONS
 from albert_tf.layers import common
 
-QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
 MODEL_FILE = "model.tflite"
 IO_FILE = "model_io.json"
 INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -46,6 +50,19 @@ CALIBRATION_EXAMPLES = 100
 # Full int8's attention mask: exp(-50) is 0 in any softmax of scores below about 30 in size, and the
 # scores' int8 range keeps a step of about 0.2, where the encoder's -10000 left a step of 40.
 FULL_INT8_MASK_BIAS = -50.0
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskOutputs:
+    """What a task's LiteRT model is: `task` (its name in model_io.json), its int32 `inputs` in
+    order, each of `shape`, and `outputs_fn`, the outputs by name of a dict of those inputs (the
+    model's outputs are in the order of their names). The models of albert_tf have theirs
+    (`task_outputs`); a task of finetune/ with another model gives its own."""
+
+    task: str
+    inputs: tuple[str, ...]
+    shape: tuple[int, ...]
+    outputs_fn: Callable[[dict], dict]
 
 
 def task_of(model) -> str:
@@ -58,7 +75,7 @@ def task_of(model) -> str:
         if isinstance(model, cls):
             return task
     raise ValueError(f"no LiteRT export for a {type(model).__name__}: give an AlbertEncoder, AlbertClassifier, "
-                     "AlbertSpanLabeler (SQuAD v1.1) or AlbertMultipleChoice (RACE)")
+                     "AlbertSpanLabeler (SQuAD v1.1) or AlbertMultipleChoice (RACE), or its TaskOutputs")
 
 
 def _unwrap(model):
@@ -69,47 +86,42 @@ def _unwrap(model):
     return inner if isinstance(inner, AlbertClassifier) else model
 
 
-def _outputs_fn(model, task: str) -> Callable[[dict], dict]:
-    """The task's outputs by name; the model's outputs are in the order of their names."""
+def task_outputs(model, max_seq_length: int) -> TaskOutputs:
+    """The `TaskOutputs` of an albert_tf model (see `task_of`)."""
     def softmax_too(logits):
         outputs = {"logits": logits}
         if logits.shape[-1] > 1:  # a regressor's one output is its score
             outputs["probability"] = tf.nn.softmax(logits, axis=-1)
         return outputs
 
+    model = _unwrap(model)
+    task = task_of(model)
+    shape = (1, model.num_choices, max_seq_length) if task == "race" else (1, max_seq_length)
     if task in ("encoder", "squad"):  # pooled_output, sequence_output; end_logits, start_logits
-        return lambda inputs: dict(model(inputs, training=False))
-    return lambda inputs: softmax_too(model(inputs, training=False))
+        return TaskOutputs(task, INPUTS, shape, lambda inputs: dict(model(inputs, training=False)))
+    return TaskOutputs(task, INPUTS, shape, lambda inputs: softmax_too(model(inputs, training=False)))
 
 
 def input_shape(model, max_seq_length: int) -> list[int]:
-    model = _unwrap(model)
-    return [1, model.num_choices, max_seq_length] if task_of(model) == "race" else [1, max_seq_length]
+    return list(task_outputs(model, max_seq_length).shape)
 
 
-def _check_length(model, max_seq_length: int):
-    if not isinstance(max_seq_length, int) or max_seq_length < 4:
-        raise ValueError(f"max_seq_length must be an integer >= 4, got {max_seq_length!r}")
-    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-    if limit is not None and max_seq_length > limit:
-        raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings ({limit})")
-
-
-def _calibration(representative_data, shape: list[int]):
+def _calibration(representative_data, outputs: TaskOutputs):
     """The converter's representative dataset: the first examples of `representative_data` (an
     iterable of feature dicts, or a callable returning one) as int32 arrays of the model's shape."""
     def dataset():
         data = representative_data() if callable(representative_data) else representative_data
         count = 0
         for features in itertools.islice(data, CALIBRATION_EXAMPLES):
-            yield {k: np.asarray(features[k], np.int32).reshape(shape) for k in INPUTS}
+            yield {k: np.asarray(features[k], np.int32).reshape(outputs.shape) for k in outputs.inputs}
             count += 1
         if not count:
             raise ValueError("representative_data gave no examples to calibrate full_int8 on")
     return dataset
 
 
-def convert(model, max_seq_length: int, quantization: str = "none", representative_data=None) -> bytes:
+def convert(model, max_seq_length: int, quantization: str = "none", representative_data=None,
+            outputs: TaskOutputs | None = None) -> bytes:
     """`model` (encoder, classifier, span labeler or multiple choice) as a LiteRT flatbuffer.
 
     Args:
@@ -120,24 +132,22 @@ def convert(model, max_seq_length: int, quantization: str = "none", representati
             `segment_ids`, each [T], [1, T] or the multiple-choice [C, T]) of the task's training
             texts, or a callable returning a fresh iterable of them; the first
             `CALIBRATION_EXAMPLES` are read.
+        outputs: the model's `TaskOutputs` where it is not one of albert_tf's models.
     """
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
     if quantization == "full_int8" and representative_data is None:
         raise ValueError("full_int8 needs representative_data: feature dicts of the task's training texts")
     model = _unwrap(model)
-    task = task_of(model)
-    _check_length(model, max_seq_length)
-    if not model.built:
-        model.build()
-    shape = input_shape(model, max_seq_length)
-    outputs_fn = _outputs_fn(model, task)
+    export.check_length(model, max_seq_length)
+    outputs = outputs or task_outputs(model, max_seq_length)
+    names = outputs.inputs
 
-    def serving_default(input_ids, input_mask, segment_ids):
-        return outputs_fn({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
+    def serving_default(*inputs):
+        return outputs.outputs_fn(dict(zip(names, inputs, strict=True)))
 
-    specs = [tf.TensorSpec(shape, tf.int32, name=name) for name in INPUTS]
-    encoder = model if task == "encoder" else model.encoder
+    specs = [tf.TensorSpec(outputs.shape, tf.int32, name=name) for name in names]
+    encoder = model.encoder if hasattr(model, "encoder") else model
     if quantization == "full_int8":
         encoder.attention_mask_bias = FULL_INT8_MASK_BIAS
     try:
@@ -150,8 +160,8 @@ def convert(model, max_seq_length: int, quantization: str = "none", representati
     output_names = sorted(traced.structured_outputs)
     frozen = convert_variables_to_constants_v2(traced)
 
-    def named(input_ids, input_mask, segment_ids):
-        return dict(zip(output_names, frozen(input_ids, input_mask, segment_ids), strict=True))
+    def named(*inputs):
+        return dict(zip(output_names, frozen(*inputs), strict=True))
 
     function = tf.function(named, autograph=False).get_concrete_function(*specs)
     converter = tf.lite.TFLiteConverter.from_concrete_functions([function], tf.Module())
@@ -161,11 +171,11 @@ def convert(model, max_seq_length: int, quantization: str = "none", representati
     if quantization == "float16":
         converter.target_spec.supported_types = [tf.float16]
     elif quantization == "full_int8":
-        converter.representative_dataset = _calibration(representative_data, shape)
+        converter.representative_dataset = _calibration(representative_data, outputs)
         # int8 kernels wherever LiteRT has one, float32 builtins elsewhere; ids stay int32 and
         # the outputs float32, so callers see the float model's interface.
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
-    flatbuffer = _in_order(converter.convert(), INPUTS, output_names)
+    flatbuffer = _in_order(converter.convert(), names, output_names)
     custom = custom_ops(flatbuffer)
     if custom:
         raise RuntimeError(f"the converted model uses ops outside LiteRT's builtins: {', '.join(custom)}")
@@ -259,10 +269,11 @@ class LiteRTModel:
         self.interpreter = interpreter(model, num_threads)
         self._runner = self.interpreter.get_signature_runner("serving_default")
         self.input_shape = [int(n) for n in self._runner.get_input_details()["input_ids"]["shape"]]
+        self.input_names = [d["name"] for d in self.interpreter.get_input_details()]
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         rank = len(self.input_shape)
-        inputs = {k: np.asarray(features[k], np.int32) for k in INPUTS}
+        inputs = {k: np.asarray(features[k], np.int32) for k in self.input_names}
         batched = inputs["input_ids"].ndim == rank
         if not batched:
             inputs = {k: v[None] for k, v in inputs.items()}
@@ -285,31 +296,32 @@ def tokenized_texts(texts: Iterable, spm_model_file: str | os.PathLike, max_seq_
 
 
 def export_litert(model, output_dir: str | os.PathLike, spm_model_file: str | os.PathLike, max_seq_length: int,
-                  *, quantization: str = "none", representative_data=None, do_lower_case: bool = True) -> str:
+                  *, quantization: str = "none", representative_data=None, do_lower_case: bool = True,
+                  outputs: TaskOutputs | None = None) -> str:
     """Writes `model` as `<output_dir>/model.tflite` with `model_io.json`, `spiece.model` and
     `config.json` beside it (see the module); returns `output_dir`.
 
     Each file is written aside and renamed when complete; the conversion runs before any is.
+    `outputs`: the model's `TaskOutputs` where it is not one of albert_tf's models (`convert`).
 
     Example:
         >>> export_litert(classifier, "on_device", "30k-clean.model", 128, quantization="dynamic_int8")
     """
     from albert_tf.files import atomic_path, write_json
-    from albert_tf.presets.folder import CONFIG, VOCAB, check_vocabulary
+    from albert_tf.presets.folder import CONFIG, VOCAB
 
     model = _unwrap(model)
-    task = task_of(model)
+    outputs = outputs or task_outputs(model, max_seq_length)
     config = getattr(model, "config", None)
-    if config is not None:
-        check_vocabulary(spm_model_file, config)
-    flatbuffer = convert(model, max_seq_length, quantization, representative_data)
+    export.prepare(model, spm_model_file, max_seq_length, do_lower_case)  # the checks of every export
+    flatbuffer = convert(model, max_seq_length, quantization, representative_data, outputs)
     output_dir = os.fspath(output_dir)
     os.makedirs(output_dir, exist_ok=True)
     with atomic_path(os.path.join(output_dir, VOCAB)) as partial:
         shutil.copyfile(spm_model_file, partial)
     if config is not None:
         write_json(os.path.join(output_dir, CONFIG), config.to_dict())
-    description = {"task": task, "quantization": quantization, "max_seq_length": max_seq_length,
+    description = {"task": outputs.task, "quantization": quantization, "max_seq_length": max_seq_length,
                    "do_lower_case": do_lower_case, "vocab_file": VOCAB, **io_description(flatbuffer)}
     write_json(os.path.join(output_dir, IO_FILE), description, sort_keys=False)
     with atomic_path(os.path.join(output_dir, MODEL_FILE)) as partial:

@@ -107,6 +107,11 @@ def define_flags(flag_values: flags.FlagValues):
     define("string", "tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.")
     define("bool", "export", True, "Export the task model as a SavedModel to <output_dir>/export after training "
            "(or when there is none yet).")
+    define("enum", "format", "saved_model", "The export's format: saved_model, or litert: a LiteRT (TFLite) model "
+           "for phones, <output_dir>/export/model.tflite beside spiece.model and model_io.json (docs/on_device.md).",
+           enum_values=list(choices.EXPORT_FORMATS))
+    define("enum", "quantization", "none", "--format=litert: the weights' (and for full_int8 the activations', "
+           "calibrated on the training split's texts) type.", enum_values=list(choices.QUANTIZATIONS))
     for field in _option_fields():
         default = None if field.name in HPARAM_FIELDS else _CLI_DEFAULTS.get(field.name, field.default)
         help_text = _OPTION_HELP[field.name]
@@ -123,6 +128,16 @@ def define_flags(flag_values: flags.FlagValues):
             define("string", field.name, default if default is not dataclasses.MISSING else None, help_text)
 
     define_release_flags(flag_values)
+
+
+def check_export_flags(flag_values: flags.FlagValues, task):
+    """--format and --quantization agree, and full int8 has training texts to calibrate on."""
+    F = flag_values
+    if F.format != "litert" and F.quantization != "none":
+        raise app.UsageError("--quantization is for --format=litert")
+    if F.export and F.quantization == "full_int8" and not task.train_split:
+        raise app.UsageError(f"--quantization=full_int8 calibrates on {task.name}'s training texts: give its "
+                             "training data too")
 
 
 def options_from_flags(flag_values: flags.FlagValues, task):
@@ -238,6 +253,7 @@ def run_task(flag_values: flags.FlagValues, task, asked: tuple[str, ...] | None 
     flags of what to do that the user gave (default: --do_eval and --do_predict as set), for a
     tool that maps its own onto them."""
     F = flag_values
+    check_export_flags(F, task)
     # Before any data is read or a model built: an unusable folder is one line naming its flag.
     prepare_output_dir(F.output_dir, create=False)
     if F.cache_dir:
@@ -333,7 +349,11 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
 
     export_dir = os.path.join(F.output_dir, EXPORT_DIR)
     if F.export and run.is_chief and (F.do_train or not os.path.exists(export_dir)):
-        summary["export_dir"] = task.export(run.model, spm_model_file, options.max_seq_length, export_dir)
+        calibration = None  # full int8 calibrates on the task's own training texts
+        if F.quantization == "full_int8":
+            calibration = _features(task, task.train_split, tokenizer, options.max_seq_length, cache_dir)
+        summary["export_dir"] = task.export(run.model, spm_model_file, options.max_seq_length, export_dir,
+                                            F.format, F.quantization, calibration)
         logging.info("exported the %s model to %s", task.name, summary["export_dir"])
     return summary
 

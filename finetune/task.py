@@ -38,9 +38,11 @@ Results
         the best checkpoint as `model.ckpt-best` when it evaluates while training.
 
 Serving and runs
-    `export(model, spm_model_file, max_seq_length, export_dir)`: a SavedModel; the default exports
+    `export(model, spm_model_file, max_seq_length, export_dir, format, quantization, ...)`: a
+        SavedModel or a LiteRT model. The SavedModel is `export_saved_model(...)`: by default
         `serving_outputs(model)` on every signature of `albert_tf.export` (token ids, serialized
-        tf.Examples, raw text); a task with other text inputs overrides it.
+        tf.Examples, raw text); a task with other text inputs overrides it. The LiteRT model's
+        outputs are the model's own (`albert_tf.litert`) unless `litert_outputs` gives others.
     `default_options(**given)`: the task's hparams (the paper's hyperparameters) for the option
         fields `HPARAM_FIELDS`, with the values the user gave.
     `run_info()`: what `output_dir/task.json` records, so that a run of another task (or another
@@ -71,6 +73,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import numpy as np
 
+from albert_tf.choices import EXPORT_FORMATS
 from albert_tf.features import EXAMPLE_WEIGHT
 
 if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not load it
@@ -142,16 +145,43 @@ class FinetuningTask:
         """`outputs_fn(inputs, training)` of `albert_tf.export.export_saved_model`."""
         return lambda inputs, training: model(inputs, training=training)
 
-    def export(self, model, spm_model_file: str, max_seq_length: int, export_dir: str) -> str:
-        """The task model as a SavedModel (replacing what `export_dir` held); returns the folder."""
+    def export(self, model, spm_model_file: str, max_seq_length: int, export_dir: str, format: str = "saved_model",
+               quantization: str = "none", calibration=None) -> str:
+        """The task model as a SavedModel (`export_saved_model`) or, with `format="litert"`, a LiteRT
+        model of `quantization` (`albert_tf.litert.export_litert`; full int8 calibrated on
+        `calibration`, the `CachedFeatures` of the training split), replacing what `export_dir`
+        held; returns the folder."""
         import tensorflow as tf
 
-        from albert_tf.export import export_saved_model
-
+        if format not in EXPORT_FORMATS:
+            raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {format!r}")
         if tf.io.gfile.exists(export_dir):
             tf.io.gfile.rmtree(export_dir)
-        return export_saved_model(model, os.fspath(export_dir), spm_model_file, max_seq_length,
+        if format == "saved_model":
+            return self.export_saved_model(model, spm_model_file, max_seq_length, os.fspath(export_dir))
+        from albert_tf.litert import export_litert
+
+        def records():  # the first training records, read when the converter calibrates
+            spec = calibration.feature_spec()
+            for serialized in tf.data.TFRecordDataset(str(calibration.path)).as_numpy_iterator():
+                yield {k: v.numpy() for k, v in tf.io.parse_single_example(serialized, spec).items()}
+
+        return export_litert(model, export_dir, spm_model_file, max_seq_length, quantization=quantization,
+                             representative_data=records if calibration is not None else None,
+                             outputs=self.litert_outputs(model, max_seq_length))
+
+    def export_saved_model(self, model, spm_model_file: str, max_seq_length: int, export_dir: str) -> str:
+        """The task's SavedModel: by default `serving_outputs(model)` on every signature of
+        `albert_tf.export` (token ids, serialized tf.Examples, raw text)."""
+        from albert_tf.export import export_saved_model
+
+        return export_saved_model(model, export_dir, spm_model_file, max_seq_length,
                                   outputs_fn=self.serving_outputs(model), text_segments=self.text_segments)
+
+    def litert_outputs(self, model, max_seq_length: int):
+        """The LiteRT model's `albert_tf.litert.TaskOutputs`; None: the model is one of albert_tf's,
+        which knows its own."""
+        return None
 
     def default_options(self, **given) -> dict:
         """The hparams' values of `HPARAM_FIELDS` with `given` (a None keeps the hparams' value)."""

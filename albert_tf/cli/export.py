@@ -10,7 +10,8 @@
         --representative_texts train_texts.txt --output_dir DIR
 
 writes a LiteRT model instead (DIR/model.tflite, model_io.json, spiece.model; `albert_tf.litert`,
-docs/on_device.md): int32 ids [1, max_seq_length] in, builtin ops only; the encoder only.
+docs/on_device.md): int32 ids [1, max_seq_length] in, builtin ops only; the encoder only (a
+fine-tuned task's comes from its fine-tuning tool's --format=litert).
 
 The SavedModel's signatures are `serving_default` (token ids), `serve_examples` (serialized
 tf.Examples), `serve_text` (raw strings) and `tokenize`; see `albert_tf.export`.
@@ -20,6 +21,7 @@ import os
 
 from absl import flags
 
+from albert_tf.choices import EXPORT_FORMATS, QUANTIZATIONS
 from albert_tf.cli.entry_point import run_main
 from albert_tf.errors import FlagError
 from albert_tf.files import locked_run_folder, prepare_output_dir
@@ -44,9 +46,9 @@ flags.DEFINE_integer("max_seq_length", 128, "Length serve_text pads/truncates to
                      flag_values=FLAGS)
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Length of masked_lm_positions in serve_examples "
                      "(pretrainer only).", flag_values=FLAGS)
-flags.DEFINE_enum("format", "saved_model", ["saved_model", "litert"], "saved_model, or litert: a LiteRT "
+flags.DEFINE_enum("format", "saved_model", list(EXPORT_FORMATS), "saved_model, or litert: a LiteRT "
                   "(TFLite) model of the encoder for phones (albert_tf.litert).", flag_values=FLAGS)
-flags.DEFINE_enum("quantization", "none", ["none", "float16", "dynamic_int8", "full_int8"], "--format=litert: "
+flags.DEFINE_enum("quantization", "none", list(QUANTIZATIONS), "--format=litert: "
                   "the weights' (and for full_int8 the activations') type.", flag_values=FLAGS)
 flags.DEFINE_string("representative_texts", None, "--quantization=full_int8: a text file of training texts to "
                     "calibrate on, one a line (a tab between the two texts of a pair).", flag_values=FLAGS)
@@ -70,7 +72,7 @@ def _check_litert_flags():
         return
     if FLAGS.model != "encoder":
         raise FlagError("--format=litert exports the encoder (--model=encoder); a fine-tuned task's LiteRT model "
-                        "comes from albert_tf.litert.export_litert")
+                        "comes from its fine-tuning tool's --format=litert")
     if (FLAGS.quantization == "full_int8") != bool(FLAGS.representative_texts):
         raise FlagError("--representative_texts goes with --quantization=full_int8, which needs it (training "
                         "texts to calibrate the activations on)")

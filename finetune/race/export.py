@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import os
 
-import keras
 import tensorflow as tf
 
+from albert_tf import export
 from albert_tf.graph_tokenizer import AlbertGraphTokenizer
 from finetune.race.features import SEQUENCE_FEATURES, check_lengths, graph_features
 from finetune.race.readers import LETTERS, NUM_OPTIONS
-
-
-def _unwrap(variable):
-    return getattr(variable, "value", variable) if isinstance(variable, keras.Variable) else variable
 
 
 class _RaceServing(tf.Module):
@@ -84,26 +80,7 @@ def export_race_model(model, export_dir: str | os.PathLike, spm_model_file: str 
     """Writes `model` (inputs [B, 4, T] -> logits [B, 4], e.g. `AlbertMultipleChoice`) as a
     SavedModel with the signatures of this module's docstring; returns `export_dir`."""
     check_lengths(max_seq_length, max_qa_length)
-    config = getattr(model, "config", None)
-    limit = getattr(config, "max_position_embeddings", None)
-    if limit is not None and max_seq_length > limit:
-        raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings ({limit})")
-    if not model.built:
-        model.build()
-    tokenizer = AlbertGraphTokenizer(tf.saved_model.Asset(os.fspath(spm_model_file)), do_lower_case=do_lower_case)
-    vocab_size = getattr(config, "vocab_size", None)
-    if vocab_size is not None and tokenizer.vocab_size > vocab_size:
-        raise ValueError(f"the SentencePiece model {spm_model_file} has {tokenizer.vocab_size} pieces, more than "
-                         f"the model's vocab_size ({vocab_size})")
+    tokenizer = export.prepare(model, spm_model_file, max_seq_length, do_lower_case)
     serving = _RaceServing(model, tokenizer, max_seq_length, max_qa_length)
-    signatures = serving.signatures()
-    root = tf.train.Checkpoint()
-    root.serving = serving
-    root.vocab_file = tokenizer.model_asset
-    root.variables = [_unwrap(v) for v in model.variables]
-    root.max_seq_length = tf.Variable(max_seq_length, trainable=False, name="max_seq_length")
-    root.max_qa_length = tf.Variable(max_qa_length, trainable=False, name="max_qa_length")
-    export_dir = os.fspath(export_dir)
-    tf.io.gfile.makedirs(export_dir)
-    tf.saved_model.save(root, export_dir, signatures=signatures)
-    return export_dir
+    return export.save(model, export_dir, serving, serving.signatures(), tokenizer,
+                       stored={"max_seq_length": max_seq_length, "max_qa_length": max_qa_length})

@@ -157,13 +157,9 @@ class RaceTask(FinetuningTask):
 
     # ---- serving and runs --------------------------------------------------------------------
 
-    def export(self, model, spm_model_file, max_seq_length, export_dir):
-        import shutil
-
+    def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir):
         from finetune.race.export import export_race_model
 
-        if os.path.exists(export_dir):
-            shutil.rmtree(export_dir)
         return export_race_model(model, export_dir, spm_model_file, max_seq_length, self.max_qa_length)
 
     def default_options(self, **given):

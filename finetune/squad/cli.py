@@ -38,6 +38,9 @@ flags.DEFINE_integer("doc_stride", 128, "Pieces between the starts of two window
 flags.DEFINE_integer("max_query_length", 64, "Question pieces kept (the first ones).", flag_values=FLAGS)
 flags.DEFINE_integer("n_best_size", 20, "Candidates per question in nbest_predictions.json (and start/end "
                      "logits paired, v1.1).", flag_values=FLAGS)
+flags.DEFINE_integer("export_top_k", 5, "Answers of the n-best list the exported SavedModel returns with their "
+                     "probabilities and offsets (top_k_text, top_k_probability, ...; docs/squad.md); at most "
+                     "--n_best_size.", flag_values=FLAGS)
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.", flag_values=FLAGS)
 flags.DEFINE_integer("start_n_top", 5, "v2.0: starts kept by the beam.", flag_values=FLAGS)
 flags.DEFINE_integer("end_n_top", 5, "v2.0: ends kept for each start.", flag_values=FLAGS)
@@ -55,7 +58,7 @@ def make_task(flag_values):
     return SquadTask(flag_values.train_file, flag_values.predict_file, flag_values.version_2_with_negative,
                      flag_values.doc_stride, flag_values.max_query_length, flag_values.n_best_size,
                      flag_values.max_answer_length, flag_values.start_n_top, flag_values.end_n_top,
-                     flag_values.null_score_diff_threshold, flag_values.hparams)
+                     flag_values.null_score_diff_threshold, flag_values.hparams, flag_values.export_top_k)
 
 
 def finetune(argv) -> dict:
@@ -75,7 +78,8 @@ def finetune(argv) -> dict:
         raise app.UsageError("--do_predict needs --predict_file")
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise app.UsageError("give at least one of --do_train and --do_predict")
-    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "start_n_top", "end_n_top"):
+    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "start_n_top", "end_n_top",
+                 "export_top_k"):
         if FLAGS[name].value < 1:
             raise app.UsageError(f"--{name} must be positive, got {FLAGS[name].value}")
     task = make_task(FLAGS)

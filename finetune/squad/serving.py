@@ -8,22 +8,30 @@ string tensors [B] and returns, per pair:
   release writes),
 - `char_start`, `char_end` [B] int64: its characters (code points) `[start, end)` in the context,
 - `score` [B] float32: start + end logit (v1.1) or log probability (v2.0) of the answer,
+- `probability` [B] float32: the answer span's probability in the n-best list (the release's
+  softmax over the scores of the `n_best_size` best distinct answer texts; 1 where there is no
+  candidate span), what `nbest_predictions.json` gives offline,
+- `top_k_text` [B, k] string, `top_k_probability` [B, k] float32, `top_k_char_start`,
+  `top_k_char_end` [B, k] int64: the first k answers of that n-best list, best first (k set at
+  export, default 5; "", 0 and -1 past the end of a shorter list); the first is `answer_text`
+  except where v2.0's threshold answered "",
 - v2.0 only: `null_odds` [B] (the smallest answer-class logit over the windows) and
-  `no_answer_probability` [B] (its sigmoid).
+  `no_answer_probability` [B] (its sigmoid: the head's probability that the question has no
+  answer in its most answerable window).
 
 Inside the graph the question keeps its first `max_query_length` pieces, the context is cut into
 windows exactly as `finetune.squad.features` cuts it (stride, max-context rule), every window
-runs through the model, and post-processing is the one of `finetune.squad.postprocess`: the top
-answer of its n-best list. The consumer needs only tensorflow and tensorflow_text.
+runs through the model, and post-processing is the one of `finetune.squad.postprocess`: the
+n-best list, its first answer the answer. The consumer needs only tensorflow and tensorflow_text.
 """
 
 from __future__ import annotations
 
 import os
 
-import keras
 import tensorflow as tf
 
+from albert_tf import export
 from albert_tf.graph_tokenizer import AlbertGraphTokenizer
 from finetune.squad.features import FeatureSettings
 
@@ -59,12 +67,16 @@ class SquadServer(tf.Module):
         version_2: whether `outputs_fn` is the v2.0 answerability head.
         n_best_size, max_answer_length: post-processing's settings.
         null_score_diff_threshold: v2.0: answer "" where the null odds reach it (None: never).
+        top_k: the answers of the n-best list returned (`top_k_*`), at most `n_best_size`.
     """
 
     def __init__(self, outputs_fn, tokenizer: AlbertGraphTokenizer, settings: FeatureSettings,
                  version_2: bool, n_best_size: int = 20, max_answer_length: int = 30,
-                 null_score_diff_threshold: float | None = None):
+                 null_score_diff_threshold: float | None = None, top_k: int = 5):
         super().__init__()
+        if not 1 <= top_k <= n_best_size:
+            raise ValueError(f"top_k must be between 1 and n_best_size ({n_best_size}), got {top_k}")
+        self._top_k = top_k
         self._outputs_fn = outputs_fn
         self._tokenizer = tokenizer
         self.vocab_file = tokenizer.model_asset
@@ -142,8 +154,22 @@ class SquadServer(tf.Module):
         }
         return features, spans, batch
 
-    def _best(self, spans, batch, starts, ends, start_scores, end_scores):
-        """The best valid (start, end) pair of each example: record, positions, score, found."""
+    def _span_text(self, context, char_start, char_end):
+        """The answer texts [C] cut from `context` [C], stripped as Python strips (a lone "▁" piece
+        at the end points past the spaces before it), with their stripped offsets."""
+        text = tf.strings.substr(context, char_start, char_end - char_start, unit="UTF8_CHAR")
+        whitespace = self._tokenizer._whitespace
+        unpadded = tf.strings.regex_replace(text, "^" + whitespace, "")
+        char_start += tf.cast(tf.strings.length(text, "UTF8_CHAR") - tf.strings.length(unpadded, "UTF8_CHAR"), tf.int64)
+        text = tf.strings.regex_replace(unpadded, whitespace + "$", "")
+        return text, char_start, char_start + tf.cast(tf.strings.length(text, "UTF8_CHAR"), tf.int64)
+
+    def _nbest(self, context, spans, batch, starts, ends, start_scores, end_scores):
+        """Every example's n-best list as `finetune.squad.postprocess` makes it: the valid (start,
+        end) pairs [R, P] of its records sorted by score (ties: record, then pair order), the first
+        `n_best_size` distinct texts kept, their probabilities a softmax of their scores. Returns
+        the kept candidates, flat and by example then rank: `example`, `rank`, `text`,
+        `char_start`, `char_end`, `score`, `probability`."""
         in_window = spans["char_starts"] >= 0
         valid = (
             tf.gather(in_window, starts, batch_dims=1)
@@ -152,22 +178,44 @@ class SquadServer(tf.Module):
             & (ends >= starts)
             & (ends - starts + 1 <= self._max_answer_length)
         )
-        score = tf.where(valid, start_scores + end_scores, -float("inf"))
-        best_pair = tf.argmax(score, axis=1, output_type=tf.int64)  # first best (ties: lowest)
-        record_score = tf.reduce_max(score, axis=1)
-        example = spans["example"]
-        # A segment's max starts from the lowest finite float, not -inf: whether an example has a
-        # valid pair is counted apart (an empty context has none).
-        found = tf.math.unsorted_segment_max(tf.cast(tf.reduce_any(valid, axis=1), tf.int32), example, batch) > 0
-        example_score = tf.where(found, tf.math.unsorted_segment_max(record_score, example, batch), -float("inf"))
-        rows = tf.range(tf.shape(example, out_type=tf.int64)[0])
-        is_best = record_score >= tf.gather(example_score, example)
-        record = tf.math.unsorted_segment_min(tf.where(is_best, rows, tf.int64.max), example, batch)
-        record = tf.where(found, record, 0)
-        pair = tf.gather(best_pair, record)
-        start = tf.gather(tf.gather(starts, record), pair, batch_dims=1)
-        end = tf.gather(tf.gather(ends, record), pair, batch_dims=1)
-        return record, start, end, example_score, found
+        where = tf.where(valid)  # [C, 2]: (record, pair), in record then pair order
+        record = where[:, 0]
+        start, end = tf.gather_nd(starts, where), tf.gather_nd(ends, where)
+        score = tf.gather_nd(start_scores + end_scores, where)
+        example = tf.gather(spans["example"], record)
+        # Stable sorts: by score, then by example (records are in example order already).
+        order = tf.argsort(score, direction="DESCENDING", stable=True)
+        order = tf.gather(order, tf.argsort(tf.gather(example, order), stable=True))
+        record, start, end, score, example = (tf.gather(t, order) for t in (record, start, end, score, example))
+        text, char_start, char_end = self._span_text(
+            tf.gather(context, example),
+            tf.gather_nd(spans["char_starts"], tf.stack([record, start], 1)),
+            tf.gather_nd(spans["char_ends"], tf.stack([record, end], 1)))
+        # An example's text is kept at its first (best) candidate only.
+        keys, key = tf.unique(tf.strings.join([tf.strings.as_string(example), text], "\n"), out_idx=tf.int64)
+        position = tf.range(tf.size(key, out_type=tf.int64))
+        first = tf.math.unsorted_segment_min(position, key, tf.size(keys, out_type=tf.int64))
+        distinct = tf.equal(tf.gather(first, key), position)
+        example, text, char_start, char_end, score = (
+            tf.boolean_mask(t, distinct) for t in (example, text, char_start, char_end, score))
+        # A candidate's rank: its place after the first of its example's (examples are sorted).
+        first_of_example = tf.searchsorted(example[None], example[None], out_type=tf.int64)[0]
+        rank = tf.range(tf.size(example, out_type=tf.int64)) - first_of_example
+        kept = rank < self._n_best_size
+        example, rank, text, char_start, char_end, score = (
+            tf.boolean_mask(t, kept) for t in (example, rank, text, char_start, char_end, score))
+        exp = tf.exp(score - tf.gather(tf.math.unsorted_segment_max(score, example, batch), example))
+        probability = exp / tf.gather(tf.math.unsorted_segment_sum(exp, example, batch), example)
+        return {"example": example, "rank": rank, "text": text, "char_start": char_start, "char_end": char_end,
+                "score": score, "probability": probability}
+
+    def _top(self, nbest, batch, name, fill, k=None):
+        """`nbest[name]` as [batch, k] by (example, rank), `fill` where an example has fewer."""
+        k = k or self._top_k
+        top = nbest["rank"] < k
+        indices = tf.boolean_mask(tf.stack([nbest["example"], nbest["rank"]], 1), top)
+        values = tf.boolean_mask(nbest[name], top)
+        return tf.tensor_scatter_nd_update(tf.fill(tf.stack([batch, tf.constant(k, tf.int64)]), fill), indices, values)
 
     @staticmethod
     def _checked(question, context):
@@ -203,29 +251,36 @@ class SquadServer(tf.Module):
             ends = tf.cast(tf.tile(top_ends, [1, n]), tf.int64)
             start_scores = tf.gather(outputs["start_logits"], starts, batch_dims=1)
             end_scores = tf.gather(outputs["end_logits"], ends, batch_dims=1)
-        record, start, end, score, found = self._best(spans, batch, starts, ends, start_scores, end_scores)
-        char_start = tf.gather_nd(spans["char_starts"], tf.stack([record, start], 1))
-        char_end = tf.gather_nd(spans["char_ends"], tf.stack([record, end], 1))
-        char_start = tf.where(found, char_start, 0)
-        char_end = tf.where(found, char_end, 0)
-        text = tf.strings.substr(context, char_start, char_end - char_start, unit="UTF8_CHAR")
-        # Stripped as Python strips (a lone "▁" piece at the end points past the spaces before it).
-        whitespace = self._tokenizer._whitespace
-        unpadded = tf.strings.regex_replace(text, "^" + whitespace, "")
-        char_start += tf.cast(tf.strings.length(text, "UTF8_CHAR") - tf.strings.length(unpadded, "UTF8_CHAR"), tf.int64)
-        text = tf.strings.regex_replace(unpadded, whitespace + "$", "")
-        char_end = char_start + tf.cast(tf.strings.length(text, "UTF8_CHAR"), tf.int64)
+        nbest = self._nbest(context, spans, batch, starts, ends, start_scores, end_scores)
+        found = tf.math.unsorted_segment_sum(tf.ones_like(nbest["rank"]), nbest["example"], batch) > 0
+        text = self._top(nbest, batch, "text", "", k=1)[:, 0]
+        char_start = self._top(nbest, batch, "char_start", tf.constant(0, tf.int64), k=1)[:, 0]
+        char_end = self._top(nbest, batch, "char_end", tf.constant(0, tf.int64), k=1)[:, 0]
+        score = self._top(nbest, batch, "score", 0.0, k=1)[:, 0]
         result = {"char_start": char_start, "char_end": char_end}
         if self._version_2:
             null_odds = tf.math.unsorted_segment_min(outputs["cls_logits"], spans["example"], batch)
             null_odds = tf.where(empty, float("inf"), null_odds)
             score = tf.where(found, score, -2e6)
+            top_text = text
             if self._threshold is not None:
                 text = tf.where(null_odds < self._threshold, text, "")
             result.update(null_odds=null_odds, no_answer_probability=tf.sigmoid(null_odds))
         else:
             text = tf.where(found, text, tf.where(empty, "", "empty"))
-            score = tf.where(found, score, 0.0)
+            top_text = text
+        # The n-best's first k; an example without a candidate has the release's one ("empty", or
+        # "" for v2.0 and an empty context) of probability 1, as the offline n-best list has.
+        top_probability = self._top(nbest, batch, "probability", 0.0)
+        alone = (tf.range(self._top_k) == 0)[None, :] & ~found[:, None]
+        zero, none = tf.constant(0, tf.int64), tf.constant(-1, tf.int64)
+        result.update(
+            probability=tf.where(found, top_probability[:, 0], 1.0),
+            top_k_text=tf.where(alone, top_text[:, None], self._top(nbest, batch, "text", "")),
+            top_k_probability=tf.where(alone, 1.0, top_probability),
+            top_k_char_start=tf.where(alone, zero, self._top(nbest, batch, "char_start", none)),
+            top_k_char_end=tf.where(alone, zero, self._top(nbest, batch, "char_end", none)),
+        )
         result.update(answer_text=text, score=tf.cast(score, tf.float32))
         return result
 
@@ -233,16 +288,14 @@ class SquadServer(tf.Module):
 def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.PathLike,
                  settings: FeatureSettings, version_2: bool, n_best_size: int = 20,
                  max_answer_length: int = 30, null_score_diff_threshold: float | None = None,
-                 do_lower_case: bool = True) -> str:
+                 do_lower_case: bool = True, top_k: int = 5) -> str:
     """Writes the SQuAD model as a SavedModel with `serve_text(question, context)`.
 
     Besides `serve_text` it has `serving_default` on int32 `input_ids`, `input_mask`,
     `segment_ids`, `p_mask` [B, T] (the model's raw outputs). The SentencePiece model is stored as
     the asset `vocab_file`. Returns the output directory.
     """
-    if not model.built:
-        model.build()
-    tokenizer = AlbertGraphTokenizer(tf.saved_model.Asset(os.fspath(spm_model_file)), do_lower_case=do_lower_case)
+    tokenizer = export.prepare(model, spm_model_file, settings.max_seq_length, do_lower_case)
 
     def outputs_fn(inputs):
         if version_2:
@@ -252,7 +305,7 @@ def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.
         return {k: tf.cast(v, tf.float32) if v.dtype.is_floating else v for k, v in outputs.items()}
 
     server = SquadServer(outputs_fn, tokenizer, settings, version_2, n_best_size, max_answer_length,
-                         null_score_diff_threshold)
+                         null_score_diff_threshold, top_k)
     text_specs = (tf.TensorSpec([None], tf.string, name="question"), tf.TensorSpec([None], tf.string, name="context"))
     serve_text = tf.function(lambda question, context: server.answer(question, context), autograph=False)
     input_specs = {k: tf.TensorSpec([None, None], tf.int32, name=k)
@@ -262,13 +315,5 @@ def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.
         "serve_text": serve_text.get_concrete_function(*text_specs),
         "serving_default": serving_default.get_concrete_function(**input_specs),
     }
-    unwrap = lambda v: getattr(v, "value", v) if isinstance(v, keras.Variable) else v  # noqa: E731
-    root = tf.train.Checkpoint()
-    root.server = server
-    root.vocab_file = server.vocab_file
-    root.variables = [unwrap(v) for v in model.variables]
-    root.max_seq_length = tf.Variable(settings.max_seq_length, trainable=False, name="max_seq_length")
-    output_dir = os.fspath(output_dir)
-    tf.io.gfile.makedirs(output_dir)
-    tf.saved_model.save(root, output_dir, signatures=signatures)
-    return output_dir
+    return export.save(model, output_dir, server, signatures, tokenizer,
+                       stored={"max_seq_length": settings.max_seq_length})

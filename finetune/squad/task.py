@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 
-import tensorflow as tf
 from tqdm import tqdm
 
 from albert_tf.errors import UserError
@@ -56,9 +55,12 @@ class SquadTask(FinetuningTask):
 
     def __init__(self, train_file=None, predict_file=None, version_2_with_negative=False, doc_stride=128,
                  max_query_length=64, n_best_size=20, max_answer_length=30, start_n_top=5, end_n_top=5,
-                 null_score_diff_threshold=None, hparams="paper"):
+                 null_score_diff_threshold=None, hparams="paper", export_top_k=5):
         if hparams not in HPARAMS:
             raise ValueError(f"hparams must be one of {', '.join(HPARAMS)}, got {hparams!r}")
+        if not 1 <= export_top_k <= n_best_size:
+            raise ValueError(f"export_top_k ({export_top_k}) must be between 1 and n_best_size ({n_best_size})")
+        self.export_top_k = export_top_k
         self.hparams = hparams
         self.files = {"train": train_file, "dev": predict_file}
         self.version_2 = version_2_with_negative
@@ -166,12 +168,19 @@ class SquadTask(FinetuningTask):
             paths.append(path)
         return paths
 
-    def export(self, model, spm_model_file, max_seq_length, export_dir):
-        if tf.io.gfile.exists(export_dir):
-            tf.io.gfile.rmtree(export_dir)
+    def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir):
         settings = features.FeatureSettings(max_seq_length, self.doc_stride, self.max_query_length)
         return serving.export_squad(model, export_dir, spm_model_file, settings, self.version_2, self.n_best_size,
-                                    self.max_answer_length, self._export_threshold)
+                                    self.max_answer_length, self._export_threshold, top_k=self.export_top_k)
+
+    def litert_outputs(self, model, max_seq_length):
+        if not self.version_2:
+            return None  # AlbertSpanLabeler: albert_tf.litert knows its start and end logits
+        from albert_tf.litert import INPUTS, TaskOutputs
+
+        # The answerability head's beam and answer-class logit, on p_mask beside the ids.
+        return TaskOutputs("squad_v2", (*INPUTS, "p_mask"), (1, max_seq_length),
+                           lambda inputs: model(inputs, training=False))
 
     def default_options(self, **given):
         hparams = dict(HPARAMS[self.hparams][self.version_2])

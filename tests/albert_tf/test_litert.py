@@ -3,6 +3,7 @@ SavedModel's within 1e-4, with builtin ops only and the inputs and outputs in th
 order; int8 models give the float model's answers on a small dev set of a tiny trained model; albert
 base in dynamic int8 fits in 14 MB."""
 
+import itertools
 import json
 import pathlib
 
@@ -261,3 +262,124 @@ def test_keras_layer_norm_traces_without_fused_batch_norm():
     assert "FusedBatchNormV3" in ops(fused)  # the CPU SavedModel's form, outside the block
     assert "FusedBatchNormV3" not in ops(keras_form)
     np.testing.assert_allclose(keras_form(tf.constant(x)).numpy(), fused(tf.constant(x)).numpy(), atol=1e-5)
+
+
+def _squad_v2_model():
+    from finetune.squad.model import AlbertSquadV2
+
+    return AlbertSquadV2(CONFIG, start_n_top=3, end_n_top=2)
+
+
+# The task object of two fine-tuning tools, its model and its LiteRT outputs (GLUE's goes through its
+# command below; SQuAD v1.1's model is TASKS' span labeler).
+FINETUNING_TASKS = {
+    "squad_v2": (lambda: __import__("finetune.squad.task", fromlist=["SquadTask"]).SquadTask(
+                 version_2_with_negative=True), _squad_v2_model,
+                 ["cls_logits", "end_top_index", "end_top_log_probs", "start_top_index", "start_top_log_probs"]),
+    "race": (lambda: __import__("finetune.race.task", fromlist=["RaceTask"]).RaceTask(max_qa_length=8),
+             lambda: AlbertMultipleChoice(CONFIG, num_choices=4), ["logits", "probability"]),
+}
+
+
+@pytest.mark.parametrize("name", FINETUNING_TASKS)
+def test_every_fine_tuning_tasks_litert_export_equals_its_keras_model(name, tmp_path):
+    make_task, make_model, output_names = FINETUNING_TASKS[name]
+    keras.utils.set_random_seed(0)
+    model = make_model()
+    model.build()
+    folder = make_task().export(model, TINY_VOCAB, SEQ, tmp_path / "export", "litert")
+    description = json.loads((tmp_path / "export" / litert.IO_FILE).read_text())
+    inputs = [*litert.INPUTS, "p_mask"] if name == "squad_v2" else list(litert.INPUTS)
+    assert description["task"] == name
+    assert [e["name"] for e in description["inputs"]] == inputs
+    assert [e["name"] for e in description["outputs"]] == output_names
+    assert (tmp_path / "export" / "spiece.model").read_bytes() == TINY_VOCAB.read_bytes()
+    flatbuffer = (tmp_path / "export" / litert.MODEL_FILE).read_bytes()
+    assert litert.custom_ops(flatbuffer) == []
+
+    features = _features([2, 4, SEQ] if name == "race" else [2, SEQ], seed=5)
+    if name == "squad_v2":  # the question's pieces and the padding are no answer; [CLS] is
+        features["p_mask"] = 1 - features["segment_ids"]
+        features["p_mask"][:, 0] = 0
+    got = litert.LiteRTModel(pathlib.Path(folder) / litert.MODEL_FILE)(features)
+    want = model({k: tf.constant(v) for k, v in features.items()}, training=False)
+    want = dict(want) if isinstance(want, dict) else {"logits": want, "probability": tf.nn.softmax(want, -1)}
+    assert sorted(got) == output_names
+    for key in output_names:
+        if key.endswith("index"):
+            np.testing.assert_array_equal(got[key], np.asarray(want[key]), err_msg=key)
+        else:
+            np.testing.assert_allclose(got[key], np.asarray(want[key]), atol=1e-4, rtol=0, err_msg=key)
+
+
+def test_glue_tool_writes_full_int8_calibrated_on_its_training_texts(small_data_dir, tmp_path, monkeypatch):
+    from albert_tf.tokenizer import AlbertTokenizer
+    from finetune.glue import cli
+    from finetune.glue.readers import read_examples
+
+    calibrated = []
+    convert = litert.convert
+
+    def recording(model, max_seq_length, quantization="none", representative_data=None, outputs=None):
+        calibrated.extend(itertools.islice(representative_data(), 3))
+        return convert(model, max_seq_length, quantization, representative_data, outputs)
+
+    monkeypatch.setattr(litert, "convert", recording)
+    config = tmp_path / "albert_config.json"
+    CONFIG.to_json_file(config)
+    args = ["albert-finetune-glue", "--task=MRPC", f"--data_dir={small_data_dir / 'glue'}",
+            f"--albert_config_file={config}", f"--spm_model_file={TINY_VOCAB}", f"--max_seq_length={SEQ}",
+            "--train_batch_size=8", "--num_train_steps=2", "--max_train_examples=16", "--progress_bar=false",
+            "--do_train", "--format=litert"]
+    cli.finetune([*args, f"--output_dir={tmp_path / 'run'}", "--quantization=full_int8"])
+    export_dir = tmp_path / "run" / "export"
+    description = json.loads((export_dir / litert.IO_FILE).read_text())
+    assert (description["task"], description["quantization"]) == ("classifier", "full_int8")
+    assert [e["name"] for e in description["outputs"]] == ["logits", "probability"]
+    assert (export_dir / "spiece.model").read_bytes() == TINY_VOCAB.read_bytes()
+    assert not (export_dir / "saved_model.pb").exists()
+    # Calibrated on MRPC's training pairs, in file order, packed as training packs them.
+    tokenizer = AlbertTokenizer(TINY_VOCAB)
+    train = read_examples("MRPC", small_data_dir / "glue", "train").examples[:3]
+    assert [list(c["input_ids"]) for c in calibrated] == [
+        tokenizer.pack(tokenizer.encode(e.text_a), tokenizer.encode(e.text_b), max_seq_length=SEQ)["input_ids"]
+        for e in train]
+    lite = litert.LiteRTModel(export_dir / litert.MODEL_FILE)
+    np.testing.assert_allclose(lite(calibrated[0])["probability"].sum(), 1.0, atol=1e-3)
+
+    with pytest.raises(Exception, match="--quantization is for --format=litert"):
+        cli.finetune([*args[:-1], f"--output_dir={tmp_path / 'refused'}", "--quantization=dynamic_int8"])
+    assert not (tmp_path / "refused").exists()
+
+
+@pytest.mark.slow
+def test_squad_tools_dynamic_int8_gives_the_float_answers_on_200_dev_questions(data_dir, tmp_path):
+    from albert_tf.tokenizer import AlbertTokenizer
+    from finetune.squad import cli, features, metrics, postprocess, readers
+    from tests.finetune.test_squad_cli import CONFIG as SQUAD_CONFIG, TRAINING, _first_questions
+
+    # A tiny model fine-tuned on the first 200 questions of SQuAD v1.1's dev set (so it answers them
+    # well: agreement on a model that knows nothing would say little), exported by the tool itself.
+    questions = _first_questions(data_dir / "squad" / "dev-v1.1.json", 200, tmp_path / "dev200.json")
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(SQUAD_CONFIG))
+    spm_model = data_dir / "albert" / "30k-clean.model"
+    summary = cli.finetune(["albert-finetune-squad", f"--albert_config_file={config}", f"--spm_model_file={spm_model}",
+                            f"--output_dir={tmp_path / 'run'}", f"--train_file={questions}", "--do_train",
+                            *TRAINING, "--format=litert", "--quantization=dynamic_int8"])
+    examples = readers.read_squad(questions)[:200]
+    assert len(examples) == 200
+    settings = features.FeatureSettings(128, 64, 32)  # TRAINING's lengths
+    records = features.stack_records(features.convert_examples(examples, AlbertTokenizer(spm_model), settings))
+    inputs = {k: records[k] for k in litert.INPUTS}
+    want = summary["model"](inputs, training=False)
+    got = litert.LiteRTModel(pathlib.Path(summary["export_dir"]) / litert.MODEL_FILE)(inputs)
+    float_answers = postprocess.postprocess_v1(examples, records, want["start_logits"].numpy(),
+                                               want["end_logits"].numpy()).answers
+    int8_answers = postprocess.postprocess_v1(examples, records, got["start_logits"], got["end_logits"]).answers
+    scores = metrics.evaluate_v1(json.loads(questions.read_text())["data"], float_answers)
+    print("float32:", scores)
+    assert scores["exact_match"] >= 80  # the tiny model learned the questions
+    agreement = np.mean([int8_answers[e.qas_id] == float_answers[e.qas_id] for e in examples])
+    print(f"dynamic int8: {agreement:.1%} of 200 answers the float model's")
+    assert agreement >= 0.97, f"{agreement:.1%} of the answers agree"

@@ -30,8 +30,11 @@ FRESH = textwrap.dedent(
     pairs = json.load(open(sys.argv[2]))
     serve = tf.saved_model.load(sys.argv[1]).signatures["serve_text"]
     out = serve(question=tf.constant([p[0] for p in pairs]), context=tf.constant([p[1] for p in pairs]))
-    print(json.dumps({k: [x.decode() if isinstance(x, bytes) else float(x) for x in v.numpy().tolist()]
-                      for k, v in out.items()}))
+
+    def plain(x):  # [B] and [B, k] outputs
+        return [plain(y) for y in x] if isinstance(x, list) else x.decode() if isinstance(x, bytes) else float(x)
+
+    print(json.dumps({k: plain(v.numpy().tolist()) for k, v in out.items()}))
     """
 )
 
@@ -72,3 +75,47 @@ def test_fresh_process_answers_like_the_python_pipeline(small_data_dir, tmp_path
     for e, b, text in zip(examples, best, got["answer_text"]):
         if text:
             assert e.context[b["char_start"] : b["char_end"]] == text
+    # The served n-best: the offline list's first 5 answers and probabilities; the no-answer
+    # probability beside them.
+    for i, e in enumerate(examples):
+        nbest = expected.nbest[e.qas_id][:5]
+        assert got["top_k_text"][i][: len(nbest)] == [c["text"] for c in nbest]
+        np.testing.assert_allclose(got["top_k_probability"][i][: len(nbest)], [c["probability"] for c in nbest],
+                                   atol=1e-5)
+        assert got["top_k_char_start"][i][: len(nbest)] == [c["char_start"] for c in nbest]
+        assert sum(got["top_k_probability"][i]) <= 1 + 1e-6
+    assert got["probability"] == [row[0] for row in got["top_k_probability"]]
+
+
+def test_served_probabilities_are_the_offline_n_best(small_data_dir, tmp_path):
+    import tensorflow as tf
+
+    from albert_tf.models import AlbertSpanLabeler
+
+    spm_model = small_data_dir / "albert" / "30k-clean.model"
+    examples = readers.read_squad(small_data_dir / "squad" / "dev-v1.1.articles1-2.json", False)[:30]
+    records = features.stack_records(features.convert_examples(examples, AlbertTokenizer(spm_model), SETTINGS))
+    keras.utils.set_random_seed(0)
+    model = AlbertSpanLabeler(CONFIG)
+    outputs = model({k: records[k] for k in ("input_ids", "input_mask", "segment_ids")})
+    expected = postprocess.postprocess_v1(examples, records, outputs["start_logits"].numpy(),
+                                          outputs["end_logits"].numpy())
+    serving.export_squad(model, tmp_path / "exported", spm_model, SETTINGS, version_2=False, top_k=3)
+    serve = tf.saved_model.load(str(tmp_path / "exported")).signatures["serve_text"]
+    got = {k: v.numpy() for k, v in serve(question=tf.constant([e.question for e in examples]),
+                                          context=tf.constant([e.context for e in examples])).items()}
+
+    assert [t.decode() for t in got["answer_text"]] == [expected.answers[e.qas_id] for e in examples]
+    assert [t.decode() for t in got["top_k_text"][:, 0]] == [t.decode() for t in got["answer_text"]]
+    np.testing.assert_array_equal(got["probability"], got["top_k_probability"][:, 0])
+    assert (got["top_k_probability"].sum(-1) <= 1 + 1e-6).all()
+    for i, e in enumerate(examples):
+        nbest = expected.nbest[e.qas_id][:3]
+        assert [t.decode() for t in got["top_k_text"][i, : len(nbest)]] == [c["text"] for c in nbest]
+        np.testing.assert_allclose(got["top_k_probability"][i, : len(nbest)], [c["probability"] for c in nbest],
+                                   atol=1e-5, err_msg=e.qas_id)
+        assert got["top_k_char_start"][i, : len(nbest)].tolist() == [c["char_start"] for c in nbest]
+        assert got["top_k_char_end"][i, : len(nbest)].tolist() == [c["char_end"] for c in nbest]
+        assert (got["top_k_probability"][i, len(nbest):] == 0).all()
+    # A random model spreads its belief: the answers' probabilities are well inside (0, 1).
+    assert 0.01 < got["probability"].min() and got["probability"].max() < 0.99

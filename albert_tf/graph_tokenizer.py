@@ -7,12 +7,12 @@ release's digit-comma re-split is a lookup in a per-id table of replacement ids.
 Two SentencePiece kernels, because they break ties differently. Where two segmentations have the
 same real score (`888` as `8` `88` or `88` `8`), the release's sentencepiece decided by their float32
 path scores, rounded at each step, and kept the one whose last piece starts first where those are
-equal (`albert_tf.tokenizer.ReleaseViterbi`); tensorflow-text's `FastSentencepieceTokenizer` does
+equal (`albert_tf.segmentation.ReleaseViterbi`); tensorflow-text's `FastSentencepieceTokenizer` does
 the same and gives the ids of `tokenize` (it is also the quicker one). The older kernel,
 `SentencepieceTokenizer` (like sentencepiece 0.2.0 and 0.2.1), decides some of those ties the other
 way, but it is the one with byte spans: `tokenize_with_offsets` takes the fast kernel's ids and lays
 the span kernel's spans on them, piece by piece within each run of pieces that repeat one string
-(`albert_tf.tokenizer.tie_runs`). docs/data.md gives the measurement.
+(`albert_tf.segmentation.tie_runs`). docs/data.md gives the measurement.
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ class AlbertGraphTokenizer(tf.Module):
         The fast kernel scores a user-defined piece (`(`, `.`, ...) `length * max_score - 0.1` where
         the release's sentencepiece gave `+ 1`, and decides some ties otherwise too, so a run such as
         `!!!!` after `(` can come out `!!!` `!` where the release has `!` `!!!`. Each run of two or
-        more such pieces is searched again as `albert_tf.tokenizer.ReleaseViterbi` would: from the
+        more such pieces is searched again as `albert_tf.segmentation.ReleaseViterbi` would: from the
         float32 score of the pieces before it (added one at a time), over the pieces of its string,
         keeping at each node the first predecessor by start of the highest float32 sum, up to the
         piece after it (or the end). A run whose new pieces are not as many as the old keeps its

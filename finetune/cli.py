@@ -33,7 +33,7 @@ from albert_tf import choices
 from albert_tf.cli import entry_point
 from albert_tf.cli.entry_point import quiet_logs
 from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
-from albert_tf.errors import UserError
+from albert_tf.errors import FlagError, UserError
 from albert_tf.files import locked_run_folder, prepare_output_dir, write_json
 from finetune.task import HPARAM_FIELDS
 
@@ -112,6 +112,10 @@ def define_flags(flag_values: flags.FlagValues):
            enum_values=list(choices.EXPORT_FORMATS))
     define("enum", "quantization", "none", "--format=litert: the weights' (and for full_int8 the activations', "
            "calibrated on the training split's texts) type.", enum_values=list(choices.QUANTIZATIONS))
+    define("integer", "max_eval_examples", None, "Evaluate on the first N examples of each evaluation split only "
+           "(short runs; the metrics are over those N).")
+    define("integer", "max_predict_examples", None, "Predict the first N examples of each prediction split only "
+           "(short runs).")
     for field in _option_fields():
         default = None if field.name in HPARAM_FIELDS else _CLI_DEFAULTS.get(field.name, field.default)
         help_text = _OPTION_HELP[field.name]
@@ -261,8 +265,20 @@ def run_task(flag_values: flags.FlagValues, task, asked: tuple[str, ...] | None 
     # One run a folder; a run refused or failed before its first checkpoint leaves it as it was.
     from albert_tf import training  # here: --help must not load TensorFlow
 
+    task.max_examples = example_limits(F, task)
     with locked_run_folder(F.output_dir, keep_on_failure=training.tf.train.latest_checkpoint):
         return _run_task(F, task, asked)
+
+
+def example_limits(flag_values: flags.FlagValues, task) -> dict[str, int]:
+    """Split -> the examples read of it, from --max_eval_examples and --max_predict_examples."""
+    limits = {}
+    for name, splits in (("max_eval_examples", task.eval_splits), ("max_predict_examples", task.predict_splits)):
+        value = flag_values[name].value
+        if value is not None and value < 1:
+            raise FlagError(f"--{name} must be positive, got {value}")
+        limits.update({split: value for split in splits if value is not None})
+    return limits
 
 
 def _run_task(F: flags.FlagValues, task, asked) -> dict:

@@ -104,6 +104,9 @@ class FinetuningTask:
     best_metric: Optional[str] = None
     # 1 or 2 where the default export's `serve_text` must refuse the other (single texts, pairs).
     text_segments: Optional[int] = None
+    # Split -> how many of its first examples are read (--max_eval_examples, --max_predict_examples);
+    # a split not named is read whole. The CLI sets it; a task applies it with `first_examples`.
+    max_examples: Mapping[str, int] = {}
 
     # ---- data --------------------------------------------------------------------------------
 
@@ -112,6 +115,16 @@ class FinetuningTask:
 
     def features(self, split: str, tokenizer, max_seq_length: int, cache_dir: str):
         raise NotImplementedError
+
+    def first_examples(self, split: str, examples: list) -> list:
+        """`examples` of `split` as the run reads them: the first `max_examples[split]`, or all."""
+        limit = self.max_examples.get(split)
+        return examples if limit is None else examples[:limit]
+
+    def example_settings(self, split: str) -> tuple:
+        """What the feature cache's fingerprint adds for `split`'s example limit (nothing without one)."""
+        limit = self.max_examples.get(split)
+        return () if limit is None else (("max_examples", limit),)
 
     # ---- model -------------------------------------------------------------------------------
 

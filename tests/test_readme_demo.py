@@ -15,8 +15,12 @@ def test_readme_names_the_demo_and_the_test_command():
     readme = (REPO_ROOT / "README.md").read_text()
     setup = readme.split("## Set-up")[1].split("<!--")[0]
     assert "./run_demo.sh" in setup
-    # CI runs the README's test command, word for word.
-    (command,) = [line.split("&& ", 1)[1] for line in setup.splitlines() if "&& python -m pytest" in line]
+    # Command 1 installs the main job's dependencies only (issue 30, item 2); command 2 adds the test extras.
+    (install,) = [line for line in setup.splitlines() if line.endswith("&& ./run_demo.sh")]
+    assert "pip install -e . &&" in install and "[test]" not in install and "torch" not in install
+    # CI runs the README's test command, word for word, after the same install.
+    (command,) = [line.rsplit("&& ", 1)[1] for line in setup.splitlines() if "&& python -m pytest" in line]
+    assert 'pip install -e ".[test]" && python -m pytest' in setup
     assert command.startswith("python -m pytest -q")
     ci_commands = [line.strip() for line in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
                    if line.startswith("python -m pytest")]

@@ -96,9 +96,11 @@ def cache_features(
     cache_dir: str | os.PathLike,
     *,
     skip_bad_rows: bool = False,
+    max_examples: int | None = None,
 ) -> CachedFeatures:
     """Features of one split as a TFRecord file in `cache_dir`, written only if not already there
-    (`finetune.cache.cache_features`); `regression` is recorded among its details.
+    (`finetune.cache.cache_features`); `regression` is recorded among its details. `max_examples`
+    keeps the split's first N examples only.
 
     Example:
         >>> cached = cache_features("MRPC", "glue_data", "dev", tokenizer, 128, "/tmp/cache")
@@ -115,7 +117,7 @@ def cache_features(
         report.details["regression"] = task.is_regression
 
         def records():
-            for features, truncated in _convert(result.examples, task, tokenizer, max_seq_length):
+            for features, truncated in _convert(result.examples[:max_examples], task, tokenizer, max_seq_length):
                 report.num_truncated += truncated
                 yield features
 
@@ -123,7 +125,8 @@ def cache_features(
 
     return cache.cache_features(
         task=task.name, split=split, spec=classification_feature_spec(max_seq_length, task.is_regression),
-        max_seq_length=max_seq_length, sources=[source], settings=(FEATURE_FORMAT_VERSION, skip_bad_rows),
+        max_seq_length=max_seq_length, sources=[source],
+        settings=(FEATURE_FORMAT_VERSION, skip_bad_rows) + ((("max_examples", max_examples),) if max_examples else ()),
         tokenizer=tokenizer, convert=convert, cache_dir=cache_dir,
     )
 

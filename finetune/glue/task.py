@@ -60,7 +60,7 @@ class GlueTask(FinetuningTask):
 
     def features(self, split, tokenizer, max_seq_length, cache_dir):
         return data.cache_features(self.glue, self.data_dir, split, tokenizer, max_seq_length, cache_dir,
-                                   skip_bad_rows=self.skip_bad_rows)
+                                   skip_bad_rows=self.skip_bad_rows, max_examples=self.max_examples.get(split))
 
     def build_model(self, config, options, dtype):
         return AlbertClassifier(config, self.glue.num_labels, options.classifier_dropout, dtype=dtype)

@@ -85,7 +85,7 @@ class RaceTask(FinetuningTask):
         return pathlib.Path(self.data_dir) / split
 
     def questions(self, split: str) -> list[readers.Question]:
-        return readers.read_questions(self.split_path(split), self.levels)
+        return self.first_examples(split, readers.read_questions(self.split_path(split), self.levels))
 
     # ---- data --------------------------------------------------------------------------------
 
@@ -114,7 +114,8 @@ class RaceTask(FinetuningTask):
 
         return cache.cache_features(
             task=self.name, split=split, spec=self.feature_spec(max_seq_length), max_seq_length=max_seq_length,
-            sources=files, settings=(FEATURE_FORMAT_VERSION, self.max_qa_length, self.levels),
+            sources=files,
+            settings=(FEATURE_FORMAT_VERSION, self.max_qa_length, self.levels, *self.example_settings(split)),
             tokenizer=tokenizer, convert=convert, cache_dir=cache_dir,
         )
 

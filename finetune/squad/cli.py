@@ -72,6 +72,8 @@ def finetune(argv) -> dict:
     # The release's --do_predict answers --predict_file and scores it: that is the layer's eval.
     FLAGS.do_eval = FLAGS.do_eval or FLAGS.do_predict
     FLAGS.do_predict = False
+    if FLAGS.max_eval_examples is None:
+        FLAGS.max_eval_examples = FLAGS.max_predict_examples
     if FLAGS.do_train and not FLAGS.train_file:
         raise app.UsageError("--do_train needs --train_file")
     if FLAGS.do_eval and not FLAGS.predict_file:

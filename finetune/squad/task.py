@@ -75,7 +75,17 @@ class SquadTask(FinetuningTask):
         self._results: dict[str, tuple] = {}
 
     def examples(self, split):
-        return readers.read_squad(self.files[split], self.version_2)
+        return self.first_examples(split, readers.read_squad(self.files[split], self.version_2))
+
+    def dataset(self, split):
+        """The official JSON's articles that the metrics score: with an example limit, only the
+        questions read (the official scripts count a question without an answer as wrong)."""
+        dataset = readers.load_json(self.files[split])["data"]
+        if split not in self.max_examples:
+            return dataset
+        kept = {example.qas_id for example in self.examples(split)}
+        return [{**article, "paragraphs": [{**paragraph, "qas": [qa for qa in paragraph["qas"] if qa["id"] in kept]}
+                                           for paragraph in article["paragraphs"]]} for article in dataset]
 
     def check_data(self, splits):
         for split in splits:
@@ -97,7 +107,8 @@ class SquadTask(FinetuningTask):
 
         return cache_features(task=self.name, split=split, spec=span_feature_spec(max_seq_length),
                               max_seq_length=max_seq_length, sources=[self.files[split]],
-                              settings=(FEATURE_VERSION, settings), tokenizer=tokenizer, convert=convert,
+                              settings=(FEATURE_VERSION, settings, *self.example_settings(split)),
+                              tokenizer=tokenizer, convert=convert,
                               cache_dir=cache_dir)
 
     def build_model(self, config, options, dtype):
@@ -139,13 +150,12 @@ class SquadTask(FinetuningTask):
         if threshold is None:
             # The release: answer everything, take the threshold that maximises F1, answer again.
             first = postprocess.postprocess_v2(*args)
-            dataset = readers.load_json(self.files[split])["data"]
-            threshold = metrics.evaluate_v2(dataset, first.answers, first.null_odds)["best_f1_thresh"]
+            threshold = metrics.evaluate_v2(self.dataset(split), first.answers, first.null_odds)["best_f1_thresh"]
         return postprocess.postprocess_v2(*args, null_score_diff_threshold=threshold), threshold
 
     def evaluate(self, split, predictions, cached):
         result, threshold = self.answers(split, predictions)
-        dataset = readers.load_json(self.files[split])["data"]
+        dataset = self.dataset(split)
         if self.version_2:
             scores = metrics.evaluate_v2(dataset, result.answers, result.null_odds)
             scores["null_score_diff_threshold"] = threshold

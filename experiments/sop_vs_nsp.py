@@ -1,4 +1,4 @@
-"""Does sentence-order prediction learn what next-sentence prediction cannot, and not the reverse?
+"""Does sentence-order prediction learn what next-sentence prediction cannot?
 The paper's Table 5 at small scale: a model pretrained with NSP vs one pretrained with SOP.
 
 Both models have the same config, seed, steps and optimizer and see records made from the same

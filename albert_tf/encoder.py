@@ -42,8 +42,7 @@ class AlbertEncoder(AlbertConfigModel):
     a classifier: the first token alone). The last block then computes only those rows and the
     first token's (keys and values still see the whole sequence), and `sequence_output` is
     replaced by `gathered_output` [B, P, H], equal to `sequence_output` gathered at the
-    positions; `pooled_output` is unchanged. For albert base at T=128 and P=20 the last layer
-    then costs 30% of a full one: 6% less work for the whole encoder, 7% with P=0.
+    positions; `pooled_output` is unchanged. What that saves: docs/benchmarks.md (Model).
 
     Example:
         >>> config = AlbertConfig(vocab_size=100, embedding_size=16, hidden_size=32,

@@ -17,10 +17,12 @@ Usage: python bench/attention_variants.py [--repeats 9] [--threads 2] [--dtype b
 """
 
 import argparse
-import statistics
-import time
 
-import model_throughput  # noqa: F401  (sets the TF environment before TensorFlow is imported)
+import harness
+
+harness.quiet_tensorflow()
+
+import model_throughput  # noqa: E402  (random batches and the train step of the model bench)
 import tensorflow as tf  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertPretrainer  # noqa: E402
@@ -69,8 +71,8 @@ VARIANTS = {
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--threads", type=int, default=2)
+    harness.add_repeats(parser, 9)
+    harness.add_threads(parser)
     parser.add_argument("--dtype", default="float32",
                         help='the models\' Keras dtype policy, e.g. "bfloat16" (bf16 weights, for inference)')
     parser.add_argument("--no_xla", action="store_true", help="run the models without XLA")
@@ -81,7 +83,7 @@ def main():
     variants = {"shipped": {}, **{name: VARIANTS[name] for name in args.variants.split(",")}}
     # Outputs must agree within float32 rounding, or a few bf16 units at values of order 1-10.
     tolerance = 1e-4 if args.dtype == "float32" else 0.125
-    model_throughput.set_threads(args.threads)
+    harness.set_threads(args.threads)
 
     config = AlbertConfig.named("albert_base_v2")
     batches = {size: {k: tf.constant(v) for k, v in model_throughput.random_batch(config, size, 128, 20).items()}
@@ -114,28 +116,19 @@ def main():
     for (cls, method), function in SHIPPED.items():
         setattr(cls, method, function)
 
-    times = {(name, row): [] for name in systems for row in rows}
-    names = list(systems)
-    for repeat in range(args.repeats):
-        order = names[repeat % len(names):] + names[:repeat % len(names)]
-        for row, (train_row, size, calls) in rows.items():
-            for name in order:
-                step = systems[name][1 if train_row else 0]
-                began = time.perf_counter()
-                for _ in range(calls):
-                    step(batches[size]).numpy()
-                times[(name, row)].append((time.perf_counter() - began) / calls)
+    def call(name, train_row, size, calls):
+        step = systems[name][1 if train_row else 0]
+        return lambda: [step(batches[size]).numpy() for _ in range(calls)]
 
+    names = list(systems)
+    times = harness.medians(harness.interleaved_times(
+        {(row, name): call(name, *row_args) for row, row_args in rows.items() for name in names}, args.repeats))
     print(f"\nalbert base, {args.dtype}, {'XLA' if jit else 'no XLA'}, {args.threads} threads, "
           f"{args.repeats} repeats; median seconds (ratio to shipped)")
-    print("| row | " + " | ".join(names) + " |")
-    print("|---|" + "---|" * len(names))
-    for row in rows:
-        shipped = statistics.median(times[("shipped", row)])
-        cells = [f"{statistics.median(times[(n, row)]):.4f} ({statistics.median(times[(n, row)]) / shipped:.3f})"
-                 for n in names]
-        print(f"| {row} | " + " | ".join(cells) + " |")
-
+    per_call = {key: seconds / rows[key[0]][2] for key, seconds in times.items()}
+    harness.print_table(["row", *names], [
+        [row, *(f"{per_call[row, n]:.4f} ({per_call[row, n] / per_call[row, 'shipped']:.3f})" for n in names)]
+        for row in rows])
 
 if __name__ == "__main__":
     main()

@@ -21,15 +21,10 @@ import pathlib
 import sys
 import tempfile
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "bench"))
+import harness
+from data_prep_throughput import _run_measured
 
-from data_prep_throughput import _run_measured  # noqa: E402
-
-from tests.data_prep.dask_cluster import LoopbackCluster  # noqa: E402
-
-SPM_MODEL = REPO_ROOT.parent / "shared" / "data" / "albert" / "30k-clean.model"
+from tests.data_prep.dask_cluster import LoopbackCluster
 
 
 def _worker_memory(address: str) -> dict[str, dict[str, float]]:
@@ -54,8 +49,8 @@ def _shard_bytes(directory: pathlib.Path) -> dict[str, bytes]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input_file", default=str(REPO_ROOT.parent / "shared" / "data" / "corpus" / "gutenberg" / "*.txt"))
-    parser.add_argument("--spm_model_file", default=str(SPM_MODEL))
+    parser.add_argument("--input_file", default=str(harness.data_dir() / "corpus" / "gutenberg" / "*.txt"))
+    parser.add_argument("--spm_model_file", default=str(harness.spm_model()))
     parser.add_argument("--dupe_factor", type=int, default=2)
     parser.add_argument("--num_output_shards", type=int, default=8)
     args = parser.parse_args()

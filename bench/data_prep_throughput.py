@@ -43,7 +43,8 @@ import tempfile
 import threading
 import time
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+import harness
+
 ORIGINAL_INSTANCES_PER_S = 400
 ORIGINAL_PEAK_RSS_MB = 680
 TRAIN_STEP_EXAMPLES_PER_S = 8 / 3.0
@@ -100,7 +101,7 @@ def _tree_sample(root_pid: int) -> tuple[float, float, dict[int, float], dict[in
     )
 
 
-def _run_measured(command: list[str], cwd=REPO_ROOT) -> dict:
+def _run_measured(command: list[str], cwd=harness.REPO) -> dict:
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = {"single": 0.0, "tree": 0.0}
     cpu_by_pid: dict[int, float] = {}
@@ -148,7 +149,7 @@ def _generate(corpus_glob: str, output_dir: str, workers: int, dupe_factor: int,
         "data_prep.create_pretraining_data",
         "--input_file=" + ",".join([corpus_glob] * repeat),
         f"--output_dir={output_dir}",
-        f"--spm_model_file={REPO_ROOT.parent / 'shared' / 'data' / 'albert' / '30k-clean.model'}",
+        f"--spm_model_file={harness.spm_model()}",
         "--max_seq_length=128",
         "--max_predictions_per_seq=20",
         f"--dupe_factor={dupe_factor}",
@@ -165,7 +166,7 @@ def _generate(corpus_glob: str, output_dir: str, workers: int, dupe_factor: int,
 
 
 def _reader_examples_per_s(pattern: str, batch_size: int, seconds: float = 5.0) -> float:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    harness.quiet_tensorflow()
     from albert_tf.datasets import pretraining_dataset
 
     dataset = pretraining_dataset(
@@ -181,8 +182,8 @@ def _reader_examples_per_s(pattern: str, batch_size: int, seconds: float = 5.0) 
     return batches * batch_size / (time.monotonic() - started)
 
 
-RELEASE_CORPUS = REPO_ROOT.parent / "shared" / "reference" / "release-pretraining-data" / "corpus.txt"
-SPM_MODEL = REPO_ROOT.parent / "shared" / "data" / "albert" / "30k-clean.model"
+RELEASE_CORPUS = harness.reference_dir() / "release-pretraining-data" / "corpus.txt"
+SPM_MODEL = harness.spm_model()
 RELEASE_FLAGS = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--dupe_factor=20", "--random_seed=1"]
 
 
@@ -257,7 +258,7 @@ WORKER_FLOORS = {
 
 def _floor_mb(code: str) -> float:
     probe = _PEAK_PROBE.format(code=code.format(model=SPM_MODEL))
-    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", probe], cwd=harness.REPO, capture_output=True, text=True, check=True)
     return float(out.stdout.split()[-1])
 
 
@@ -390,11 +391,11 @@ def memory_against_input(kinds: list[str], corpus: str, scratch: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus_dir", default=str(REPO_ROOT.parent / "shared" / "data" / "corpus"))
+    parser.add_argument("--corpus_dir", default=str(harness.data_dir() / "corpus"))
     parser.add_argument("--skip_tenfold", action="store_true", help="skip the 10x-input memory run")
     parser.add_argument("--release", action="store_true", help="the release comparison on its reference corpus")
     parser.add_argument("--original_dir", help="a google-research/albert checkout, for --release")
-    parser.add_argument("--repeats", type=int, default=3)
+    harness.add_repeats(parser, 3)
     parser.add_argument(
         "--beam_memory_scales",
         help="instead: Beam workers' peak memory on this many distinct copies of the release corpus, e.g. 1,10,30",

@@ -9,6 +9,7 @@ Only tiny inputs (tests/fixtures) and tiny models: what is measured is what the 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pathlib
@@ -19,10 +20,11 @@ import tempfile
 import textwrap
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-FIXTURES = REPO / "tests" / "fixtures" / "data"
+import harness
+
+FIXTURES = harness.REPO / "tests" / "fixtures" / "data"
 SPM = FIXTURES / "albert" / "30k-clean.model"
-TINY_VOCAB = REPO / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
+TINY_VOCAB = harness.REPO / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
 CONFIG = {"vocab_size": 30000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
           "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
 ROWS: list[tuple[str, int, str, int, str]] = []
@@ -48,6 +50,7 @@ def describe(folder: pathlib.Path) -> str:
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="albert-faults-"))
     os.chdir(scratch)
     config = scratch / "tiny.json"
@@ -201,7 +204,7 @@ def main():
     print("| Case | Exit | Lines on stderr | The last line | Left in the output folder |")
     print("|---|---|---|---|---|")
     for case, code, last, count, left in ROWS:
-        last = last.replace(str(scratch) + "/", "").replace(str(REPO) + "/", "").replace("|", "\\|")
+        last = last.replace(str(scratch) + "/", "").replace(str(harness.REPO) + "/", "").replace("|", "\\|")
         print(f"| {case} | {code} | {count} | `{last}` | {left} |")
 
 

@@ -15,19 +15,21 @@ import os
 import resource
 import time
 
+import harness
+
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--system", required=True, choices=["xla", "noxla", "hf"])
     parser.add_argument("--seq_length", type=int, default=384)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    harness.add_threads(parser, os.cpu_count())
     parser.add_argument("--size", default="albert_base_v2")
     return parser.parse_args()
 
 
 ARGS = parse_args()
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+harness.quiet_tensorflow()
 
 import numpy as np  # noqa: E402
 
@@ -67,8 +69,7 @@ def our_update(config, ids, labels, jit_compile):
 
     from albert_tf.models import AlbertClassifier
 
-    tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    harness.set_threads(ARGS.threads)
     model = AlbertClassifier(config, 2)
     optimizer = keras.optimizers.AdamW(1e-5)
     inputs = {"input_ids": tf.constant(ids, tf.int32), "input_mask": tf.ones(ids.shape, tf.int32),

@@ -24,10 +24,12 @@ import statistics
 import tempfile
 import time
 
+import harness
+
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=2)
+    harness.add_threads(parser)
     parser.add_argument("--size", default="albert_base_v2")
     parser.add_argument("--albert_config_file", default=None, help="instead of --size")
     parser.add_argument("--spm_model_file", default=None, help="default: <data_dir>/albert/30k-clean.model")
@@ -36,19 +38,18 @@ def parse_args():
     parser.add_argument("--eval_batch", type=int, default=32)
     parser.add_argument("--train_steps", type=int, default=4, help="timed updates per repeat")
     parser.add_argument("--eval_examples", type=int, default=256, help="dev examples per evaluation")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    harness.add_repeats(parser, 3)
+    parser.add_argument("--data_dir", default=str(harness.data_dir()))
     parser.add_argument("--jit_compile", type=int, default=1)
     return parser.parse_args()
 
 
 ARGS = parse_args()
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+harness.quiet_tensorflow()
 
 import tensorflow as tf  # noqa: E402
 
-tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
-tf.config.threading.set_inter_op_parallelism_threads(1)
+harness.set_threads(ARGS.threads)
 
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402

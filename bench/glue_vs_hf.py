@@ -37,11 +37,13 @@ import statistics
 import tempfile
 import time
 
+import harness
+
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="SST-2,RTE")
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    harness.add_threads(parser, os.cpu_count())
     parser.add_argument("--size", default="albert_base_v2")
     parser.add_argument("--albert_config_file", default=None, help="instead of --size")
     parser.add_argument("--spm_model_file", default=None, help="default: <data_dir>/albert/30k-clean.model")
@@ -51,7 +53,7 @@ def parse_args():
     parser.add_argument("--train_steps", type=int, default=2, help="timed updates per repeat")
     parser.add_argument("--train_examples", type=int, default=2048, help="training records drawn from")
     parser.add_argument("--eval_examples", type=int, default=128, help="dev examples per evaluation")
-    parser.add_argument("--repeats", type=int, default=3)
+    harness.add_repeats(parser, 3)
     parser.add_argument("--rows", default="train,eval", help="what to time: train (fine-tuning), eval")
     parser.add_argument("--length_batches", type=int, default=500,
                         help="training batches (and the whole dev split) whose padded lengths are tabled")
@@ -59,22 +61,20 @@ def parse_args():
     parser.add_argument("--ours", default="xla",
                         help="our variants, comma-separated: xla (float32, XLA: the default options), "
                              "noxla (float32, TensorFlow's kernels), bf16 (mixed_bfloat16 without XLA)")
-    parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    parser.add_argument("--data_dir", default=str(harness.data_dir()))
     parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "glue_vs_hf_cache"))
     return parser.parse_args()
 
 
 ARGS = parse_args()
 ROWS = ARGS.rows.split(",")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+harness.quiet_tensorflow()
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 
-tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
-tf.config.threading.set_inter_op_parallelism_threads(1)
-torch.set_num_threads(ARGS.threads)
+harness.set_threads(ARGS.threads, torch=True)
 
 import transformers  # noqa: E402
 
@@ -85,7 +85,6 @@ from finetune import inputs  # noqa: E402
 from finetune.trainer import SORT_WINDOW  # noqa: E402
 from finetune import trainer  # noqa: E402
 from finetune.glue import data  # noqa: E402
-from finetune.glue.task import GlueTask  # noqa: E402
 from finetune.glue.task import GlueTask  # noqa: E402
 from finetune.glue.benchmark import get_task  # noqa: E402
 

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
 
 H100_SXM_DENSE_BF16_TFLOPS = 989.4
 
@@ -39,7 +39,7 @@ def parse_args(argv=None):
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--predictions", type=int, default=20)
     parser.add_argument("--steps", type=int, default=10, help="updates per timed call")
-    parser.add_argument("--repeats", type=int, default=5)
+    harness.add_repeats(parser, 5)
     parser.add_argument("--peak_tflops", type=float, default=H100_SXM_DENSE_BF16_TFLOPS)
     parser.add_argument("--hf", action="store_true", help="also time Hugging Face's PyTorch model")
     parser.add_argument("--hf_child", default=None, help=argparse.SUPPRESS)
@@ -152,7 +152,7 @@ def main():
     if args.hf_child:
         return hf_child(args)
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    harness.quiet_tensorflow()
     from albert_tf.config import AlbertConfig
 
     presets = {preset: AlbertConfig.named(preset) for preset in args.sizes.split(",")}

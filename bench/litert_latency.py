@@ -21,18 +21,17 @@ than the peer.
 """
 
 import os
-import pathlib
 import statistics
 import tempfile
 import time
 
 from absl import app, flags
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+import harness
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "albert_base_v2", "Named config (AlbertConfig.named) with random weights.")
-flags.DEFINE_string("spm_model_file", str(REPO / "tests" / "fixtures" / "data" / "albert" / "30k-clean.model"),
+flags.DEFINE_string("spm_model_file", str(harness.REPO / "tests" / "fixtures" / "data" / "albert" / "30k-clean.model"),
                     "SentencePiece model to put inside the SavedModel (the released 30k-clean.model).")
 flags.DEFINE_integer("seq_length", 128, "Tokens per request.")
 flags.DEFINE_integer("repeats", 50, "Timed repeats of each runner (after 3 warm-up calls).")
@@ -60,9 +59,7 @@ def _runners(workdir: str):
     from albert_tf import AlbertConfig, AlbertEncoder, litert
     from albert_tf.export import export_encoder
 
-    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    torch.set_num_threads(FLAGS.threads)
+    harness.set_threads(FLAGS.threads, torch=True)
     keras.utils.set_random_seed(0)
     config = AlbertConfig.named(FLAGS.preset)
     encoder = AlbertEncoder(config)

@@ -22,15 +22,15 @@ Usage: python bench/model_throughput.py [--threads 2] [--repeats 7] [--forward_o
 """
 
 import argparse
-import os
-import statistics
 import time
+
+import harness
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=7)
+    harness.add_threads(parser)
+    harness.add_repeats(parser, 7)
     parser.add_argument("--size", default="albert_base_v2")
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--batch", type=int, default=8)
@@ -43,23 +43,13 @@ def parse_args():
     return parser.parse_args()
 
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+harness.quiet_tensorflow()
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertPretrainer  # noqa: E402
-
-
-def set_threads(threads: int):
-    """The thread count of every system; call before TensorFlow runs its first op."""
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    import torch
-
-    torch.set_num_threads(threads)
 
 
 def encoder_flops(c: AlbertConfig, batch: int, length: int, last_rows: int | None = None) -> float:
@@ -218,28 +208,18 @@ def block(result):
 
 
 def median_times(systems: dict, runs: dict, repeats: int) -> dict:
-    """Medians of `repeats` timings of every (run, system), interleaved so that noise hits all alike.
+    """Medians of `repeats` interleaved timings of every (run, system) (`harness.interleaved_times`).
 
     `runs` maps a row name to `(call, batch)`, where `call(system)` returns the function to time.
-    The order of the systems rotates from one repeat to the next: whoever runs right after
-    PyTorch shares the CPU with its OpenMP threads, which keep spinning for a while after their
-    work, and a fixed order would hand that penalty to the same system every time.
     """
-    names = list(systems)
-    times = {(row, name): [] for row in runs for name in names}
-    for repeat in range(repeats):
-        order = names[repeat % len(names):] + names[:repeat % len(names)]
-        for row, (call, batch) in runs.items():
-            for name in order:
-                start = time.perf_counter()
-                block(call(systems[name])(batch))
-                times[row, name].append(time.perf_counter() - start)
-    return {key: statistics.median(values) for key, values in times.items()}
+    calls = {(row, name): (lambda call=call, batch=batch, system=system: block(call(system)(batch)))
+             for row, (call, batch) in runs.items() for name, system in systems.items()}
+    return harness.medians(harness.interleaved_times(calls, repeats))
 
 
 def main():
     args = parse_args()
-    set_threads(args.threads)
+    harness.set_threads(args.threads, torch=True)
     c = AlbertConfig.named(args.size)
     skip = set(filter(None, args.skip.split(",")))
     reference = {}
@@ -302,27 +282,22 @@ def main():
     print(f"\n{args.size}, {args.threads} threads, median of {args.repeats} interleaved repeats; "
           f"float32 matmul peak {peak:.0f} GFLOP/s (2048^3, XLA)\n")
     names = list(systems)
-    header = ["row", *names, "ours / fastest peer", "ours GFLOP/s (% of peak)"]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
+    table = []
     for row, (_, _, flops) in rows.items():
         med = {n: med_all[row, n] for n in names}
         ours = med["albert_tf XLA"]
         peers = [med[n] for n in names if not n.startswith("albert_tf")]
         ratio = f"{ours / min(peers):.2f}" if peers else "-"
         gflops = flops / ours / 1e9
-        cells = [f"{med[n]:.3f}" for n in names]
-        print(f"| {row} | " + " | ".join(cells) + f" | {ratio} | {gflops:.0f} ({100 * gflops / peak:.0f}%) |")
+        table.append([row, *(f"{med[n]:.3f}" for n in names), ratio, f"{gflops:.0f} ({100 * gflops / peak:.0f}%)"])
+    harness.print_table(["row", *names, "ours / fastest peer", "ours GFLOP/s (% of peak)"], table)
     bf16 = [n for n in names if "bf16" in n]
     if bf16:
         print("\nbf16 against float32 (ratios of medians; > 1 means bf16 is faster):\n")
         float32_names = [n for n in names if "bf16" not in n]
-        header = ["row", *(f"{b} vs {f}" for b in bf16 for f in float32_names)]
-        print("| " + " | ".join(header) + " |")
-        print("|" + "---|" * len(header))
-        for row in rows:
-            cells = [f"{med_all[row, f] / med_all[row, b]:.2f}" for b in bf16 for f in float32_names]
-            print(f"| {row} | " + " | ".join(cells) + " |")
+        harness.print_table(["row", *(f"{b} vs {f}" for b in bf16 for f in float32_names)],
+                            [[row, *(f"{med_all[row, f] / med_all[row, b]:.2f}" for b in bf16 for f in float32_names)]
+                             for row in rows])
         for name, difference in differences.items():
             print(f"largest |{name} - {float32_name}| on the forward {args.batch}x{args.seq_length} "
                   f"sequence_output: {difference:.4f}")

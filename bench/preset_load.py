@@ -17,14 +17,13 @@ import http.server
 import os
 import pathlib
 import statistics
-import sys
 import tempfile
 import threading
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import harness
+
+harness.quiet_tensorflow("3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -33,7 +32,7 @@ from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer  # noqa: E40
 from albert_tf.checkpoint_names import encoder_weight_names, head_weight_names  # noqa: E402
 from albert_tf.convert import write_tf1_release  # noqa: E402
 
-VOCAB = REPO / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
+VOCAB = harness.REPO / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
 
 
 def release_tarball(config: AlbertConfig, folder: pathlib.Path) -> pathlib.Path:
@@ -53,7 +52,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", default="albert_base_v2", help="AlbertConfig.named size of the model")
     parser.add_argument("--model", choices=("encoder", "pretrainer"), default="encoder")
-    parser.add_argument("--repeats", type=int, default=7)
+    harness.add_repeats(parser, 7)
     args = parser.parse_args()
     model_class = AlbertEncoder if args.model == "encoder" else AlbertPretrainer
     # The tiny vocabulary's pieces index any table; the released size keeps its 30,000 rows.
@@ -91,12 +90,10 @@ def main():
         server.shutdown()
     folder_s, cached_s = statistics.median(times["folder"]), statistics.median(times["cached"])
     print(f"{args.model} of {args.size}, {args.repeats} repeats, medians (tarball {size_mb:.1f} MB)")
-    print("| load | seconds |")
-    print("|---|---|")
-    print(f"| first load by URL (download, unpack, convert, load) | {first:.2f} |")
-    print(f"| preset folder, directly | {folder_s:.3f} |")
-    print(f"| by URL again, from the cache | {cached_s:.3f} |")
-    print(f"| cached / folder | {cached_s / folder_s:.3f} |")
+    harness.print_table(["load", "seconds"], [
+        ["first load by URL (download, unpack, convert, load)", f"{first:.2f}"],
+        ["preset folder, directly", f"{folder_s:.3f}"], ["by URL again, from the cache", f"{cached_s:.3f}"],
+        ["cached / folder", f"{cached_s / folder_s:.3f}"]])
 
 
 if __name__ == "__main__":

@@ -22,9 +22,11 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness
 
-import model_throughput  # noqa: E402  (sets the TF environment before TensorFlow is imported)
+harness.quiet_tensorflow()
+
+import model_throughput  # noqa: E402  (the peers' systems and the FLOP counts)
 import tensorflow as tf  # noqa: E402
 
 from albert_tf import strategies, training  # noqa: E402
@@ -90,14 +92,14 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--predictions", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
+    harness.add_repeats(parser, 5)
+    harness.add_threads(parser)
     parser.add_argument("--mixed_precision", default="none", choices=list(training.MIXED_PRECISION_POLICIES))
     parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
     parser.add_argument("--input_file", default=None)
     parser.add_argument("--memory_child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    model_throughput.set_threads(args.threads)
+    harness.set_threads(args.threads, torch=True)
     config = AlbertConfig.named(args.size)
 
     if args.memory_child:
@@ -125,11 +127,9 @@ def main():
 
     print(f"\n{args.size}, {args.mixed_precision} precision, {args.threads} threads, "
           f"median of {args.repeats} interleaved repeats")
-    print("| system | s/update | updates/s | examples/s |")
-    print("|---|---|---|---|")
-    for name in systems:
-        seconds = medians[row, name]
-        print(f"| {name} | {seconds:.3f} | {1 / seconds:.3f} | {args.batch / seconds:.2f} |")
+    harness.print_table(["system", "s/update", "updates/s", "examples/s"],
+                        [[name, f"{medians[row, name]:.3f}", f"{1 / medians[row, name]:.3f}",
+                          f"{args.batch / medians[row, name]:.2f}"] for name in systems])
     peers = [medians[row, n] for n in systems if not n.startswith("albert_tf")]
     if "albert_tf loop XLA" in systems and peers:
         print(f"ours (loop, XLA) / fastest peer: {medians[row, 'albert_tf loop XLA'] / min(peers):.2f} (time)")

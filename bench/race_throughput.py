@@ -15,33 +15,31 @@ Usage: python bench/race_throughput.py [--threads 2] [--size albert_base_v2] [--
 
 import argparse
 import os
-import statistics
-import time
+
+import harness
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=2)
+    harness.add_threads(parser)
     parser.add_argument("--size", default="albert_base_v2")
     parser.add_argument("--seq_length", type=int, default=512)
     parser.add_argument("--max_qa_length", type=int, default=128)
     parser.add_argument("--train_batch", type=int, default=2, help="questions per update (4 rows each)")
     parser.add_argument("--predict_batch", type=int, default=4, help="questions per prediction call")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    harness.add_repeats(parser, 5)
+    parser.add_argument("--data_dir", default=str(harness.data_dir()))
     return parser.parse_args()
 
 
 ARGS = parse_args()
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+harness.quiet_tensorflow()
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 
-tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
-tf.config.threading.set_inter_op_parallelism_threads(1)
-torch.set_num_threads(ARGS.threads)
+harness.set_threads(ARGS.threads, torch=True)
 
 import keras  # noqa: E402
 import transformers  # noqa: E402
@@ -123,26 +121,18 @@ def main():
         for pick, batch, _ in rows.values():
             system[pick](batch)
         print(f"warmed up {name}", flush=True)
-    times = {(row, name): [] for row in rows for name in systems}
-    names = list(systems)
-    for repeat in range(ARGS.repeats):
-        order = names if repeat % 2 == 0 else names[::-1]
-        for row, (pick, batch, _) in rows.items():
-            for name in order:
-                began = time.perf_counter()
-                systems[name][pick](batch)
-                times[row, name].append(time.perf_counter() - began)
-        print(f"repeat {repeat + 1}/{ARGS.repeats} done", flush=True)
+    calls = {(row, name): (lambda system=system, pick=pick, batch=batch: system[pick](batch))
+             for row, (pick, batch, _) in rows.items() for name, system in systems.items()}
+    times = harness.medians(harness.interleaved_times(calls, ARGS.repeats, progress=True))
 
     print(f"\n{ARGS.size}, RACE rows of {ARGS.seq_length} tokens (4 per question), {ARGS.threads} threads, "
           f"median of {ARGS.repeats} interleaved repeats (a shared machine)\n")
-    print("| row | questions/batch | albert_tf q/s | HF PyTorch q/s | ours / HF |")
-    print("|---|---|---|---|---|")
+    table = []
     for row, (_, _, questions) in rows.items():
-        rate = {name: questions / statistics.median(times[row, name]) for name in names}
-        print(f"| {row} | {questions} | {rate['albert_tf']:.3f} | {rate['HF PyTorch']:.3f} | "
-              f"{rate['albert_tf'] / rate['HF PyTorch']:.2f} |")
-
+        rate = {name: questions / times[row, name] for name in systems}
+        table.append([row, questions, f"{rate['albert_tf']:.3f}", f"{rate['HF PyTorch']:.3f}",
+                      f"{rate['albert_tf'] / rate['HF PyTorch']:.2f}"])
+    harness.print_table(["row", "questions/batch", "albert_tf q/s", "HF PyTorch q/s", "ours / HF"], table)
 
 if __name__ == "__main__":
     main()

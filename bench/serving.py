@@ -18,20 +18,19 @@ alternating within each repeat; the table gives medians and the ratio. Goal: at 
 """
 
 import os
-import pathlib
 import statistics
 import tempfile
 import time
 
 from absl import app, flags
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+import harness
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("size", "albert_base_v2", "Named size (AlbertConfig.named) to export with random weights.")
-flags.DEFINE_string("spm_model_file", str(REPO.parent / "shared" / "data" / "albert" / "30k-clean.model"),
+flags.DEFINE_string("spm_model_file", str(harness.spm_model()),
                     "SentencePiece model to put inside the SavedModel.")
-CORPUS = REPO.parent / "shared" / "data" / "corpus" / "wikitext-2-raw" / "wiki.valid.raw"
+CORPUS = harness.data_dir() / "corpus" / "wikitext-2-raw" / "wiki.valid.raw"
 flags.DEFINE_string("corpus_file", str(CORPUS),
                     "Text whose paragraphs are served (long enough to fill the sequence).")
 flags.DEFINE_integer("seq_length", 128, "max_seq_length of serve_text.")
@@ -116,10 +115,9 @@ def padding_main():
 
 def main(argv):
     del argv
+    harness.quiet_tensorflow("3")
     if FLAGS.padding:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         return padding_main()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import numpy as np
     import tensorflow as tf
     import tensorflow_text  # noqa: F401

@@ -24,10 +24,12 @@ import os
 import statistics
 import time
 
+import harness
+
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=2)
+    harness.add_threads(parser)
     parser.add_argument("--size", default="albert_base_v2")
     parser.add_argument("--seq_length", type=int, default=384)
     parser.add_argument("--feature_questions", type=int, default=2000)
@@ -35,22 +37,20 @@ def parse_args():
     parser.add_argument("--train_steps", type=int, default=2, help="timed steps per repeat")
     parser.add_argument("--predict_questions", type=int, default=16)
     parser.add_argument("--predict_batch", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    harness.add_repeats(parser, 3)
+    parser.add_argument("--data_dir", default=str(harness.data_dir()))
     return parser.parse_args()
 
 
 ARGS = parse_args()
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+harness.quiet_tensorflow()
 
 import numpy as np  # noqa: E402
 import sentencepiece as spm  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 
-tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
-tf.config.threading.set_inter_op_parallelism_threads(1)
-torch.set_num_threads(ARGS.threads)
+harness.set_threads(ARGS.threads, torch=True)
 
 import transformers  # noqa: E402
 

@@ -68,8 +68,8 @@ class LayerNorm(keras.layers.LayerNormalization):
     inference (`training` not true) in float32 or bf16, this layer normalises through
     `FusedBatchNormV3` on a [1, rows, width, 1] view and then scales and shifts: the pattern that
     TensorFlow's graph optimiser rewrites into one `_MklLayerNorm` kernel when the model runs
-    without XLA (Keras 2's LayerNormalization was written so). albert base's bf16 forward pass at
-    batch 1 took about 5% less time. A bf16 input is not cast: the kernel keeps its statistics in
+    without XLA (Keras 2's LayerNormalization was written so; its speed: docs/benchmarks.md).
+    A bf16 input is not cast: the kernel keeps its statistics in
     float32, scale and shift round to bf16 as the output does. In training, inside XLA and on a
     GPU the layer is Keras' formula in float32 (its policy's dtype), as Keras' layer computes it.
     """
@@ -98,8 +98,8 @@ class LayerNorm(keras.layers.LayerNormalization):
         """The last axis in float32 or bf16, on the CPU, outside XLA and outside `keras_layer_norm()`:
         where the rewrite applies.
 
-        XLA expands `FusedBatchNormV3` into plainer code than it makes of Keras' formula (albert
-        base's float32 forward at batch 8 took 12% longer), and on a GPU the rewrite is absent.
+        XLA expands `FusedBatchNormV3` into plainer code than it makes of Keras' formula (slower:
+        docs/benchmarks.md), and on a GPU the rewrite is absent.
         """
         return (
             not getattr(_keras_formula, "on", False)
@@ -116,8 +116,8 @@ class Dense(keras.layers.Dense):
 
     Keras multiplies a [B, T, I] input through `tensordot` and adds the bias apart. Flattened to
     [B*T, I] with `tf.nn.bias_add`, TensorFlow's graph optimiser fuses matmul, bias and activation
-    into one oneDNN kernel when the model runs without XLA: albert base's bf16 forward pass took
-    about 15% less time, float32's about 10% less at batch 8. Under XLA the program is the same.
+    into one oneDNN kernel when the model runs without XLA (its speed: docs/benchmarks.md). Under
+    XLA the program is the same.
     """
 
     def call(self, inputs, training=None):

@@ -1,6 +1,6 @@
-"""Dev accuracy after a short GLUE fine-tune, with batches cut to length buckets or padded to
-max_seq_length, grouped by length or drawn at random, and in mixed_bfloat16: does the faster path
-change the result?
+"""Does the faster input path change the result? Dev accuracy after a short GLUE fine-tune, with
+batches cut to length buckets or padded to max_seq_length, grouped by length or drawn at random,
+and in mixed_bfloat16.
 
 Every variant starts from the same random weights (the seed) and trains through the real path
 (`Finetuning.dataset_fn` and `train_steps`), then evaluates the whole dev split with
@@ -16,21 +16,25 @@ loss, the largest difference of the dev logits from the first variant's, and the
 (the machine may be shared: compare the times only roughly); with several seeds, then each
 variant's mean and spread of dev accuracy.
 
-Usage: python bench/glue_bucketing_accuracy.py [--task SST-2] [--train_steps 200]
+Usage: python experiments/glue_bucketing_accuracy.py [--task SST-2] [--train_steps 200]
        [--variants padded,bucketed,grouped,bf16] [--seeds 12345,1,2]
 """
 
 import argparse
 import os
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import harness  # noqa: E402  (bench/harness.py: the checkout's paths, the data folder, quiet TensorFlow)
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", default="SST-2")
     parser.add_argument("--variants", default="padded,bucketed,bf16")
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    harness.add_threads(parser, os.cpu_count())
     parser.add_argument("--albert_config_file", default=None,
                         help="default: a small ALBERT (hidden 64, 2 layers, embedding 32), random weights")
     parser.add_argument("--init_checkpoint", default=None,
@@ -47,19 +51,18 @@ def parse_args():
                         help="steps per window of grouped training (default: the trainer's SORT_WINDOW)")
     parser.add_argument("--seeds", default="12345", help="comma-separated: a run of every variant per seed")
     parser.add_argument("--jit_compile", type=int, default=1, help="for the float32 variants")
-    parser.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    parser.add_argument("--data_dir", default=str(harness.data_dir()))
     parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "glue_vs_hf_cache"))
     return parser.parse_args()
 
 
 ARGS = parse_args()
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+harness.quiet_tensorflow()
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-tf.config.threading.set_intra_op_parallelism_threads(ARGS.threads)
-tf.config.threading.set_inter_op_parallelism_threads(1)
+harness.set_threads(ARGS.threads)
 
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402

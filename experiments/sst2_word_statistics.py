@@ -1,4 +1,4 @@
-"""What SST-2 can be told by words alone: references for bench/glue_pretraining_helps.py.
+"""How much of SST-2 can words alone tell? References for experiments/glue_pretraining_helps.py.
 
 All read the SST-2 sentences exactly as the fine-tuned models do (the first --train_examples train
 rows and the full dev set, tokenized with --spm_model_file and cut to --seq_length), and each fits a
@@ -17,21 +17,24 @@ logistic regression on the train rows (the best C of a small grid, scored on dev
   already say: roughly the most a model pretrained on that text can bring to these rows from its
   knowledge of single words.
 
-Usage: python bench/sst2_word_statistics.py [--corpus data/corpus/train.txt[,more.txt]]
+Usage: python experiments/sst2_word_statistics.py [--corpus data/corpus/train.txt[,more.txt]]
            [--spm_model_file runs/demo/vocab.model] [--train_examples 4000] [--seq_length 32]
 """
 
 import argparse
 import os
+import sys
 
-from glue_pretraining_helps import REPO, add_comparison_arguments
-from sst2_linear_probe import C_GRID, best_dev_accuracy, sst2_rows
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import harness  # noqa: E402  (bench/harness.py: the checkout's paths, the data folder, quiet TensorFlow)
+from glue_pretraining_helps import add_comparison_arguments  # noqa: E402
+from sst2_linear_probe import C_GRID, best_dev_accuracy, sst2_rows  # noqa: E402
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_comparison_arguments(parser)
-    parser.add_argument("--corpus", default=os.path.join(REPO, "data", "corpus", "train.txt"),
+    parser.add_argument("--corpus", default=str(harness.REPO / "data" / "corpus" / "train.txt"),
                         help="the pretraining text, one or more files (comma-separated)")
     parser.add_argument("--dim", type=int, default=64, help="the demo's embedding_size")
     parser.add_argument("--window", type=int, default=4)

@@ -1,15 +1,16 @@
-"""A copy of a pretraining checkpoint whose embeddings are scaled back to their initial size.
+"""Does a pretrained start fine-tune better once its embeddings are scaled back to their initial
+size? This writes that start: a copy of a pretraining checkpoint with the embeddings scaled back.
 
 LAMB's steps are a fixed fraction of each variable's norm, so a long pretraining run at a high rate
-lets the embeddings grow (the wikitext run of bench/sop_vs_nsp.py: standard deviation 0.19 after
+lets the embeddings grow (the wikitext run of experiments/sop_vs_nsp.py: standard deviation 0.19 after
 9,000 steps at 0.01, from 0.02). AdamW's fine-tuning steps are absolute, so large embeddings then
 move little, relatively, and the pretrained start fits its task more slowly than random weights.
 The word, position and token-type embeddings are summed into a LayerNorm, so multiplying all three
 by one factor leaves the encoder's outputs unchanged; this script does that, down to a standard
 deviation of --target_stddev for the word embeddings, checks the outputs on a random batch, and
-writes a checkpoint that `--init_checkpoint` / bench/glue_pretraining_helps.py `--pretrained` read.
+writes a checkpoint that `--init_checkpoint` / experiments/glue_pretraining_helps.py `--pretrained` read.
 
-Usage: python bench/rescaled_checkpoint.py --checkpoint runs/demo/model --output_dir /tmp/demo_rescaled
+Usage: python experiments/rescaled_checkpoint.py --checkpoint runs/demo/model --output_dir /tmp/demo_rescaled
            [--target_stddev 0.02]
 """
 
@@ -18,7 +19,8 @@ import os
 import shutil
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import harness  # noqa: E402  (bench/harness.py: the checkout's paths, the data folder, quiet TensorFlow)
 
 EMBEDDINGS = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 
@@ -34,13 +36,12 @@ def parse_args():
 
 def main():
     args = parse_args()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    harness.quiet_tensorflow()
     import numpy as np
     import tensorflow as tf
 
     from albert_tf import AlbertConfig, AlbertPretrainer
     from albert_tf.training import load_init_checkpoint, model_weights
-    from model_throughput import random_batch
 
     config = AlbertConfig.from_json_file(os.path.join(args.checkpoint, "albert_config.json"))
     model = AlbertPretrainer(config)
@@ -55,7 +56,9 @@ def main():
     target = args.target_stddev or config.initializer_range
     factor = target / float(np.std(word.numpy()))
 
-    batch = random_batch(config, batch=4, length=64, predictions=1)
+    rng = np.random.default_rng(0)  # a random batch: any ids show whether the outputs move
+    batch = {"input_ids": rng.integers(5, config.vocab_size, (4, 64)).astype(np.int32),
+             "input_mask": np.ones((4, 64), np.int32), "segment_ids": np.zeros((4, 64), np.int32)}
     before = model.encoder(batch)["sequence_output"].numpy()
     for key, variable in embeddings.items():
         variable.assign(variable * factor)

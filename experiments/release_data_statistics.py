@@ -1,4 +1,4 @@
-"""Statistics of our pretraining data beside the release's, on the release's reference corpus.
+"""Are our pretraining data's statistics the release's? Each beside the release's, on its reference corpus.
 
 Runs the local generator on ../shared/reference/release-pretraining-data/corpus.txt with the flags
 of that folder's README (max_seq_length 128, 20 predictions, masked_lm_prob 0.15, ngram 3,
@@ -7,7 +7,7 @@ release-statistics.json with the README's definitions, and prints each beside th
 of the release's seven seeds. The same definitions are first applied to the release's own records
 (release-seed12345.tfrecord) and must give its seed-12345 entry: that checks the definitions.
 
-    python bench/release_data_statistics.py [--seeds 1,2,3,4,5,6,12345] [--num_workers 2]
+    python experiments/release_data_statistics.py [--seeds 1,2,3,4,5,6,12345] [--num_workers 2]
 
 A statistic marked `fix` differs by a documented default: the same table line is then also given
 with the flag that restores the release's behaviour (--nostrict_sop for the SOP label balance).
@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 import tempfile
 
 import numpy as np
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import harness  # noqa: E402  (bench/harness.py: the checkout's paths, the data folder, quiet TensorFlow)
 
-REFERENCE = REPO_ROOT.parent / "shared" / "reference" / "release-pretraining-data"
-SPM_MODEL = REPO_ROOT.parent / "shared" / "data" / "albert" / "30k-clean.model"
+REFERENCE = harness.reference_dir() / "release-pretraining-data"
+SPM_MODEL = harness.spm_model()
 SEQ, PREDICTIONS, DUPE = 128, 20, 2
 UNDERLINE = "\u2581"
 

@@ -1,4 +1,4 @@
-"""Cost of deciding ties as the release did in `AlbertTokenizer` (a script, not a test).
+"""What does deciding ties as the release did cost `AlbertTokenizer`, and how many texts does it change?
 
 `AlbertTokenizer.encode_batch` on GLUE sentences and on corpus lines (what the pretraining-data
 tool encodes), run side by side in one run: as shipped (texts where the installed sentencepiece may
@@ -9,19 +9,20 @@ what follows SentencePiece (tie step and re-split, or the re-split alone) on the
 figure that noise on a shared machine blurs least; and how many texts took the slow path (a run of
 tied pieces, searched again) and how many changed.
 
-    python bench/tokenizer_ties.py [--data_dir ../shared/data] [--texts 20000] [--repeats 7]
+    python experiments/tokenizer_ties.py [--data_dir ../shared/data] [--texts 20000] [--repeats 7]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import statistics
 import sys
 import time
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import harness  # noqa: E402  (bench/harness.py: the checkout's paths, the data folder, quiet TensorFlow)
 
 from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
 from finetune.glue.readers import read_examples  # noqa: E402
@@ -55,9 +56,9 @@ def corpus_lines(data_dir: pathlib.Path, count: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data_dir", type=pathlib.Path, default=REPO_ROOT.parent / "shared" / "data")
+    parser.add_argument("--data_dir", type=pathlib.Path, default=harness.data_dir())
     parser.add_argument("--texts", type=int, default=20000)
-    parser.add_argument("--repeats", type=int, default=7)
+    harness.add_repeats(parser, 7)
     args = parser.parse_args()
     model = args.data_dir / "albert" / "30k-clean.model"
     release, installed = AlbertTokenizer(model), SentencepieceOrder(model)

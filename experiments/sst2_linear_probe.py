@@ -1,4 +1,4 @@
-"""What a pretrained encoder knows about SST-2 before fine-tuning: linear probes on frozen features.
+"""What does a pretrained encoder know about SST-2 before fine-tuning? Linear probes on frozen features.
 
 The encoder of a pretraining run (default: runs/demo/model, written by ./run_demo.sh) and the same
 config with random weights each turn the first --train_examples SST-2 train sentences and the full
@@ -6,16 +6,19 @@ dev set into fixed features; a logistic regression (inputs standardised, the bes
 grid scored on dev) is fitted on the train features. Features: the mean of the embedding output
 over real tokens, the mean of the last layer over real tokens, the last layer at [CLS], and the
 pooled output. A pretrained encoder whose features probe worse than random ones has nothing for
-fine-tuning to build on (the complement of bench/glue_pretraining_helps.py, which fine-tunes).
+fine-tuning to build on (the complement of experiments/glue_pretraining_helps.py, which fine-tunes).
 
-Usage: python bench/sst2_linear_probe.py [--pretrained runs/demo/model] [--spm_model_file runs/demo/vocab.model]
+Usage: python experiments/sst2_linear_probe.py [--pretrained runs/demo/model] [--spm_model_file runs/demo/vocab.model]
            [--train_examples 4000] [--seq_length 32]
 """
 
 import argparse
 import os
+import sys
 
-from glue_pretraining_helps import add_comparison_arguments
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import harness  # noqa: E402  (bench/harness.py: the checkout's paths, the data folder, quiet TensorFlow)
+from glue_pretraining_helps import add_comparison_arguments  # noqa: E402  (the flags of the comparison)
 
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 
@@ -51,7 +54,7 @@ def parse_args():
 
 def main():
     args = parse_args()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    harness.quiet_tensorflow()
     import keras
     import numpy as np
 

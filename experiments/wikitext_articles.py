@@ -1,11 +1,12 @@
-"""WikiText raw files as one article per line, the document_per_line input of the data tools.
+"""Do SOP and NSP compare on encyclopaedic text as on the books (sop_vs_nsp.py --corpus)? This writes
+that text: WikiText raw files as one article per line, the document_per_line input of the data tools.
 
 Read as document_per_line, wikitext's own layout makes every paragraph (and every heading) a
 document; sentence-pair tasks then never cross a paragraph. Here each article (from one top-level
 " = Title = " line to the next) becomes one line: its paragraphs joined, section headings dropped,
 and the tokenizer's " @-@ ", " @,@ ", " @.@ " put back as "-", ",", ".".
 
-Usage: python bench/wikitext_articles.py OUTPUT FILE... (e.g. the wiki.valid.raw and wiki.test.raw
+Usage: python experiments/wikitext_articles.py OUTPUT FILE... (e.g. the wiki.valid.raw and wiki.test.raw
 of ../shared/data/corpus/wikitext-2-raw, which give 122 articles, 2.4 MB)
 """
 

@@ -9,7 +9,7 @@ each of --seeds (the seed sets the head's initialisation, the random encoder's w
 shuffling): one fine-tuning run on 4,000 sentences moves by a point or two from seed to seed, more
 than the difference being measured.
 
-Usage: python bench/glue_pretraining_helps.py [--task SST-2] [--pretrained runs/demo/model]
+Usage: python experiments/glue_pretraining_helps.py [--task SST-2] [--pretrained runs/demo/model]
            [--train_examples 4000] [--seq_length 32] [--steps 600] [--learning_rate 2e-4]
            [--seeds 12345,1,2,3] [--output_dir /tmp/glue_helps]
 """
@@ -19,9 +19,13 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import time
 
-REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import harness  # noqa: E402  (bench/harness.py: the checkout's paths, the data folder, quiet TensorFlow)
+
+REPO = str(harness.REPO)
 
 
 def add_comparison_arguments(parser: argparse.ArgumentParser):
@@ -29,7 +33,7 @@ def add_comparison_arguments(parser: argparse.ArgumentParser):
     parser.add_argument("--pretrained", default=os.path.join(REPO, "runs", "demo", "model"),
                         help="an albert-pretrain output_dir (albert_config.json + checkpoints)")
     parser.add_argument("--spm_model_file", default=os.path.join(REPO, "runs", "demo", "vocab.model"))
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data", "glue"))
+    parser.add_argument("--data_dir", default=str(harness.data_dir() / "glue"))
     parser.add_argument("--train_examples", type=int, default=4000, help="the first N rows of SST-2 train")
     parser.add_argument("--seq_length", type=int, default=32)
 
@@ -50,7 +54,7 @@ def parse_args():
 
 def main():
     args = parse_args()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    harness.quiet_tensorflow()
     from finetune.glue import cli
     from finetune.glue.benchmark import get_task
 

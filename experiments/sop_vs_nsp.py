@@ -1,4 +1,5 @@
-"""The paper's Table 5 at small scale: a model pretrained with NSP vs one pretrained with SOP.
+"""Does sentence-order prediction learn what next-sentence prediction cannot?
+The paper's Table 5 at small scale: a model pretrained with NSP vs one pretrained with SOP.
 
 Both models have the same config, seed, steps and optimizer and see records made from the same
 text with the same masks' statistics; they differ only in the sentence-pair task of their records:
@@ -16,7 +17,7 @@ chance on both.
 
 Defaults: the demo's model and training (configs/albert_demo.json, 3,000 LAMB steps of batch 16 at
 0.01, sequence 128), about 20 CPU minutes in all on 2 cores.
-Usage: python bench/sop_vs_nsp.py [--steps 3000] [--output_dir /tmp/sop_vs_nsp]
+Usage: python experiments/sop_vs_nsp.py [--steps 3000] [--output_dir /tmp/sop_vs_nsp]
            [--records_dir /tmp/sop_vs_nsp]  (train and score on an earlier run's records)
 """
 
@@ -30,7 +31,10 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import harness  # noqa: E402  (bench/harness.py: the checkout's paths, the data folder, quiet TensorFlow)
+
+REPO = str(harness.REPO)
 TASKS = ("nsp", "sop")
 
 
@@ -168,7 +172,7 @@ def main():
             f"--seed={args.seed}", "--progress_bar=false",
         )
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    harness.quiet_tensorflow()
     from albert_tf import AlbertConfig
 
     config = AlbertConfig.from_json_file(args.albert_config_file)

@@ -1,0 +1,110 @@
+"""What the scripts of bench/ and experiments/ share: where things are, a quiet TensorFlow on a set
+number of threads, `--repeats`, interleaved timing and its medians, and Markdown tables.
+
+Importing it puts this checkout first on sys.path, so that a script measures the code beside it
+whether or not (and wherever) the package is installed. Nothing else happens on import: a script
+calls `quiet_tensorflow()` before it imports TensorFlow and `set_threads()` before the first op.
+
+    import harness  # in bench/; experiments/ put bench/ on sys.path first
+    ARGS = parse_args()  # with harness.add_threads / harness.add_repeats
+    harness.quiet_tensorflow()
+    import tensorflow as tf
+    harness.set_threads(ARGS.threads, torch=True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import time
+from typing import Callable, Hashable
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def data_dir() -> pathlib.Path:
+    """The full data: the folder named by ALBERT_DATA_DIR, else ../shared/data beside the checkout
+    (the tests' `data_dir` fixture reads the same)."""
+    return pathlib.Path(os.environ.get("ALBERT_DATA_DIR", REPO.parent / "shared" / "data"))
+
+
+def reference_dir() -> pathlib.Path:
+    """The shared reference outputs (the original release's pretraining data): beside data_dir()."""
+    return data_dir().parent / "reference"
+
+
+def spm_model() -> pathlib.Path:
+    """The released 30k-clean.model in the full data."""
+    return data_dir() / "albert" / "30k-clean.model"
+
+
+def quiet_tensorflow(level: str = "2") -> None:
+    """TensorFlow's C++ logs down to errors (level "3": none), Keras on TensorFlow; before the import."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", level)
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+
+def set_threads(threads: int, torch: bool = False) -> None:
+    """Every system on `threads` threads (TensorFlow's intra-op pool, one inter-op thread; torch's
+    too with torch=True); call before TensorFlow runs its first op."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    if torch:
+        import torch as torch_module
+
+        torch_module.set_num_threads(threads)
+
+
+def add_threads(parser: argparse.ArgumentParser, default: int = 2) -> None:
+    parser.add_argument("--threads", type=int, default=default, help="threads of every system")
+
+
+def add_repeats(parser: argparse.ArgumentParser, default: int) -> None:
+    parser.add_argument("--repeats", type=int, default=default,
+                        help="timed repeats; the tables give their medians")
+
+
+def interleaved_times(calls: dict[tuple[Hashable, str], Callable[[], object]], repeats: int,
+                      progress: bool = False) -> dict[tuple[Hashable, str], list[float]]:
+    """Seconds of `repeats` runs of every call, keyed (row, system) as `calls` is; each call must
+    wait for its own work (`.numpy()`).
+
+    Every repeat runs each row's systems back to back, so a change of load on a shared machine hits
+    them alike, and the order of the systems rotates from one repeat to the next: whoever runs right
+    after PyTorch shares the CPU with its OpenMP threads, which keep spinning a while after their
+    work, and a fixed order would hand that penalty to the same system every time.
+    """
+    rows = list(dict.fromkeys(row for row, _ in calls))
+    names = list(dict.fromkeys(name for _, name in calls))
+    times = {key: [] for key in calls}
+    for repeat in range(repeats):
+        order = names[repeat % len(names):] + names[:repeat % len(names)]
+        for row in rows:
+            for name in order:
+                if (row, name) in calls:
+                    began = time.perf_counter()
+                    calls[row, name]()
+                    times[row, name].append(time.perf_counter() - began)
+        if progress:
+            print(f"repeat {repeat + 1}/{repeats} done", flush=True)
+    return times
+
+
+def medians(times: dict) -> dict:
+    """The median of every list of `times`, under the same keys."""
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def print_table(header: list[str], rows: list[list[object]]) -> None:
+    """A Markdown table, as docs/benchmarks.md holds them (cells already formatted)."""
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(str(cell) for cell in row) + " |")

@@ -18,6 +18,17 @@ def pytest_configure(config):
     tf.config.experimental.enable_tensor_float_32_execution(False)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Leaves out the `measure` tests (a figure over the full data that takes many minutes, such as
+    int8 SQuAD answers on 200 dev questions) unless `-m` names them: `python -m pytest -q -m measure`."""
+    if "measure" in (config.option.markexpr or ""):
+        return
+    measured = [item for item in items if item.get_closest_marker("measure")]
+    if measured:
+        config.hook.pytest_deselected(items=measured)
+        items[:] = [item for item in items if not item.get_closest_marker("measure")]
+
+
 SMALL_DATA_DIR = REPO_ROOT / "tests" / "fixtures" / "data"
 REQUIRE_DATA = "ALBERT_REQUIRE_DATA"
 

@@ -353,6 +353,7 @@ def test_glue_tool_writes_full_int8_calibrated_on_its_training_texts(small_data_
 
 
 @pytest.mark.slow
+@pytest.mark.measure
 def test_squad_tools_dynamic_int8_gives_the_float_answers_on_200_dev_questions(data_dir, tmp_path):
     from albert_tf.tokenizer import AlbertTokenizer
     from finetune.squad import cli, features, metrics, postprocess, readers

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import os
 
 from albert_tf.files import atomic_open
@@ -53,6 +54,10 @@ def plot_curves(output_dir: str) -> str | None:
     series = curve_series(output_dir)
     if not series:
         return None
+    # Matplotlib's one-time notices ("building the font cache", a config folder it cannot write)
+    # are not the user's business at the end of a run; a level the user set is kept.
+    if logging.getLogger("matplotlib").level == logging.NOTSET:
+        logging.getLogger("matplotlib").setLevel(logging.ERROR)
     from matplotlib.figure import Figure  # here: only the end of a run draws (and pays the import)
 
     figure = Figure(figsize=(8, 2.6 * len(series)), dpi=100, layout="constrained")

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
+from tensorflow.core.framework import summary_pb2, types_pb2
 from tensorflow.core.util import event_pb2
+
+from albert_tf.tfrecord import read_records
 
 # TensorBoard's scalar plugin metadata, written by hand: tf.summary.scalar lives in the tensorboard
 # package, which is not a dependency, while tf.summary.write is TensorFlow's own.
@@ -51,17 +54,16 @@ def read_scalars(folder: str) -> dict[str, list[tuple[int, float]]]:
     """
     points = []  # (wall time, order read, tag, step, value)
     for path in sorted(tf.io.gfile.glob(os.path.join(folder, "events.out.tfevents.*"))):
-        # Not tf.compat.v1.train.summary_iterator: it logs a deprecation warning a user would see.
-        for record in tf.data.TFRecordDataset(path):
-            event = event_pb2.Event.FromString(record.numpy())
+        # Read in Python (one event a scalar: a long run's thousands cost tf.data seconds), up to
+        # a record that a killed run left half-written.
+        with tf.io.gfile.GFile(path, "rb") as f:
+            records = read_records(f, cut_short_ok=True)
+        for record in records:
+            event = event_pb2.Event.FromString(record)
             for value in event.summary.value:
-                if value.HasField("tensor"):
-                    number = float(tf.make_ndarray(value.tensor))
-                elif value.HasField("simple_value"):
-                    number = float(value.simple_value)
-                else:
-                    continue
-                points.append((event.wall_time, len(points), value.tag, int(event.step), number))
+                number = _scalar(value)
+                if number is not None:
+                    points.append((event.wall_time, len(points), value.tag, int(event.step), number))
     series: dict[str, dict[int, float]] = {}
     for _, _, tag, step, number in sorted(points):
         kept = series.setdefault(tag, {})
@@ -69,6 +71,18 @@ def read_scalars(folder: str) -> dict[str, list[tuple[int, float]]]:
             kept = series[tag] = {s: v for s, v in kept.items() if s < step}
         kept[step] = number
     return {tag: sorted(kept.items()) for tag, kept in series.items()}
+
+
+def _scalar(value) -> float | None:
+    """The number of a summary value: a float32 scalar tensor (what `write_scalars` and
+    tf.summary.scalar write) or a TF1 `simple_value`; None for anything else (images, text)."""
+    if value.HasField("tensor"):
+        tensor = value.tensor
+        if tensor.dtype != types_pb2.DT_FLOAT or tensor.tensor_shape.dim:
+            return None
+        return float(np.frombuffer(tensor.tensor_content, np.float32)[0] if tensor.tensor_content
+                     else tensor.float_val[0])
+    return float(value.simple_value) if value.HasField("simple_value") else None
 
 
 def format_metrics(metrics: dict[str, float]) -> str:

@@ -83,3 +83,10 @@ def test_no_event_files_no_picture(tmp_path):
     assert curves.plot_curves(str(tmp_path)) is None
     assert not (tmp_path / "curves.png").exists()
     assert tf.io.gfile.listdir(str(tmp_path)) == []
+
+
+def test_an_event_file_cut_short_by_a_kill_gives_its_whole_records(tmp_path):
+    _write(tmp_path, "train", {1: {"loss": 2.0}, 2: {"loss": 1.5}, 3: {"loss": 1.25}})
+    (events,) = (tmp_path / "train").glob("events.out.tfevents.*")
+    events.write_bytes(events.read_bytes()[:-3])  # the last record's footer half-written
+    assert summaries.read_scalars(str(tmp_path / "train")) == {"loss": [(1, 2.0), (2, 1.5)]}

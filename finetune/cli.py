@@ -357,7 +357,8 @@ def print_summary(summary: dict):
         from albert_tf.summaries import format_metrics
 
         train = summary["train"]
-        print(f"trained to step {train['step']}: train {format_metrics(train['train'])}; {train['started']}"
+        metrics = format_metrics(train["train"]) or "(no step left)"
+        print(f"trained to step {train['step']}: train {metrics}; {train['started']}"
               + (f"; curves {train['curves']}" if train["curves"] else ""), flush=True)
     if summary["eval"]:
         print(json.dumps(summary["eval"], indent=2), flush=True)

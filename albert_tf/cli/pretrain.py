@@ -208,7 +208,7 @@ def summary_line(result: dict) -> str:
     started>; curves <png>; exported to <dir>" (or why it was not)."""
     from albert_tf.summaries import format_metrics
 
-    parts = [f"finished at step {result['step']}: train " + format_metrics(result["train"])]
+    parts = [f"finished at step {result['step']}: train " + (format_metrics(result["train"]) or "(no step left)")]
     if result["eval"]:
         parts.append("eval " + format_metrics(result["eval"]))
     parts.append(result["started"])

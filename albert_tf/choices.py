@@ -2,7 +2,7 @@
 
 They live here, free of TensorFlow, so that a console script can define its flags (and answer
 `--help`) without loading TensorFlow; `albert_tf.strategies`, `albert_tf.optimization` and
-`albert_tf.training` use and re-export them.
+`albert_tf.training` use them.
 """
 
 STRATEGIES = ("tpu", "mirrored", "multi_worker", "one_device", "default")

@@ -99,17 +99,24 @@ class RecordWriter:
         self.close()
 
 
-def read_records(file: BinaryIO) -> list[bytes]:
-    """The payloads of an uncompressed TFRecord stream, CRCs checked (for tests and small tools)."""
+def read_records(file: BinaryIO, cut_short_ok: bool = False) -> list[bytes]:
+    """The payloads of an uncompressed TFRecord stream, CRCs checked (for tests and small tools).
+
+    With `cut_short_ok`, a stream that ends inside its last record (a writer killed mid-write, such
+    as a killed run's TensorBoard event file) gives the records before it instead of an error."""
     records = []
     while header := file.read(12):
         if len(header) < 12:
+            if cut_short_ok:
+                break
             raise ValueError("TFRecord stream ends inside a header")
         (length,) = struct.unpack("<Q", header[:8])
         if struct.unpack("<I", header[8:])[0] != masked_crc32c(header[:8]):
             raise ValueError("bad TFRecord length CRC")
         data = file.read(length)
         footer = file.read(4)
+        if cut_short_ok and (len(data) < length or len(footer) < 4):
+            break
         if len(data) < length or len(footer) < 4 or struct.unpack("<I", footer)[0] != masked_crc32c(data):
             raise ValueError("truncated or corrupted TFRecord")
         records.append(data)

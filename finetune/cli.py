@@ -206,11 +206,11 @@ class Evaluation:
             results[split], self.predictions[split] = split_results, predictions
         self._results, self._step = results, step
         if write_summaries:
-            from albert_tf import training  # here: the module loads without TensorFlow (--help)
+            from albert_tf import summaries  # here: the module loads without TensorFlow (--help)
 
             if self._writer is None:
-                self._writer = training.summary_writer(self.run.options, self.run.is_chief, "eval")
-            training.write_scalars(self._writer, self.scalars_of(results), step)
+                self._writer = summaries.summary_writer(self.run.options, self.run.is_chief, "eval")
+            summaries.write_scalars(self._writer, self.scalars_of(results), step)
             self._writer.flush()
         self._keep_best(results)
         return results
@@ -305,6 +305,7 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
 
     from albert_tf.tokenizer import AlbertTokenizer
     from albert_tf.presets import loader as initialization
+    from albert_tf.presets.checkpoints import keep_run_vocabulary
     from finetune import trainer
 
     source_given = F.init_checkpoint or F.preset or F.albert_config_file
@@ -330,7 +331,7 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
     run = trainer.Finetuning(config, task, options, strategy)
     run.restore_or_initialize(lambda model: initialization.initialize_encoder(model, F.init_checkpoint, F.preset))
     if F.do_train:  # once the folder is known to be this run's: a refused run changes nothing in it
-        training.keep_run_vocabulary(spm_model_file, F.output_dir)
+        keep_run_vocabulary(spm_model_file, F.output_dir)
     summary = {"train": None, "eval": None, "predictions": [], "export_dir": None, "model": run.model}
     evaluation = None
     if F.do_eval:
@@ -341,8 +342,6 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
         # With --do_eval, the evaluation splits are scored at every checkpoint: TensorBoard's eval/
         # and model.ckpt-best.
         summary["train"] = trainer.train(run, cached, evaluation.scalars if evaluation else None)
-        logging.info("trained to step %d: %s", summary["train"]["step"],
-                     training.format_metrics(summary["train"]["train"]))
 
     if evaluation is not None:
         results = evaluation.results()
@@ -390,6 +389,13 @@ def finetune(argv, flag_values: flags.FlagValues, make_task: Callable, required=
 
 
 def print_summary(summary: dict):
+    if summary["train"]:  # where training started (fresh, or resumed from which checkpoint) and its curves
+        from albert_tf.summaries import format_metrics
+
+        train = summary["train"]
+        metrics = format_metrics(train["train"]) or "(no step left)"
+        print(f"trained to step {train['step']}: train {metrics}; {train['started']}"
+              + (f"; curves {train['curves']}" if train["curves"] else ""), flush=True)
     if summary["eval"]:
         print(json.dumps(summary["eval"], indent=2), flush=True)
     for path in summary["predictions"]:

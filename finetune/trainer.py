@@ -1,10 +1,11 @@
 """The one fine-tuning trainer: any `finetune.task.FinetuningTask` on albert_tf's training loop.
 
-`Finetuning` supplies `albert_tf.training.TrainingLoop` with the task's model and loss (each
-replica's share of the global batch's sums) and the release's AdamW; strategies, XLA, mixed
-precision, checkpoints in `output_dir` (with dropout's seed states), resumption on the data the
-interrupted run would have read next, TensorBoard summaries, the progress bar and the Python driver
-are the loop's, as in pretraining.
+`FinetuneOptions` extends the loop's options with fine-tuning's own; `Finetuning` supplies
+`albert_tf.training.TrainingLoop` with the task's model and loss (each replica's share of the
+global batch's sums) and the release's AdamW; strategies, XLA, mixed precision, checkpoints in
+`output_dir` (with dropout's seed states), resumption on the data the interrupted run would have
+read next, TensorBoard summaries and curves.png, the progress bar and the Python driver are the
+loop's, as in pretraining.
 
 Batching happens in one place, `dataset_fn` (over `finetune.inputs.make_dataset`). Evaluation and
 prediction run the task's compiled forward pass on full batches (the last one completed with filler
@@ -46,38 +47,25 @@ TASK_FILE = "task.json"
 SORT_WINDOW = 32
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class FinetuneOptions(training.TrainingOptions):
-    """How to fine-tune; a task's hparams (`FinetuningTask.default_options`) fills the CLI's defaults.
+    """How to fine-tune: the loop's `albert_tf.training.TrainingOptions` (whose defaults are a
+    fine-tuning run's) and the fields below; a task's hparams (`FinetuningTask.default_options`)
+    fill the CLI's defaults.
 
-    `train_batch_size` and `eval_batch_size` are global batches, split across replicas.
     `max_train_examples` keeps the first N training records (short CPU runs). `group_by_length`
     batches training records of similar length together (within windows of `SORT_WINDOW` batches
     of the shuffled records), for tasks with length buckets: a batch then costs about what its
     tokens cost. Off, batches are drawn at random as the release's were (still cut to a bucket).
-    `encoder_dropout` replaces the model config's hidden and attention dropout while fine-tuning
-    (the paper's "ALBERT DR"); None keeps the config's, as the release's scripts did.
+    `classifier_dropout` is the dropout on the head's input. `encoder_dropout` replaces the model
+    config's hidden and attention dropout while fine-tuning (the paper's "ALBERT DR"); None keeps
+    the config's, as the release's scripts did.
     """
 
-    output_dir: str
-    train_batch_size: int = 32
-    eval_batch_size: int = 32
-    max_seq_length: int = 512
-    learning_rate: float = 2e-5
-    num_train_steps: int = 800
-    num_warmup_steps: int = 200
-    weight_decay: float = 0.01
     classifier_dropout: float = 0.1
     encoder_dropout: Optional[float] = None
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 3
-    steps_per_loop: int = 50
-    mixed_precision: str = "none"
-    jit_compile: bool = True
     max_train_examples: Optional[int] = None
     group_by_length: bool = True
-    seed: int = 12345
-    progress_bar: bool = False
 
     def __post_init__(self):
         super().__post_init__()
@@ -208,6 +196,7 @@ class Finetuning(training.TrainingLoop):
 def train(run: Finetuning, cached: CachedFeatures, evaluate=None, eval_every_steps: Optional[int] = None) -> dict:
     """Trains (or resumes training) to `num_train_steps` with `albert_tf.training.run_loop`;
     `evaluate()`, if given, runs at every checkpoint (or every `eval_every_steps`) and at the end,
-    its metrics going to TensorBoard's `eval/`. Returns `{"step", "train", "eval", "resumed_from",
-    "examples_per_second"}` (the last loop's metrics, the last evaluation, the steady rate)."""
+    its metrics going to TensorBoard's `eval/`. Returns what `run_loop` returns: `step`, `train`
+    (the last loop's metrics), `eval` (the last evaluation), `resumed_from`, `started` (where the
+    run took its state from), `curves` (curves.png) and `examples_per_second` (the steady rate)."""
     return training.run_loop(run, run.dataset_fn(cached, for_training=True), evaluate, eval_every_steps)

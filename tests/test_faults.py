@@ -204,14 +204,15 @@ def test_a_refused_fine_tuning_run_leaves_nothing_in_a_new_output_dir(tmp_path, 
 def test_fine_tuning_from_a_checkpoint_of_another_width_leaves_nothing_in_a_new_output_dir(
         tmp_path, small_data_dir, monkeypatch, capsys):
     """Item 7: the refusal came after albert_config.json, spiece.model and task.json were written."""
-    from albert_tf import training
+    from albert_tf import pretraining
+    from albert_tf.presets import checkpoints
     from tests.albert_tf.test_bad_input import _options
     from tests.albert_tf.tiny import TINY
 
     narrow = TINY.replace(vocab_size=300)
     pretrained = tmp_path / "pretrained"
-    training.check_output_dir(str(pretrained), narrow, write=True)
-    training.Pretraining(narrow, _options(pretrained)).save()
+    checkpoints.check_output_dir(str(pretrained), narrow, write=True)
+    pretraining.Pretraining(narrow, _options(pretrained)).save()
     wide = tmp_path / "wide.json"
     wide.write_text(json.dumps(narrow.replace(hidden_size=32, intermediate_size=64).to_dict()))
     vocab = pathlib.Path(__file__).parent / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -329,13 +330,14 @@ def _tool(module, *args):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A pretraining run folder of the tiny config: albert_config.json and one checkpoint, no vocabulary."""
-    from albert_tf import training
+    from albert_tf import pretraining
+    from albert_tf.presets import checkpoints
     from tests.albert_tf.test_bad_input import _options
     from tests.albert_tf.tiny import TINY
 
     folder = tmp_path_factory.mktemp("pretrain") / "run"
-    run = training.Pretraining(TINY, _options(folder))
-    training.check_output_dir(str(folder), TINY, write=True)
+    run = pretraining.Pretraining(TINY, _options(folder))
+    checkpoints.check_output_dir(str(folder), TINY, write=True)
     return folder, run.save()
 
 

@@ -8,13 +8,16 @@
 Flags keep the names of the original `run_pretraining.py` where it had them. A rerun with the same
 `--output_dir` resumes from its latest checkpoint. SIGTERM (a preemption) saves a checkpoint at the
 next loop boundary, on every worker, and exits with 143; a lost worker stops the others with one
-line (exit 1). At the end the encoder is exported as a SavedModel under `<output_dir>/export`.
+line (exit 1). At the end the encoder is exported as a SavedModel under `<output_dir>/export` (when
+the run knows its vocabulary: --spm_model_file, once), `<output_dir>/curves.png` is drawn, and one
+line sums the run up: its metrics, where it started (fresh, or resumed from which checkpoint at
+which step), the curves and the export.
 """
 
 import json
 import os
 
-from absl import flags, logging
+from absl import flags
 
 from albert_tf import choices
 from albert_tf.cli.entry_point import quiet_device_start, run_main, verbose
@@ -70,8 +73,8 @@ flags.DEFINE_float("worker_timeout_s", choices.WORKER_TIMEOUT_S, "With --strateg
 flags.DEFINE_string("tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.", flag_values=FLAGS)
 flags.DEFINE_integer("max_eval_steps", None, "Evaluate at most this many batches (default: all).", flag_values=FLAGS)
 flags.DEFINE_integer("seed", 12345, "Seed of the initialisation and of the input shuffling.", flag_values=FLAGS)
-flags.DEFINE_string("spm_model_file", None, "The SentencePiece model; when given, the export also "
-                    "carries signatures on serialized examples and raw text.", flag_values=FLAGS)
+flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the records, kept in --output_dir (a "
+                    "rerun needs it no more); the encoder is exported at the end only with one.", flag_values=FLAGS)
 flags.DEFINE_bool("progress_bar", True, "Show a progress bar (on the chief).", flag_values=FLAGS)
 
 
@@ -107,7 +110,7 @@ def record_lengths() -> tuple[int, int]:
     given = {"max_seq_length": FLAGS.max_seq_length, "max_predictions_per_seq": FLAGS.max_predictions_per_seq}
     if None not in given.values():
         return given["max_seq_length"], given["max_predictions_per_seq"]
-    from albert_tf.training import expand_globs
+    from albert_tf.pretraining import expand_globs
 
     files = expand_globs(FLAGS.input_file, "input_file")
     metadata = os.path.join(os.path.dirname(files[0]), PRETRAINING_METADATA_FILE)
@@ -122,7 +125,7 @@ def record_lengths() -> tuple[int, int]:
 
 def run_vocabulary() -> str | None:
     """--spm_model_file, kept in the run folder; or the one a previous run of the folder kept."""
-    from albert_tf.training import RUN_VOCAB, keep_run_vocabulary
+    from albert_tf.presets.checkpoints import RUN_VOCAB, keep_run_vocabulary
 
     if FLAGS.spm_model_file:
         return keep_run_vocabulary(FLAGS.spm_model_file, FLAGS.output_dir)
@@ -140,27 +143,13 @@ def warmup_steps() -> int:
     return warmup
 
 
-def export(model, export_dir):
-    """The encoder as a SavedModel; with a vocabulary, with albert_tf.export's text signatures."""
-    vocabulary = run_vocabulary()
-    if vocabulary:
-        from albert_tf.export import export_encoder
-
-        export_encoder(model.encoder, export_dir, vocabulary, record_lengths()[0])
-        logging.info("exported the encoder with text signatures to %s", export_dir)
-    else:
-        from albert_tf import training
-
-        training.export_encoder(model, export_dir)
-
-
 def main(argv):
     if FLAGS.strategy == "multi_worker" and not verbose():
         # When a worker is lost, TensorFlow's runtime logs every aborted collective as an ERROR of
         # its own; the one line that says what happened is ours (strategies.lost_workers_named).
         # Read once, when TensorFlow loads, which is below.
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    from albert_tf import strategies, training  # here, not above: --help must not load TensorFlow
+    from albert_tf import pretraining, strategies  # here, not above: --help must not load TensorFlow
 
     if len(argv) > 1:
         raise FlagError(f"unexpected arguments: {argv[1:]}")
@@ -170,16 +159,15 @@ def main(argv):
     # Before anything is read or written: an unusable folder is one line naming the flag.
     prepare_output_dir(FLAGS.output_dir, create=False)
     # One run a folder; a run refused or failed before its first checkpoint leaves it as it was.
-    with locked_run_folder(FLAGS.output_dir, keep_on_failure=training.tf.train.latest_checkpoint):
-        pretrain(strategies, training)
+    with locked_run_folder(FLAGS.output_dir, keep_on_failure=pretraining.tf.train.latest_checkpoint):
+        pretrain(strategies, pretraining)
 
 
-def pretrain(strategies, training):
+def pretrain(strategies, pretraining):
     """The pretraining run the flags ask for, in the locked --output_dir."""
     config = load_config()
     max_seq_length, max_predictions_per_seq = record_lengths()
-    run_vocabulary()
-    options = training.PretrainingOptions(
+    options = pretraining.PretrainingOptions(
         output_dir=FLAGS.output_dir,
         input_file=FLAGS.input_file,
         eval_input_file=FLAGS.eval_input_file or "",
@@ -202,6 +190,7 @@ def pretrain(strategies, training):
         max_eval_steps=FLAGS.max_eval_steps,
         seed=FLAGS.seed,
         progress_bar=FLAGS.progress_bar,
+        spm_model_file=run_vocabulary(),
     )
     # First, before any other TensorFlow op: multi-worker collectives must be configured at startup.
     try:
@@ -210,11 +199,27 @@ def pretrain(strategies, training):
                                                worker_timeout_s=FLAGS.worker_timeout_s)
     except ValueError as error:
         raise FlagError(f"--strategy={FLAGS.strategy}: {error}") from error
-    result = training.pretrain(config, options, strategy=strategy, export_fn=export)
-    summary = f"finished at step {result['step']}: train " + training.format_metrics(result["train"])
+    result = pretraining.pretrain(config, options, strategy=strategy)
+    print(summary_line(result), flush=True)
+
+
+def summary_line(result: dict) -> str:
+    """The run in one line: "finished at step N: train <metrics>[; eval <metrics>]; <how it
+    started>; curves <png>; exported to <dir>" (or why it was not)."""
+    from albert_tf.summaries import format_metrics
+
+    parts = [f"finished at step {result['step']}: train " + (format_metrics(result["train"]) or "(no step left)")]
     if result["eval"]:
-        summary += "; eval " + training.format_metrics(result["eval"])
-    print(summary, flush=True)
+        parts.append("eval " + format_metrics(result["eval"]))
+    parts.append(result["started"])
+    if result["curves"]:
+        parts.append(f"curves {result['curves']}")
+    if result["export_dir"]:
+        parts.append(f"exported to {result['export_dir']}")
+    else:
+        parts.append(f"not exported: no vocabulary (--spm_model_file); albert-export "
+                     f"--init_checkpoint={FLAGS.output_dir} --spm_model_file=... exports it")
+    return "; ".join(parts)
 
 
 def run():

@@ -76,13 +76,13 @@ def _write_records(path, count, seq=SEQ, max_id=50):
 
 
 def _pretrain(tmp_path, input_file, **changes):
-    from albert_tf import training
+    from albert_tf import pretraining
 
     values = dict(output_dir=str(tmp_path / "run"), input_file=input_file, train_batch_size=4, eval_batch_size=4,
                   max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, num_train_steps=2, num_warmup_steps=0,
                   save_checkpoints_steps=10, steps_per_loop=1, jit_compile=False)
     values.update(changes)
-    return training.pretrain(TINY, training.PretrainingOptions(**values), export_fn=lambda model, path: None)
+    return pretraining.pretrain(TINY, pretraining.PretrainingOptions(**values), export_fn=lambda model, path: None)
 
 
 def test_a_training_input_without_records_is_an_error_not_a_hang(tmp_path):
@@ -144,12 +144,12 @@ def test_a_file_that_is_not_a_tfrecord_is_named(tmp_path):
 
 
 def _options(output_dir, **changes):
-    from albert_tf import training
+    from albert_tf import pretraining
 
     values = dict(output_dir=str(output_dir), train_batch_size=4, eval_batch_size=4, max_seq_length=SEQ,
                   max_predictions_per_seq=PREDICTIONS, num_train_steps=10, num_warmup_steps=0, jit_compile=False)
     values.update(changes)
-    return training.PretrainingOptions(**values)
+    return pretraining.PretrainingOptions(**values)
 
 
 @pytest.mark.parametrize("learning_rate", [0.0, -1e-3, float("nan"), float("inf")])
@@ -163,29 +163,30 @@ def test_a_learning_rate_that_cannot_train_is_refused(tmp_path, learning_rate):
 
 
 def test_a_failed_first_run_does_not_lock_its_output_dir(tmp_path):
-    from albert_tf import training
+    from albert_tf import pretraining
+    from albert_tf.presets import checkpoints
 
-    training.check_output_dir(str(tmp_path), TINY, write=True)  # a first run that died before saving
+    checkpoints.check_output_dir(str(tmp_path), TINY, write=True)  # a first run that died before saving
     wider = TINY.replace(intermediate_size=64)
-    training.check_output_dir(str(tmp_path), wider, write=True)
-    assert '"intermediate_size": 64' in (tmp_path / training.CONFIG_FILE).read_text()
-    run = training.Pretraining(wider, _options(tmp_path))
+    checkpoints.check_output_dir(str(tmp_path), wider, write=True)
+    assert '"intermediate_size": 64' in (tmp_path / checkpoints.CONFIG_FILE).read_text()
+    run = pretraining.Pretraining(wider, _options(tmp_path))
     run.save()
     with pytest.raises(ValueError, match="holds checkpoints of another config: intermediate_size 64 there vs 32"):
-        training.check_output_dir(str(tmp_path), TINY, write=True)
+        checkpoints.check_output_dir(str(tmp_path), TINY, write=True)
 
 
 def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_path, caplog):
-    from albert_tf import training
+    from albert_tf import pretraining
 
-    run = training.Pretraining(TINY, _options(tmp_path))
+    run = pretraining.Pretraining(TINY, _options(tmp_path))
     first = run.save()
     run.step.assign(3)
     latest = run.save()
     data = tf.io.gfile.glob(latest + ".data-*")[0]
     with open(data, "r+b") as f:
         f.truncate(100)
-    resumed = training.Pretraining(TINY, _options(tmp_path))
+    resumed = pretraining.Pretraining(TINY, _options(tmp_path))
     with caplog.at_level("WARNING"):
         assert resumed.restore_or_initialize() == 0
     assert f"checkpoint {latest} is unreadable" in caplog.text and data in caplog.text
@@ -193,20 +194,21 @@ def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_p
     with open(tf.io.gfile.glob(first + ".data-*")[0], "r+b") as f:
         f.truncate(100)
     with pytest.raises(ValueError, match=f"no checkpoint in {tmp_path} could be read"):
-        training.Pretraining(TINY, _options(tmp_path)).restore_or_initialize()
+        pretraining.Pretraining(TINY, _options(tmp_path)).restore_or_initialize()
 
 
 def test_a_checkpoint_of_another_model_is_named_as_such_not_as_damaged(tmp_path, caplog):
-    from albert_tf import training
+    from albert_tf import pretraining
+    from albert_tf.presets import checkpoints
     from albert_tf.errors import UserError
 
-    training.Pretraining(TINY, _options(tmp_path)).save()
+    pretraining.Pretraining(TINY, _options(tmp_path)).save()
     # The run folder's config was replaced (a copied folder, an edited file): it now describes
     # another model than its checkpoints.
     wider = TINY.replace(intermediate_size=48)
-    (tmp_path / training.CONFIG_FILE).write_text(json.dumps(wider.to_dict()))
+    (tmp_path / checkpoints.CONFIG_FILE).write_text(json.dumps(wider.to_dict()))
     with pytest.raises(UserError) as error:
-        training.Pretraining(wider, _options(tmp_path)).restore_or_initialize()
+        pretraining.Pretraining(wider, _options(tmp_path)).restore_or_initialize()
     assert re.fullmatch(
         rf"output_dir {tmp_path} holds checkpoints of another model: in {tmp_path}/ckpt-0, "
         r"encoder/\S+ has shape \[(16, 32|32|32, 16)\] there, \[(16, 48|48|48, 16)\] here \(and [1-9] more "
@@ -272,12 +274,12 @@ def test_fill_mask_checks_the_text_against_the_models_own_length(data_dir):
 
 
 def test_an_output_dir_that_is_a_file_is_named(tmp_path):
-    from albert_tf import training
+    from albert_tf.presets import checkpoints
     from albert_tf.errors import FlagError
 
     (tmp_path / "run").write_text("not a folder")
     with pytest.raises(FlagError, match=f"^--output_dir {tmp_path / 'run'} is a file, not a folder$"):
-        training.check_output_dir(str(tmp_path / "run"), TINY, write=True)
+        checkpoints.check_output_dir(str(tmp_path / "run"), TINY, write=True)
 
 
 def test_strategy_tpu_without_a_tpu_is_a_flag_error(monkeypatch):
@@ -328,7 +330,7 @@ def test_every_tool_refuses_an_unusable_output_dir_up_front_naming_the_flag(tmp_
 def test_records_compressed_as_gzip_are_read_under_either_gzip_suffix(tmp_path):
     # One rule for compression: ".gzip" was GZIP to the reader but plain to the up-front check,
     # which then called the file corrupted.
-    from albert_tf import training
+    from albert_tf import pretraining
     from albert_tf.datasets import pretraining_dataset
 
     plain = _write_records(tmp_path / "plain.tfrecord", 4)
@@ -336,7 +338,7 @@ def test_records_compressed_as_gzip_are_read_under_either_gzip_suffix(tmp_path):
     with tf.io.TFRecordWriter(str(packed), options="GZIP") as writer:
         for record in tf.data.TFRecordDataset(plain):
             writer.write(record.numpy())
-    training.check_record_shapes([str(packed)], SEQ, PREDICTIONS)
+    pretraining.check_record_shapes([str(packed)], SEQ, PREDICTIONS)
     batch = next(iter(pretraining_dataset(str(packed), batch_size=4, max_seq_length=SEQ,
                                           max_predictions_per_seq=PREDICTIONS, is_training=False)))
     expected = next(iter(pretraining_dataset(plain, batch_size=4, max_seq_length=SEQ,

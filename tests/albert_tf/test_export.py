@@ -457,7 +457,7 @@ def test_a_model_of_pairs_says_so_when_given_one_segment(models, tmp_path):
 def test_export_command_reads_a_pretraining_run(tmp_path):
     """`albert-export --checkpoint RUN_DIR`: the run's albert_config.json and latest checkpoint."""
     from albert_tf.export import load_model
-    from albert_tf.training import model_weights
+    from albert_tf.presets.weights import model_weights
 
     pretrainer = AlbertPretrainer(CONFIG)
     pretrainer.build()

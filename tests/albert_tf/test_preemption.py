@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import training
+from albert_tf import pretraining, training
 from albert_tf.preemption import PREEMPTED_EXIT_CODE, Preempted
 from tests.albert_tf.test_training import CONFIG, options, random_dataset_fn, weights
 
 STEPS, SIGNALLED_AT = 9, 5
 
 
-class SignalledAt(training.Pretraining):
+class SignalledAt(pretraining.Pretraining):
     """A run that sends itself SIGTERM once it has completed step `at` (as a cloud VM would)."""
 
     at = SIGNALLED_AT
@@ -45,11 +45,11 @@ def test_sigterm_saves_the_step_reached_and_the_resumed_run_ends_as_uninterrupte
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the loop's only while it runs
     assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith(f"ckpt-{SIGNALLED_AT}")
 
-    resumed = training.Pretraining(CONFIG, opts)
+    resumed = pretraining.Pretraining(CONFIG, opts)
     assert resumed.restore_or_initialize() == SIGNALLED_AT  # no completed step lost
     assert training.run_loop(resumed, random_dataset_fn())["step"] == STEPS
 
-    straight = training.Pretraining(CONFIG, options(tmp_path / "straight", num_train_steps=STEPS,
+    straight = pretraining.Pretraining(CONFIG, options(tmp_path / "straight", num_train_steps=STEPS,
                                                      save_checkpoints_steps=100, steps_per_loop=1))
     straight.restore_or_initialize()
     training.run_loop(straight, random_dataset_fn())

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,8 +23,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import training
+from albert_tf import pretraining, replicas
 from albert_tf.config import AlbertConfig
+from albert_tf.presets import checkpoints
+from albert_tf.presets.weights import model_weights
 from albert_tf.pretrainer import pretraining_sums
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -32,6 +35,8 @@ CONFIG = AlbertConfig(
     intermediate_size=64, max_position_embeddings=64,
 )
 SEQ, PREDICTIONS = 16, 4
+# A 120-piece vocabulary (CONFIG has 128 ids): pretraining exports its encoder only with one.
+VOCAB = REPO_ROOT / "tests" / "fixtures" / "export" / "tiny_spm.model"
 
 
 def random_dataset_fn(seed: int = 0, num_examples: int = 2**40):
@@ -68,7 +73,7 @@ def options(output_dir, **changes):
         seed=7,
     )
     values.update(changes)
-    return training.PretrainingOptions(**values)
+    return pretraining.PretrainingOptions(**values)
 
 
 def trajectory(run, num_steps, dataset_fn=None):
@@ -139,7 +144,7 @@ def cli_flags(tmp_path, output_dir, num_train_steps, **extra):
 def cli_options(flags):
     """The PretrainingOptions the CLI builds from `flags`, for an in-process run of the same job."""
     values = dict(f[2:].split("=", 1) for f in flags if "=" in f)
-    return training.PretrainingOptions(
+    return pretraining.PretrainingOptions(
         output_dir=values["output_dir"], input_file=values["input_file"], train_batch_size=8,
         max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, learning_rate=2e-2,
         num_train_steps=int(values["num_train_steps"]), num_warmup_steps=2, save_checkpoints_steps=2,
@@ -151,7 +156,7 @@ def cli_options(flags):
 
 
 def test_loop_loss_is_the_pretrainer_loss(tmp_path):
-    run = training.Pretraining(CONFIG, options(tmp_path))
+    run = pretraining.Pretraining(CONFIG, options(tmp_path))
     features = next(iter(random_dataset_fn()(tf.distribute.InputContext(), 8)))
     expected = run.model(features, training=True)
     sums = pretraining_sums(features, expected["mlm_logits"], expected["sop_logits"])
@@ -160,11 +165,11 @@ def test_loop_loss_is_the_pretrainer_loss(tmp_path):
 
 
 def test_training_learns_and_accumulation_gives_the_same_updates(tmp_path):
-    whole = training.Pretraining(CONFIG, options(tmp_path / "a"))
+    whole = pretraining.Pretraining(CONFIG, options(tmp_path / "a"))
     losses = trajectory(whole, 6)
     # The synthetic masked ids come from 4 values: from ln(128) = 4.85 the MLM loss must fall.
     assert losses[-1] < losses[0] - 0.5, losses
-    accumulated = training.Pretraining(CONFIG, options(tmp_path / "b", grad_accum_steps=4))
+    accumulated = pretraining.Pretraining(CONFIG, options(tmp_path / "b", grad_accum_steps=4))
     np.testing.assert_allclose(trajectory(accumulated, 6), losses, atol=2e-5)
     for a, b in zip(weights(whole), weights(accumulated)):
         np.testing.assert_allclose(a, b, atol=2e-5)
@@ -175,7 +180,7 @@ def test_the_loop_rates_each_update_as_the_release_does(tmp_path):
     """Over 20 steps the rate of update k is the release's formula at global step k (from 1)."""
     from tests.albert_tf.test_optimization import release_learning_rate
 
-    run = training.Pretraining(CONFIG, options(tmp_path, num_train_steps=20, num_warmup_steps=5))
+    run = pretraining.Pretraining(CONFIG, options(tmp_path, num_train_steps=20, num_warmup_steps=5))
     iterator = iter(run.distribute(random_dataset_fn(), run.per_replica_batch))
     initial = weights(run)
     used = []
@@ -191,12 +196,12 @@ def test_the_loop_rates_each_update_as_the_release_does(tmp_path):
 
 
 def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
-    first = training.Pretraining(CONFIG, options(tmp_path))
+    first = pretraining.Pretraining(CONFIG, options(tmp_path))
     trajectory(first, 3)
     path = first.save()
     assert path.endswith("ckpt-3")
     saved = [v.numpy() for v in first.model.weights + first.optimizer.variables]
-    second = training.Pretraining(CONFIG, options(tmp_path))
+    second = pretraining.Pretraining(CONFIG, options(tmp_path))
     assert second.restore_or_initialize() == 3
     restored = [v.numpy() for v in second.model.weights + second.optimizer.variables]
     assert len(saved) == len(restored) > 20
@@ -206,13 +211,13 @@ def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
 
 def test_resume_with_dropout_draws_the_masks_of_the_uninterrupted_run(tmp_path):
     config = CONFIG.replace(hidden_dropout_prob=0.1)
-    straight = training.Pretraining(config, options(tmp_path / "straight"))
+    straight = pretraining.Pretraining(config, options(tmp_path / "straight"))
     expected = trajectory(straight, 4)
-    first = training.Pretraining(config, options(tmp_path / "resumed"))
+    first = pretraining.Pretraining(config, options(tmp_path / "resumed"))
     trajectory(first, 2)
     path = first.save()
     assert any(name.startswith("rng/") for name, _ in tf.train.list_variables(path))
-    resumed = training.Pretraining(config, options(tmp_path / "resumed"))
+    resumed = pretraining.Pretraining(config, options(tmp_path / "resumed"))
     assert resumed.restore_or_initialize() == 2
     np.testing.assert_allclose(trajectory(resumed, 2), expected[2:], atol=1e-6, rtol=0)
     for a, b in zip(weights(resumed), weights(straight)):
@@ -221,12 +226,12 @@ def test_resume_with_dropout_draws_the_masks_of_the_uninterrupted_run(tmp_path):
     # A checkpoint without the seed states (as written before they were kept) still resumes, but
     # dropout starts over from the seed: other masks, another loss. So the seed states matter.
     legacy_dir = tmp_path / "legacy"
-    legacy = training.Pretraining(config, options(legacy_dir))
+    legacy = pretraining.Pretraining(config, options(legacy_dir))
     trajectory(legacy, 2)
-    old_layout = tf.train.Checkpoint(model=training.model_weights(legacy.model), optimizer=legacy.optimizer,
+    old_layout = tf.train.Checkpoint(model=model_weights(legacy.model), optimizer=legacy.optimizer,
                                      step=legacy.step)
     tf.train.CheckpointManager(old_layout, str(legacy_dir), 1, checkpoint_name="ckpt").save(checkpoint_number=2)
-    fresh_seeds = training.Pretraining(config, options(legacy_dir))
+    fresh_seeds = pretraining.Pretraining(config, options(legacy_dir))
     assert fresh_seeds.restore_or_initialize() == 2
     # 2e-3 apart when written; the bound is a hundred times the 1e-6 of the match above.
     assert abs(trajectory(fresh_seeds, 1)[0] - expected[2]) > 1e-4
@@ -234,7 +239,7 @@ def test_resume_with_dropout_draws_the_masks_of_the_uninterrupted_run(tmp_path):
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_trains(tmp_path, precision):
-    run = training.Pretraining(CONFIG, options(tmp_path, mixed_precision=precision))
+    run = pretraining.Pretraining(CONFIG, options(tmp_path, mixed_precision=precision))
     losses = trajectory(run, 2)
     assert all(np.isfinite(losses)) and abs(losses[0] - 5.5) < 0.5, losses
     assert run.model.encoder.compute_dtype == {"bf16": "bfloat16", "fp16": "float16"}[precision]
@@ -244,8 +249,8 @@ def test_mixed_precision_trains(tmp_path, precision):
 def test_an_fp16_overflow_poisons_every_gradient():
     ctx = tf.distribute.get_replica_context()
     finite = [tf.constant([1.0, 2.0]), tf.constant([[3.0]])]
-    np.testing.assert_array_equal(training._share_overflow(ctx, finite)[0], [1.0, 2.0])
-    poisoned = training._share_overflow(ctx, [tf.constant([1.0, np.inf]), tf.constant([[3.0]])])
+    np.testing.assert_array_equal(replicas.share_overflow(ctx, finite)[0], [1.0, 2.0])
+    poisoned = replicas.share_overflow(ctx, [tf.constant([1.0, np.inf]), tf.constant([[3.0]])])
     assert all(np.isnan(g.numpy()).all() for g in poisoned)
 
 
@@ -254,16 +259,16 @@ def test_an_fp16_overflow_poisons_every_gradient():
 
 def test_bad_inputs_are_errors(tmp_path):
     with pytest.raises(ValueError, match="--input_file: .*'/nonexistent/\\*.tfrecord' matches no file"):
-        training.expand_globs("/nonexistent/*.tfrecord")
+        pretraining.expand_globs("/nonexistent/*.tfrecord")
     with pytest.raises(ValueError, match="global batch of 7 is not divisible by the 2 replicas"):
-        training.replica_batch_size(7, 2)
+        replicas.replica_batch_size(7, 2)
     with pytest.raises(ValueError, match="per-replica batch of 6 .* grad_accum_steps=4"):
-        training.replica_batch_size(12, 2, grad_accum_steps=4)
+        replicas.replica_batch_size(12, 2, grad_accum_steps=4)
 
-    training.Pretraining(CONFIG, options(tmp_path)).save()  # a config with checkpoints is kept
+    pretraining.Pretraining(CONFIG, options(tmp_path)).save()  # a config with checkpoints is kept
     other = CONFIG.replace(hidden_size=64)
     with pytest.raises(ValueError, match="another config: hidden_size 32 there vs 64 here"):
-        training.Pretraining(other, options(tmp_path))
+        pretraining.Pretraining(other, options(tmp_path))
 
 
 def test_records_of_other_lengths_name_both_values(tmp_path):
@@ -274,22 +279,22 @@ def test_records_of_other_lengths_name_both_values(tmp_path):
     path = str(tmp_path / "records.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
         writer.write(features.to_example(values, spec).SerializeToString())
-    training.check_record_shapes([path], SEQ, PREDICTIONS + 1)
+    pretraining.check_record_shapes([path], SEQ, PREDICTIONS + 1)
     with pytest.raises(ValueError, match="max_predictions_per_seq=5, but --max_predictions_per_seq=4"):
-        training.check_record_shapes([path], SEQ, PREDICTIONS)
+        pretraining.check_record_shapes([path], SEQ, PREDICTIONS)
     with pytest.raises(ValueError, match="max_seq_length=16, but --max_seq_length=32"):
-        training.check_record_shapes([path], 32, PREDICTIONS + 1)
+        pretraining.check_record_shapes([path], 32, PREDICTIONS + 1)
 
 
 def test_init_checkpoint_missing_or_mismatching_is_an_error(tmp_path):
-    source = training.Pretraining(CONFIG, options(tmp_path / "source"))
+    source = pretraining.Pretraining(CONFIG, options(tmp_path / "source"))
     path = source.save()
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        training.Pretraining(CONFIG, options(tmp_path / "a", init_checkpoint=path + "x")).restore_or_initialize()
+        pretraining.Pretraining(CONFIG, options(tmp_path / "a", init_checkpoint=path + "x")).restore_or_initialize()
     wider = CONFIG.replace(intermediate_size=128)
     with pytest.raises(ValueError, match="does not match the model"):
-        training.Pretraining(wider, options(tmp_path / "b", init_checkpoint=path)).restore_or_initialize()
-    started = training.Pretraining(CONFIG, options(tmp_path / "c", init_checkpoint=str(tmp_path / "source")))
+        pretraining.Pretraining(wider, options(tmp_path / "b", init_checkpoint=path)).restore_or_initialize()
+    started = pretraining.Pretraining(CONFIG, options(tmp_path / "c", init_checkpoint=str(tmp_path / "source")))
     started.restore_or_initialize()
     for a, b in zip(weights(source), weights(started)):
         np.testing.assert_array_equal(a, b)
@@ -360,19 +365,34 @@ def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupt
     last_step = int(last.rsplit("-", 1)[1])
     assert 4 <= last_step < steps, "killed midway"
 
+    # Rerun as a user would (on a copy of the killed folder): the summary says where it resumed.
+    rerun_dir = tmp_path / "rerun"
+    shutil.copytree(killed_dir, rerun_dir)
+    rerun = subprocess.run([sys.executable, "-m", "albert_tf.cli.pretrain", *cli_flags(tmp_path, rerun_dir, steps)],
+                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    rerun_summary = rerun.stdout.strip().splitlines()[-1]
+    assert rerun_summary.startswith(f"finished at step {steps}: train loss ")
+    assert f"; resumed from {rerun_dir / f'ckpt-{last_step}'} at step {last_step}; " in rerun_summary
+    assert f"; curves {rerun_dir / 'curves.png'}; " in rerun_summary
+    # The curves hold the whole run: the killed run's steps up to its checkpoint and the rerun's after.
+    from albert_tf.curves import curve_series
+
+    assert [step for step, _ in curve_series(str(rerun_dir))["loss"]["train loss"]] == list(range(1, steps + 1))
+
     # The restart resumes at the step of the last checkpoint with exactly its weights...
     opts = cli_options(flags)
-    run = training.Pretraining(CONFIG, opts)
+    run = pretraining.Pretraining(CONFIG, opts)
     assert run.restore_or_initialize() == last_step
     reader = tf.train.load_checkpoint(last)
-    for key, variable in training.model_weights(run.model).items():
-        np.testing.assert_array_equal(variable.numpy(), reader.get_tensor(training._checkpoint_key(key)))
+    for key, variable in model_weights(run.model).items():
+        np.testing.assert_array_equal(variable.numpy(), reader.get_tensor(checkpoints.checkpoint_key(key)))
 
     # ...and, finishing, ends where an uninterrupted run with the same seed ends.
-    resumed = training.pretrain(CONFIG, opts)
+    resumed = pretraining.pretrain(CONFIG, opts)
     assert (resumed["resumed_from"], resumed["step"]) == (last_step, steps)
     straight_dir = tmp_path / "straight"
-    straight = training.pretrain(CONFIG, cli_options(cli_flags(tmp_path, straight_dir, steps)))
+    straight = pretraining.pretrain(CONFIG, cli_options(cli_flags(tmp_path, straight_dir, steps)))
     assert straight["resumed_from"] is None
     assert resumed["train"]["loss"] == pytest.approx(straight["train"]["loss"], abs=1e-6)
     ends = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(d))) for d in (killed_dir, straight_dir)]
@@ -396,12 +416,13 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path):
     write_records(tmp_path / "eval.tfrecord", 24, seed=5)
     output_dir = tmp_path / "run"
     flags = cli_flags(tmp_path, output_dir, 4, eval_input_file=str(tmp_path / "eval.tfrecord"),
-                      eval_batch_size=8, steps_per_loop=2)
+                      eval_batch_size=8, steps_per_loop=2, spm_model_file=VOCAB)
     result = subprocess.run([sys.executable, "-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = result.stdout.strip().splitlines()[-1]
     assert summary.startswith("finished at step 4: train loss ") and "; eval " in summary
+    assert f"; started fresh; curves {output_dir / 'curves.png'}; exported to {output_dir / 'export'}" in summary
     assert "eval at step 4" in result.stderr and "examples 24.0000" in summary
     assert (output_dir / "export" / "saved_model.pb").exists()
     assert json.loads((output_dir / "albert_config.json").read_text())["hidden_size"] == 32
@@ -415,21 +436,31 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path):
     assert scalars[("learning_rate", 2)] == pytest.approx(1e-2)
     assert scalars[("learning_rate", 4)] == 0.0
     assert {"loss", "mlm_accuracy", "sop_accuracy", "examples_per_second"} <= {t for t, _ in scalars}
+    # curves.png draws those values: train at steps 2 and 4, the evaluations at 2 and 4.
+    from albert_tf.curves import curve_series
+
+    drawn = curve_series(str(output_dir))
+    assert drawn["loss"]["train loss"] == [(2, scalars[("loss", 2)]), (4, scalars[("loss", 4)])]
+    assert drawn["learning rate"]["train learning_rate"] == [(2, scalars[("learning_rate", 2)]), (4, 0.0)]
+    assert [step for step, _ in drawn["accuracy and metrics"]["eval mlm_accuracy"]] == [2, 4]
+    assert (output_dir / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # The SavedModel computes what the checkpointed weights compute.
+    import tensorflow_text  # noqa: F401 (the export's SentencePiece ops)
+
     serving = tf.saved_model.load(str(output_dir / "export")).signatures["serving_default"]
     inputs = {"input_ids": tf.constant([[2, 7, 3, 9]]), "input_mask": tf.constant([[1, 1, 1, 0]]),
               "segment_ids": tf.constant([[0, 0, 1, 1]])}
     exported = serving(**inputs)
-    fresh = training.Pretraining(CONFIG, options(tmp_path / "fresh"))
-    training.load_init_checkpoint(fresh.model, str(output_dir))
+    fresh = pretraining.Pretraining(CONFIG, options(tmp_path / "fresh"))
+    checkpoints.load_init_checkpoint(fresh.model, str(output_dir))
     expected = fresh.model.encoder(inputs)
     for name in ("sequence_output", "pooled_output"):
         np.testing.assert_allclose(exported[name].numpy(), expected[name].numpy(), atol=1e-5)
 
     # Records of another max_predictions_per_seq: refused before any model is built.
     with pytest.raises(ValueError, match="max_predictions_per_seq=4, but --max_predictions_per_seq=5"):
-        training.pretrain(CONFIG, dataclasses.replace(cli_options(flags), max_predictions_per_seq=5,
+        pretraining.pretrain(CONFIG, dataclasses.replace(cli_options(flags), max_predictions_per_seq=5,
                                                       output_dir=str(tmp_path / "bad")))
     assert not (tmp_path / "bad").exists()
 
@@ -439,8 +470,8 @@ def test_evaluation_counts_every_record_of_a_last_partial_batch(tmp_path):
     from albert_tf.pretrainer import losses_from_sums
 
     path = write_records(tmp_path / "eval.tfrecord", 21, seed=3)
-    run = training.Pretraining(CONFIG, options(tmp_path / "run", eval_batch_size=8))
-    eval_data = run.distribute(training.file_dataset_fn([path], run.options, is_training=False),
+    run = pretraining.Pretraining(CONFIG, options(tmp_path / "run", eval_batch_size=8))
+    eval_data = run.distribute(pretraining.file_dataset_fn([path], run.options, is_training=False),
                                run.per_replica_eval_batch)
     got = run.evaluate(eval_data)
     assert got["examples"] == 21  # two batches of 8 and one of 5 records filled up with 3 rows
@@ -462,9 +493,9 @@ def _mirrored(output_dir):
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from albert_tf import strategies
 
-    one = training.Pretraining(CONFIG, options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
+    one = pretraining.Pretraining(CONFIG, options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
     mirrored_strategy = strategies.get_strategy("mirrored")
-    two = training.Pretraining(CONFIG, options(f"{output_dir}/two", jit_compile=True), mirrored_strategy)
+    two = pretraining.Pretraining(CONFIG, options(f"{output_dir}/two", jit_compile=True), mirrored_strategy)
     report = {
         "replicas": two.num_replicas,
         "one_device": trajectory(one, 5),
@@ -476,12 +507,12 @@ def _mirrored(output_dir):
     # 17 records make 5 per-replica batches of 4: the replicas' last step is completed by fillers.
     records = [write_records(f"{output_dir}/eval.tfrecord", 17, seed=3)]
     report["evaluation"] = [
-        run.evaluate(run.distribute(training.file_dataset_fn(records, run.options, is_training=False),
+        run.evaluate(run.distribute(pretraining.file_dataset_fn(records, run.options, is_training=False),
                                     run.per_replica_eval_batch))
         for run in (one, two)
     ]
     try:
-        training.Pretraining(CONFIG, options(f"{output_dir}/odd", train_batch_size=7), mirrored_strategy)
+        pretraining.Pretraining(CONFIG, options(f"{output_dir}/odd", train_batch_size=7), mirrored_strategy)
     except ValueError as error:
         report["uneven_batch_error"] = str(error)
     return report
@@ -491,8 +522,8 @@ def _worker(output_dir):
     from albert_tf import strategies
 
     strategy = strategies.get_strategy("multi_worker")
-    opts = options(output_dir, num_train_steps=4, save_checkpoints_steps=2, steps_per_loop=2)
-    result = training.pretrain(CONFIG, opts, strategy=strategy, train_dataset_fn=random_dataset_fn())
+    opts = options(output_dir, num_train_steps=4, save_checkpoints_steps=2, steps_per_loop=2, spm_model_file=str(VOCAB))
+    result = pretraining.pretrain(CONFIG, opts, strategy=strategy, train_dataset_fn=random_dataset_fn())
     checksum = sum(float(np.sum(w.numpy())) for w in result["model"].weights)
     return {"replicas": strategy.num_replicas_in_sync, "step": result["step"],
             "loss": result["train"]["loss"], "checksum": checksum}

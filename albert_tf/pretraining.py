@@ -1,0 +1,279 @@
+"""Pretraining on the training loop: an `AlbertPretrainer` trained on masked-LM plus
+sentence-order loss, as Model Garden keeps its masked-LM task apart from its trainer.
+
+`albert_tf.training` is the loop (options, strategies' replicas, checkpoints, resumption, the
+compiled steps and the Python driver); this module adds what pretraining alone needs: its options
+(the paper's run by default), the checks of its TFRecords, the losses normalised as the release
+normalised them, evaluation, and `pretrain()`, which drives a run and exports the encoder at the
+end with `albert_tf.export` when the run knows its vocabulary.
+
+Example:
+    >>> options = PretrainingOptions(output_dir="/tmp/albert", input_file="data/*.tfrecord",
+    ...                              train_batch_size=64, max_seq_length=128, num_train_steps=1000,
+    ...                              num_warmup_steps=100, learning_rate=1e-3,
+    ...                              spm_model_file="30k-clean.model")
+    >>> result = pretrain(AlbertConfig.named("albert_base_v2"), options,
+    ...                   strategy=get_strategy("mirrored"))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+from typing import Callable, Optional
+
+import tensorflow as tf
+from absl import logging
+
+from albert_tf import optimization
+from albert_tf.choices import PRETRAINING_STEPS, PRETRAINING_WARMUP_STEPS
+from albert_tf.config import AlbertConfig
+from albert_tf.errors import FlagError, UserError
+from albert_tf.files import tfrecord_compression
+from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
+from albert_tf.training import DatasetFn, TrainingLoop, TrainingOptions, input_errors_named, run_loop
+
+TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
+
+# The release adds this to the sum of masked_lm_weights, so a batch without predictions gives 0.
+_WEIGHT_EPSILON = 1e-5
+
+EXPORT_DIR = "export"  # <output_dir>/export: the encoder's SavedModel
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PretrainingOptions(TrainingOptions):
+    """How to pretrain; the defaults are the paper's run (ALBERT.md §4) except `steps_per_loop`.
+
+    `train_batch_size` is the global batch of one update: it is split across replicas, and each
+    replica's share into `grad_accum_steps` micro-batches whose gradients are summed before the one
+    update. `input_file` and `eval_input_file` are comma-separated globs of pretraining TFRecords,
+    evaluated every `eval_every_steps` (None: at every checkpoint) on at most `max_eval_steps`
+    batches (None: all). `init_checkpoint` is where a fresh run's weights start (a run folder, a
+    checkpoint or a preset; None: the seed's). `spm_model_file` is the records' vocabulary: the
+    encoder exported at the end carries it (without one, nothing is exported).
+    """
+
+    input_file: str = ""
+    eval_input_file: str = ""
+    train_batch_size: int = 4096
+    eval_batch_size: int = 64
+    max_predictions_per_seq: int = 20
+    learning_rate: float = 0.00176
+    num_train_steps: int = PRETRAINING_STEPS
+    num_warmup_steps: int = PRETRAINING_WARMUP_STEPS
+    optimizer: str = "lamb"
+    save_checkpoints_steps: int = 5000
+    keep_checkpoint_max: int = 5
+    steps_per_loop: int = 100
+    grad_accum_steps: int = 1
+    init_checkpoint: Optional[str] = None
+    eval_every_steps: Optional[int] = None
+    max_eval_steps: Optional[int] = None
+    spm_model_file: Optional[str] = None
+
+    _positive = TrainingOptions._positive + ("max_predictions_per_seq",)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.optimizer not in optimization.OPTIMIZERS:
+            raise FlagError(
+                f"optimizer must be one of {', '.join(optimization.OPTIMIZERS)}, got {self.optimizer!r}"
+            )
+
+
+def expand_globs(patterns: str, flag: str = "input_file") -> list[str]:
+    """The files matched by comma-separated globs; a glob that matches nothing is an error."""
+    from albert_tf.datasets import expand_file_patterns
+
+    try:
+        return expand_file_patterns(patterns)
+    except ValueError as error:
+        raise FlagError(f"--{flag}: {error}") from None
+
+
+def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_per_seq: int):
+    """Checks the input before a model is built: the data-prep run that wrote it finished, it holds
+    records, and the first record's lengths are the flags' (naming both values).
+
+    The tf.data reader would fail too, but only inside the first step and with a message about
+    tensor sizes that does not say which flag is wrong; and an empty training input would hang.
+    """
+    from albert_tf.datasets import check_complete
+
+    check_complete(files)
+    for path in files:
+        try:
+            first = [raw.numpy() for raw in tf.data.TFRecordDataset(path, compression_type=tfrecord_compression(path)).take(1)]
+        except tf.errors.DataLossError as error:
+            # Without TensorFlow's op decorations: "{{function_node ...}} corrupted record at 0 (...) [Op:...]".
+            first_line = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", error.message.splitlines()[0])
+            raise UserError(f"{path} is not a TFRecord file, or it is corrupted: {first_line}") from None
+        if first:
+            break
+    else:
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        raise UserError(f"the input files hold no records: {shown}")
+    feature = tf.train.Example.FromString(first[0]).features.feature
+    found = {
+        "max_seq_length": len(feature["input_ids"].int64_list.value),
+        "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value),
+    }
+    wanted = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq}
+    for name in found:
+        if found[name] != wanted[name]:
+            raise FlagError(f"{path}: records were written with {name}={found[name]}, but --{name}={wanted[name]}")
+
+
+class Pretraining(TrainingLoop):
+    """One pretraining run: an `AlbertPretrainer` trained on masked-LM plus sentence-order loss.
+
+    `pretrain()` drives it; tests use it directly to run single loops and inspect the weights.
+    """
+
+    metric_names = TRAIN_METRICS
+    progress_metrics = ("loss", "mlm_accuracy", "sop_accuracy")
+
+    def __init__(self, config: AlbertConfig, options: PretrainingOptions, strategy=None):
+        super().__init__(config, options, strategy, optimizer_name=options.optimizer)
+        self._eval_step = tf.function(self._eval_step_fn)
+
+    def _create_model(self, dtype):
+        return AlbertPretrainer(self.config, dtype=dtype)
+
+    def _initializer(self):
+        path = self.options.init_checkpoint
+        if not path:
+            return None
+        from albert_tf.presets.loader import initialize_pretrainer
+
+        return lambda model: initialize_pretrainer(model, path)
+
+    # ---- steps -------------------------------------------------------------------------------
+
+    def _denominators(self, ctx, features):
+        weights = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
+        return {
+            "weight": ctx.all_reduce(tf.distribute.ReduceOp.SUM, weights) + _WEIGHT_EPSILON,
+            "examples": tf.constant(float(self.options.train_batch_size)),
+        }
+
+    def _loss_parts(self, features, denominators):
+        outputs = self.model(features, training=True)
+        sums = pretraining_sums(features, outputs["mlm_logits"], outputs["sop_logits"])
+        return {
+            "mlm_loss": sums["mlm_ce"] / denominators["weight"],
+            "sop_loss": sums["sop_ce"] / denominators["examples"],
+            "mlm_accuracy": sums["mlm_hits"] / denominators["weight"],
+            "sop_accuracy": sums["sop_hits"] / denominators["examples"],
+        }
+
+    def _total_loss(self, parts):
+        return parts["mlm_loss"] + parts["sop_loss"]
+
+    # ---- evaluation --------------------------------------------------------------------------
+
+    def _eval_replica(self, features):
+        outputs = self.model(features, training=False)
+        return pretraining_sums(features, outputs["mlm_logits"], outputs["sop_logits"])
+
+    def _eval_step_fn(self, features):
+        sums = self.strategy.run(self._eval_replica, args=(features,))
+        return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in sums.items()}
+
+    def evaluate(self, dataset) -> dict[str, float]:
+        """Masked-LM and SOP loss and accuracy over `dataset` (a distributed dataset)."""
+        totals = None
+        with input_errors_named():
+            for i, features in enumerate(dataset):
+                if self.options.max_eval_steps and i >= self.options.max_eval_steps:
+                    break
+                sums = {k: float(v) for k, v in self._eval_step(features).items()}
+                totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
+        if not totals:
+            raise ValueError("the eval input holds no records")
+        metrics = {k: float(v) for k, v in losses_from_sums(totals).items()}
+        metrics["examples"] = totals["examples"]
+        return metrics
+
+
+def file_dataset_fn(files: list[str], options: PretrainingOptions, is_training: bool,
+                    vocab_size: Optional[int] = None) -> DatasetFn:
+    """A `DatasetFn` reading pretraining TFRecords with albert_tf.datasets (token ids checked
+    against `vocab_size` when given)."""
+    from albert_tf.datasets import pretraining_dataset
+
+    def fn(input_context, batch_size):
+        return pretraining_dataset(
+            files,
+            batch_size=batch_size,
+            max_seq_length=options.max_seq_length,
+            max_predictions_per_seq=options.max_predictions_per_seq,
+            is_training=is_training,
+            input_context=input_context,
+            seed=options.seed,
+            deterministic=True,
+            vocab_size=vocab_size,
+        )
+
+    return fn
+
+
+def pretrain(
+    config: AlbertConfig,
+    options: PretrainingOptions,
+    strategy=None,
+    train_dataset_fn: Optional[DatasetFn] = None,
+    eval_dataset_fn: Optional[DatasetFn] = None,
+    export_fn: Optional[Callable[[AlbertPretrainer, str], None]] = None,
+) -> dict:
+    """Pretrains (or resumes pretraining) to `options.num_train_steps`; returns the last metrics.
+
+    `train_dataset_fn(input_context, per_replica_batch)` (and `eval_dataset_fn`) default to the
+    TFRecords of `options.input_file` (and `options.eval_input_file`). At the end the chief exports
+    the encoder to `<output_dir>/export` with `albert_tf.export.export_encoder` (token ids,
+    serialized examples and raw text in) when `options.spm_model_file` names the vocabulary; a
+    SavedModel that could not tokenize text is not written: without a vocabulary nothing is
+    exported, and `albert-export --init_checkpoint=<output_dir> --spm_model_file=...` exports the
+    checkpoint later. `export_fn(model, export_dir)`, if given, runs instead.
+
+    Returns what `run_loop` returns (`step`, `train`, `eval`, `resumed_from`,
+    `resumed_checkpoint`, `curves`, `examples_per_second`), `export_dir` (None where nothing was
+    exported) and `model`, the trained `AlbertPretrainer`.
+    """
+    if train_dataset_fn is None:
+        files = expand_globs(options.input_file, "input_file")
+        check_record_shapes(files, options.max_seq_length, options.max_predictions_per_seq)
+        train_dataset_fn = file_dataset_fn(files, options, is_training=True, vocab_size=config.vocab_size)
+    if eval_dataset_fn is None and options.eval_input_file:
+        eval_files = expand_globs(options.eval_input_file, "eval_input_file")
+        check_record_shapes(eval_files, options.max_seq_length, options.max_predictions_per_seq)
+        eval_dataset_fn = file_dataset_fn(eval_files, options, is_training=False, vocab_size=config.vocab_size)
+
+    run = Pretraining(config, options, strategy)
+    run.restore_or_initialize()
+    evaluate = None
+    if eval_dataset_fn is not None:
+        eval_data = run.distribute(eval_dataset_fn, run.per_replica_eval_batch)
+        evaluate = functools.partial(run.evaluate, eval_data)
+    result = run_loop(run, train_dataset_fn, evaluate, options.eval_every_steps)
+    export_dir = _export(run.model, options, export_fn) if run.is_chief else None
+    return {**result, "export_dir": export_dir, "model": run.model}
+
+
+def _export(model: AlbertPretrainer, options: PretrainingOptions, export_fn) -> str | None:
+    """The end-of-run export of `pretrain` (see there); returns its folder, or None."""
+    export_dir = os.path.join(options.output_dir, EXPORT_DIR)
+    if export_fn is not None:
+        export_fn(model, export_dir)
+    elif options.spm_model_file:
+        from albert_tf.export import export_encoder
+
+        export_encoder(model.encoder, export_dir, options.spm_model_file, options.max_seq_length)
+        logging.info("exported the encoder to %s", export_dir)
+    else:
+        logging.info("no vocabulary (spm_model_file): the encoder is not exported")
+        return None
+    return export_dir

@@ -1,0 +1,92 @@
+"""curves.png (issue 30 item 5): the series it draws are the run's event files' values, a resumed
+run's redone steps replace the abandoned ones, a run without evaluation still plots, and the file
+is a PNG of a sensible size."""
+
+import struct
+
+import pytest
+import tensorflow as tf
+
+from albert_tf import curves, summaries
+
+
+class _Options:
+    def __init__(self, output_dir):
+        self.output_dir = str(output_dir)
+
+
+def _write(output_dir, kind, points):
+    """Writes `{step: {name: value}}` as the loop writes them, into `<output_dir>/<kind>`, and
+    closes the writer (a later call makes a new event file, as a resumed run does)."""
+    writer = summaries.summary_writer(_Options(output_dir), True, kind)
+    for step, metrics in points.items():
+        summaries.write_scalars(writer, metrics, step)
+    writer.close()
+
+
+def _png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_the_series_are_the_event_files_values_and_a_resume_replaces_what_it_redid(tmp_path):
+    # A pretraining run killed after logging step 30 but saved at step 20; the rerun redoes 30, 40.
+    _write(tmp_path, "train", {10: {"loss": 5.0, "mlm_accuracy": 0.125, "learning_rate": 1e-3, "examples_per_second": 9.0},
+                               20: {"loss": 4.0, "mlm_accuracy": 0.25, "learning_rate": 2e-3, "examples_per_second": 9.0},
+                               30: {"loss": 3.5, "mlm_accuracy": 0.375, "learning_rate": 1e-3, "examples_per_second": 9.0}})
+    _write(tmp_path, "eval", {20: {"loss": 4.5, "mlm_accuracy": 0.0625, "examples": 24.0}})
+    _write(tmp_path, "train", {30: {"loss": 3.25, "mlm_accuracy": 0.5, "learning_rate": 1e-3},
+                               40: {"loss": 3.0, "mlm_accuracy": 0.75, "learning_rate": 0.0}})
+    _write(tmp_path, "eval", {40: {"loss": 3.5, "mlm_accuracy": 0.5, "examples": 24.0}})
+
+    series = curves.curve_series(str(tmp_path))
+    assert list(series) == ["loss", "accuracy and metrics", "learning rate"]
+    assert series["loss"] == {"train loss": [(10, 5.0), (20, 4.0), (30, 3.25), (40, 3.0)],
+                              "eval loss": [(20, 4.5), (40, 3.5)]}
+    assert series["accuracy and metrics"] == {"train mlm_accuracy": [(10, 0.125), (20, 0.25), (30, 0.5), (40, 0.75)],
+                                              "eval mlm_accuracy": [(20, 0.0625), (40, 0.5)]}
+    learning_rates = series["learning rate"]["train learning_rate"]
+    assert [s for s, _ in learning_rates] == [10, 20, 30, 40]
+    assert [v for _, v in learning_rates] == pytest.approx([1e-3, 2e-3, 1e-3, 0.0])  # float32 in the files
+    # Counts and throughput are TensorBoard's, not the picture's.
+    assert not any("examples" in label for panel in series.values() for label in panel)
+
+    path = curves.plot_curves(str(tmp_path))
+    assert path == str(tmp_path / "curves.png")
+    width, height = _png_size(tmp_path / "curves.png")
+    assert (width, height) == (800, 3 * 260)  # 8 inches wide, 2.6 a panel, at 100 dpi
+    assert 10_000 < (tmp_path / "curves.png").stat().st_size < 1_000_000
+    assert not list(tmp_path.glob("*.incomplete*"))
+
+
+def test_a_fine_tuning_run_without_evaluation_still_plots(tmp_path):
+    _write(tmp_path, "train", {2: {"loss": 0.7, "learning_rate": 2e-5}, 4: {"loss": 0.6, "learning_rate": 0.0}})
+    series = curves.curve_series(str(tmp_path))
+    assert series == {"loss": {"train loss": [(2, pytest.approx(0.7)), (4, pytest.approx(0.6))]},
+                      "learning rate": {"train learning_rate": [(2, pytest.approx(2e-5)), (4, 0.0)]}}
+    curves.plot_curves(str(tmp_path))
+    assert _png_size(tmp_path / "curves.png") == (800, 2 * 260)
+
+
+def test_a_task_metric_of_a_split_goes_with_the_metrics_and_its_loss_with_the_losses(tmp_path):
+    _write(tmp_path, "train", {8: {"loss": 0.69, "accuracy": 0.5, "learning_rate": 1e-5}})
+    _write(tmp_path, "eval", {8: {"dev/accuracy": 0.625, "dev/f1": 0.5, "dev/loss": 0.7}})
+    series = curves.curve_series(str(tmp_path))
+    assert set(series["loss"]) == {"train loss", "eval dev/loss"}
+    assert series["accuracy and metrics"] == {"train accuracy": [(8, 0.5)], "eval dev/accuracy": [(8, 0.625)],
+                                              "eval dev/f1": [(8, 0.5)]}
+
+
+def test_no_event_files_no_picture(tmp_path):
+    assert curves.curve_series(str(tmp_path)) == {}
+    assert curves.plot_curves(str(tmp_path)) is None
+    assert not (tmp_path / "curves.png").exists()
+    assert tf.io.gfile.listdir(str(tmp_path)) == []
+
+
+def test_an_event_file_cut_short_by_a_kill_gives_its_whole_records(tmp_path):
+    _write(tmp_path, "train", {1: {"loss": 2.0}, 2: {"loss": 1.5}, 3: {"loss": 1.25}})
+    (events,) = (tmp_path / "train").glob("events.out.tfevents.*")
+    events.write_bytes(events.read_bytes()[:-3])  # the last record's footer half-written
+    assert summaries.read_scalars(str(tmp_path / "train")) == {"loss": [(1, 2.0), (2, 1.5)]}

@@ -29,7 +29,7 @@ harness.quiet_tensorflow()
 import model_throughput  # noqa: E402  (the peers' systems and the FLOP counts)
 import tensorflow as tf  # noqa: E402
 
-from albert_tf import strategies, training  # noqa: E402
+from albert_tf import choices, pretraining, strategies  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
 
 
@@ -51,12 +51,12 @@ def synthetic_dataset_fn(seq, predictions, vocab_size):
 
 def loop_system(config, args, jit_compile):
     """A function of one (ignored) batch that runs one update of our loop and returns its loss."""
-    options = training.PretrainingOptions(
+    options = pretraining.PretrainingOptions(
         output_dir=tempfile.mkdtemp(), train_batch_size=args.batch, max_seq_length=args.seq,
         max_predictions_per_seq=args.predictions, num_train_steps=10**6, num_warmup_steps=0,
         jit_compile=jit_compile, mixed_precision=args.mixed_precision,
     )
-    run = training.Pretraining(config, options, strategies.get_strategy("one_device"))
+    run = pretraining.Pretraining(config, options, strategies.get_strategy("one_device"))
     iterator = iter(run.distribute(synthetic_dataset_fn(args.seq, args.predictions, config.vocab_size),
                                    run.per_replica_batch))
     run.train_steps(iterator, 2)  # trace and compile
@@ -94,7 +94,7 @@ def main():
     parser.add_argument("--predictions", type=int, default=20)
     harness.add_repeats(parser, 5)
     harness.add_threads(parser)
-    parser.add_argument("--mixed_precision", default="none", choices=list(training.MIXED_PRECISION_POLICIES))
+    parser.add_argument("--mixed_precision", default="none", choices=list(choices.MIXED_PRECISION_POLICIES))
     parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
     parser.add_argument("--input_file", default=None)
     parser.add_argument("--memory_child", action="store_true", help=argparse.SUPPRESS)

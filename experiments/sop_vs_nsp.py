@@ -93,7 +93,7 @@ def create_records(text: str, output_dir: str, spm: str, task: str, dupe_factor:
 
 def evaluate(model_dir: str, config, heldout: dict, args) -> dict:
     """MLM and pair-task accuracy of the final checkpoint in model_dir on each held-out set."""
-    from albert_tf.training import Pretraining, PretrainingOptions, expand_globs, file_dataset_fn
+    from albert_tf.pretraining import Pretraining, PretrainingOptions, expand_globs, file_dataset_fn
 
     options = PretrainingOptions(
         output_dir=model_dir, train_batch_size=args.batch_size, max_seq_length=args.max_seq_length,
@@ -114,7 +114,7 @@ def label_one_fraction(pattern: str, args) -> float:
     """The share of label 1 (random or swapped) in held-out records, for the majority baseline."""
     from albert_tf.datasets import pretraining_dataset
     from albert_tf.features import EXAMPLE_WEIGHT
-    from albert_tf.training import expand_globs
+    from albert_tf.pretraining import expand_globs
 
     ones = total = 0.0
     for batch in pretraining_dataset(expand_globs(pattern), batch_size=64, max_seq_length=args.max_seq_length,

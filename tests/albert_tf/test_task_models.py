@@ -85,3 +85,28 @@ def test_bad_arguments_are_named():
         AlbertMultipleChoice(TINY, num_choices=0)
     with pytest.raises(ValueError, match=r"dropout_rate must be in \[0, 1\)"):
         AlbertClassifier(TINY, 2, dropout_rate=1.0)
+
+
+def test_backbone_is_the_encoder_under_keras_hubs_name(tmp_path):
+    """`.backbone` (keras-hub's name) is the encoder itself, not a second tracked attribute: the
+    weights keep their names and a `.keras` file holds them once, under `encoder`."""
+    import zipfile
+
+    import h5py
+
+    for make, _ in HEADS.values():
+        model = make("float32")
+        model.build()
+        assert model.backbone is model.encoder
+        assert not any("backbone" in w.path for w in model.weights)
+        assert len(model.weights) == len({id(w) for w in model.weights})
+    model.save(tmp_path / "model.keras")
+    with zipfile.ZipFile(tmp_path / "model.keras") as archive:
+        archive.extract("model.weights.h5", tmp_path)
+    paths = []
+    with h5py.File(tmp_path / "model.weights.h5") as weights:
+        weights.visit(paths.append)
+    assert "encoder" in {p.split("/")[0] for p in paths}, paths
+    assert not any("backbone" in p for p in paths), paths
+    with pytest.raises(AttributeError, match="has no backbone"):
+        AlbertEncoder(TINY).backbone

@@ -70,7 +70,8 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
         return self.classifier(inputs, training=training)
 
     def build(self, input_shape=None):
-        self.classifier.build()
+        if not self.classifier.built:  # from_config gives it built (its serialized build config)
+            self.classifier.build()
         self.built = True
 
     def get_config(self):

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from finetune.squad import cli, metrics, readers
-from tests.finetune.test_squad_serving import FRESH
+from tests.helpers import FRESH_SERVING_SCRIPT
 
 CONFIG = {"vocab_size": 30000, "embedding_size": 32, "hidden_size": 64, "num_hidden_layers": 2,
           "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 128,
@@ -73,7 +73,7 @@ def _serve(export_dir, examples, tmp_path):
     pairs = tmp_path / "pairs.json"
     pairs.write_text(json.dumps([[e.question, e.context] for e in examples]))
     script = tmp_path / "fresh.py"
-    script.write_text(FRESH)
+    script.write_text(FRESH_SERVING_SCRIPT)
     run = subprocess.run([sys.executable, str(script), str(export_dir), str(pairs)],
                          capture_output=True, text=True, check=True)
     return json.loads(run.stdout.strip().splitlines()[-1])

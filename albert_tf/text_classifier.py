@@ -9,7 +9,8 @@ logits, accuracy); `compile` again for others. The command-line fine-tuning with
 presets is finetune/glue (docs/finetuning.md); this is the few-lines path.
 
 Example:
-    >>> classifier = AlbertTextClassifier.from_preset("albert_base_v2", num_classes=2)
+    >>> classifier = AlbertTextClassifier.from_preset("albert_base_v2", labels=["negative", "positive"])
+    >>> classifier.backbone                              # its AlbertEncoder (keras-hub's name)
     >>> classifier.fit(x=["A gem of a film.", "Dull."], y=[1, 0], batch_size=2, epochs=3)
     >>> classifier.predict(["What a delight."])          # logits [1, 2]
     >>> classifier.save_to_preset("my_classifier")       # from_preset("my_classifier") reloads it

@@ -18,7 +18,7 @@ CONFIG = {"vocab_size": 30000, "embedding_size": 32, "hidden_size": 64, "num_hid
           "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 128,
           "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 TRAINING = ["--max_seq_length=128", "--doc_stride=64", "--max_query_length=32", "--learning_rate=2e-3",
-            "--num_train_steps=1000", "--num_warmup_steps=100", "--train_batch_size=32", "--eval_batch_size=64",
+            "--num_train_steps=750", "--num_warmup_steps=75", "--train_batch_size=32", "--eval_batch_size=64",
             "--steps_per_loop=100", "--progress_bar=false"]
 
 

@@ -2,6 +2,13 @@
 
 import importlib
 
+from albert_tf.quiet import quiet_tensorflow
+
+# Before TensorFlow loads (it reads its log level once): its C++ start-up lines ("failed call to
+# cuInit", the CPU-feature notes) kept from a user of the library, as from the CLIs', unless the
+# user set TF_CPP_MIN_LOG_LEVEL to show them.
+quiet_tensorflow()
+
 # Every name is loaded on first access: `import albert_tf.tokenizer` or `albert_tf.tfrecord` (what
 # the data-prep workers need) must not pull in TensorFlow, which costs each process seconds and
 # hundreds of MB. `albert_tf.AlbertEncoder` and `from albert_tf import AlbertEncoder` work as before.

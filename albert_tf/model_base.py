@@ -11,7 +11,30 @@ def as_config(config: AlbertConfig | dict) -> AlbertConfig:
     return config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
 
 
-class AlbertConfigModel(keras.Model):
+class BackboneAlias:
+    """keras-hub's name for a task model's encoder: `model.backbone` is `model.encoder`.
+
+    A read-only alias, not a second tracked attribute: checkpoints, `.keras` files and weight
+    names hold the encoder once, under `encoder`, as before.
+    """
+
+    @property
+    def backbone(self):
+        encoder = self._backbone_encoder()
+        if encoder is None:
+            raise AttributeError(f"{type(self).__name__} is an encoder, not a task model: it has no backbone")
+        return encoder
+
+    def _backbone_encoder(self):
+        return getattr(self, "encoder", None)
+
+    def __dir__(self):
+        # Keras' `.keras` saving walks dir(): the alias must not be a second path to the encoder's
+        # weights (it sorts before `encoder` and would rename them in the file).
+        return [name for name in super().__dir__() if name != "backbone"]
+
+
+class AlbertConfigModel(BackboneAlias, keras.Model):
     """Base of the models built from an `AlbertConfig` (the encoder, the pretrainer, task models).
 
     Keeps the config as `self.config` and serializes it with the constructor arguments named in

@@ -9,7 +9,8 @@ logits, accuracy); `compile` again for others. The command-line fine-tuning with
 presets is finetune/glue (docs/finetuning.md); this is the few-lines path.
 
 Example:
-    >>> classifier = AlbertTextClassifier.from_preset("albert_base_v2", num_classes=2)
+    >>> classifier = AlbertTextClassifier.from_preset("albert_base_v2", labels=["negative", "positive"])
+    >>> classifier.backbone                              # its AlbertEncoder (keras-hub's name)
     >>> classifier.fit(x=["A gem of a film.", "Dull."], y=[1, 0], batch_size=2, epochs=3)
     >>> classifier.predict(["What a delight."])          # logits [1, 2]
     >>> classifier.save_to_preset("my_classifier")       # from_preset("my_classifier") reloads it
@@ -26,6 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.model_base import BackboneAlias
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.presets.folder import TEXT_CLASSIFIER_TASK as TASK_CLASS
 from albert_tf.text_preprocessor import AlbertTextPreprocessor
@@ -38,7 +40,7 @@ def _is_pair(x) -> bool:
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertTextClassifier(keras.Model):
+class AlbertTextClassifier(BackboneAlias, keras.Model):
     """An ALBERT classifier with its preprocessor, trained and called on raw text.
 
     Args:
@@ -58,6 +60,9 @@ class AlbertTextClassifier(keras.Model):
         if self.labels is not None and len(self.labels) != classifier.num_labels:
             raise ValueError(f"{len(self.labels)} labels for {classifier.num_labels} classes")
 
+    def _backbone_encoder(self):
+        return self.classifier.encoder
+
     @property
     def num_classes(self) -> int:
         return self.classifier.num_labels
@@ -66,7 +71,8 @@ class AlbertTextClassifier(keras.Model):
         return self.classifier(inputs, training=training)
 
     def build(self, input_shape=None):
-        self.classifier.build()
+        if not self.classifier.built:  # from_config gives it built (its serialized build config)
+            self.classifier.build()
         self.built = True
 
     def get_config(self):
@@ -89,7 +95,8 @@ class AlbertTextClassifier(keras.Model):
         """A classifier on a preset (a folder, a released name, a URL or hf://: see
         `albert_tf.presets.sources`): a fine-tuned one (written by `save_to_preset`) comes back whole;
         any other preset's encoder gets a new head of `num_classes` (or of `len(labels)` classes
-        named `labels`)."""
+        named `labels`). The class names are kept in the model's config and preset, and become
+        `id2label`/`label2id` when the preset is converted to Hugging Face."""
         from albert_tf.presets import folder
         from albert_tf.presets.sources import resolve
 
@@ -102,8 +109,9 @@ class AlbertTextClassifier(keras.Model):
             if num_classes is not None and num_classes != saved["num_classes"]:
                 raise ValueError(f"{preset} holds a classifier of {saved['num_classes']} classes, "
                                  f"not {num_classes}")
-            model = cls._build(config, vocab, saved["num_classes"], saved["sequence_length"],
-                               saved["dropout_rate"], labels=saved.get("labels"), **kwargs)
+            # `labels` given name (or rename) the saved classes.
+            model = cls._build(config, vocab, saved["num_classes"], saved["sequence_length"], saved["dropout_rate"],
+                               labels=labels if labels is not None else saved.get("labels"), **kwargs)
             folder.load_encoder(model.classifier, preset_dir)
             folder.load_task(model.classifier, preset_dir)
             return model

@@ -3,8 +3,7 @@
 import os
 import pathlib
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
+import albert_tf  # noqa: F401 (first: TensorFlow's C++ start-up lines are kept out of the test output)
 import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -206,13 +206,13 @@ def test_fine_tuning_from_a_checkpoint_of_another_width_leaves_nothing_in_a_new_
     """Item 7: the refusal came after albert_config.json, spiece.model and task.json were written."""
     from albert_tf import pretraining
     from albert_tf.presets import checkpoints
-    from tests.albert_tf.test_bad_input import _options
+    from tests.helpers import pretraining_options
     from tests.albert_tf.tiny import TINY
 
     narrow = TINY.replace(vocab_size=300)
     pretrained = tmp_path / "pretrained"
     checkpoints.check_output_dir(str(pretrained), narrow, write=True)
-    pretraining.Pretraining(narrow, _options(pretrained)).save()
+    pretraining.Pretraining(narrow, pretraining_options(pretrained)).save()
     wide = tmp_path / "wide.json"
     wide.write_text(json.dumps(narrow.replace(hidden_size=32, intermediate_size=64).to_dict()))
     vocab = pathlib.Path(__file__).parent / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -332,28 +332,28 @@ def tiny_run(tmp_path_factory):
     """A pretraining run folder of the tiny config: albert_config.json and one checkpoint, no vocabulary."""
     from albert_tf import pretraining
     from albert_tf.presets import checkpoints
-    from tests.albert_tf.test_bad_input import _options
+    from tests.helpers import pretraining_options
     from tests.albert_tf.tiny import TINY
 
     folder = tmp_path_factory.mktemp("pretrain") / "run"
-    run = pretraining.Pretraining(TINY, _options(folder))
+    run = pretraining.Pretraining(TINY, pretraining_options(folder))
     checkpoints.check_output_dir(str(folder), TINY, write=True)
     return folder, run.save()
 
 
 def test_pretraining_from_a_checkpoint_of_another_model_is_one_line_and_leaves_nothing(tmp_path, tiny_run):
     """Item 8: a 30-line ValueError traceback, and albert_config.json left behind."""
-    from tests.albert_tf.test_bad_input import PREDICTIONS, SEQ, _write_records
+    from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, write_pretraining_records
     from tests.albert_tf.tiny import TINY
 
     folder, checkpoint = tiny_run
-    records = _write_records(tmp_path / "train.tfrecord", 8)
+    records = write_pretraining_records(tmp_path / "train.tfrecord", 8)
     config = tmp_path / "wide.json"
     config.write_text(json.dumps(TINY.replace(hidden_size=32, intermediate_size=64).to_dict()))
     out = tmp_path / "run"
     code, line, count = _tool("albert_tf.cli.pretrain", f"--input_file={records}", f"--output_dir={out}",
                               f"--albert_config_file={config}", f"--init_checkpoint={folder}",
-                              f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDICTIONS}",
+                              f"--max_seq_length={PRETRAINING_SEQ}", f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}",
                               "--train_batch_size=4", "--num_train_steps=2", "--nojit_compile", "--noprogress_bar")
     assert code == 1 and count == 1, line
     assert line.startswith(

@@ -15,15 +15,14 @@ traceback. Any other exception is a bug of ours and keeps its traceback.
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import importlib.util
 import os
 import sys
-import tempfile
 import traceback
 from typing import Callable
 
 from absl import app, flags
+
+from albert_tf.quiet import LOG_LEVEL_ENV, QUIET_LEVEL, quiet_tensorflow, show_tensorflow_start_up, stderr_captured
 
 VERBOSE_ENV = "ALBERT_TF_VERBOSE"
 VERBOSE_HELP = f"Show tracebacks of user errors (also: {VERBOSE_ENV}=1) and more log."
@@ -35,59 +34,10 @@ def verbose() -> bool:
     return _verbose_flag[0] or os.environ.get(VERBOSE_ENV, "0") not in ("", "0", "false", "False")
 
 
-@contextlib.contextmanager
-def _stderr_captured():
-    """Sends what C++ code writes to file descriptor 2 into a temporary file for the duration.
-
-    TensorFlow's start-up lines ("All log messages before absl::InitializeLog()", oneDNN, CUDA,
-    "failed call to cuInit") are written before its log level is read, so TF_CPP_MIN_LOG_LEVEL
-    cannot silence them. They are kept and shown if the import fails.
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            yield
-        except BaseException:
-            os.dup2(saved, 2)
-            captured.seek(0)
-            sys.stderr.write(captured.read().decode(errors="replace"))
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-
-
-class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports `tensorflow`, whenever a script first needs it, with its start-up lines captured."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "tensorflow":
-            return None
-        sys.meta_path.remove(self)  # once: the real finders do the work
-        spec = importlib.util.find_spec(fullname)
-        if spec is not None and spec.loader is not None:
-            self._loader, spec.loader = spec.loader, self
-        return spec
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        with _stderr_captured():
-            self._loader.exec_module(module)
-
-
-def _capture_tensorflow_start_up() -> None:
-    if "tensorflow" not in sys.modules and not any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _QuietTensorFlowImport())
-
-
 def quiet_device_start():
     """Around the start of TensorFlow's devices (the strategy): its C++ lines ("failed call to
     cuInit" on a machine without a GPU) are kept from the user unless --verbose; shown on failure."""
-    return contextlib.nullcontext() if verbose() else _stderr_captured()
+    return contextlib.nullcontext() if verbose() else stderr_captured()
 
 
 def quiet_logs() -> None:
@@ -98,8 +48,7 @@ def quiet_logs() -> None:
 
         logging.set_verbosity(logging.INFO)
         return
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    _capture_tensorflow_start_up()
+    quiet_tensorflow()
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)
@@ -148,7 +97,7 @@ def run_main(
     options, such as Beam's); `main` must refuse them where they mean nothing. With
     `value_errors_are_users`, see `report_errors`.
     """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault(LOG_LEVEL_ENV, QUIET_LEVEL)
     if "verbose" not in flag_values:
         flags.DEFINE_bool("verbose", False, VERBOSE_HELP, flag_values=flag_values)
     from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
@@ -179,6 +128,8 @@ def run_main(
 # A script whose flags need TensorFlow to be defined (the fine-tuning scripts, whose flags are the
 # option fields of albert_tf.training) loads it when its module is imported, before run_main: the
 # start-up lines are captured from then on, unless the user asked for them.
-if not verbose() and "--verbose" not in sys.argv[1:]:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # read once, when TensorFlow loads
-    _capture_tensorflow_start_up()
+# (Importing albert_tf did so already; --verbose asks for TensorFlow's lines.)
+if verbose() or "--verbose" in sys.argv[1:]:
+    show_tensorflow_start_up()
+else:
+    quiet_tensorflow()

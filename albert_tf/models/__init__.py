@@ -4,9 +4,9 @@
 - `AlbertSpanLabeler`: every position's final state -> start and end logits (SQuAD v1.1).
 - `AlbertMultipleChoice`: each choice's pooled output -> dropout -> one logit (RACE).
 
-Each keeps the encoder as `encoder`, so `albert_tf.presets.loader` loads pretrained weights into any
-of them, and each is a registered, serializable Keras model (`from_config(get_config())` and
-`.keras` files rebuild it exactly).
+Each keeps the encoder as `encoder` (read also as `backbone`, keras-hub's name), so
+`albert_tf.presets.loader` loads pretrained weights into any of them, and each is a registered,
+serializable Keras model (`from_config(get_config())` and `.keras` files rebuild it exactly).
 """
 
 from albert_tf.models.classifier import AlbertClassifier, classifier_sums

@@ -10,6 +10,8 @@ import tensorflow as tf
 
 from albert_tf import AlbertEncoder
 from tests.albert_tf.tiny import TINY
+from tests.helpers import (PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, pretraining_options,
+                           write_pretraining_records)
 
 pytestmark = pytest.mark.faults  # python -m pytest -q -m faults: the fault and bad-input tests
 
@@ -51,35 +53,11 @@ def test_int64_inputs_from_tfrecords_are_accepted(encoder):
 
 # ---- pretraining input (issue 19: no hang, no silent wrong result) ---------------------------------
 
-SEQ, PREDICTIONS = 16, 4
-
-
-def _write_records(path, count, seq=SEQ, max_id=50):
-    from albert_tf import features
-
-    spec = features.pretraining_feature_spec(seq, PREDICTIONS)
-    rng = np.random.default_rng(0)
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for _ in range(count):
-            values = {
-                "input_ids": rng.integers(5, max_id + 1, seq).tolist(),
-                "input_mask": [1] * seq,
-                "segment_ids": [0] * (seq // 2) + [1] * (seq - seq // 2),
-                "token_boundary": [1] * seq,
-                "masked_lm_positions": [1, 2, 3, 4],
-                "masked_lm_ids": [7, 8, 9, max_id],
-                "masked_lm_weights": [1.0] * PREDICTIONS,
-                "next_sentence_labels": [1],
-            }
-            writer.write(features.serialize_example(values, spec))
-    return str(path)
-
-
 def _pretrain(tmp_path, input_file, **changes):
     from albert_tf import pretraining
 
     values = dict(output_dir=str(tmp_path / "run"), input_file=input_file, train_batch_size=4, eval_batch_size=4,
-                  max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, num_train_steps=2, num_warmup_steps=0,
+                  max_seq_length=PRETRAINING_SEQ, max_predictions_per_seq=PRETRAINING_PREDICTIONS, num_train_steps=2, num_warmup_steps=0,
                   save_checkpoints_steps=10, steps_per_loop=1, jit_compile=False)
     values.update(changes)
     return pretraining.pretrain(TINY, pretraining.PretrainingOptions(**values), export_fn=lambda model, path: None)
@@ -89,19 +67,19 @@ def test_a_training_input_without_records_is_an_error_not_a_hang(tmp_path):
     from albert_tf.datasets import pretraining_dataset
     from albert_tf.errors import UserError
 
-    empty = _write_records(tmp_path / "empty.tfrecord", 0)
+    empty = write_pretraining_records(tmp_path / "empty.tfrecord", 0)
     with pytest.raises(UserError, match=f"^the input files hold no records: {empty}$"):
         _pretrain(tmp_path, empty)
     assert not (tmp_path / "run").exists()
     with pytest.raises(UserError, match=f"^the input files hold no records: {empty}$"):
-        pretraining_dataset(empty, batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS,
+        pretraining_dataset(empty, batch_size=2, max_seq_length=PRETRAINING_SEQ, max_predictions_per_seq=PRETRAINING_PREDICTIONS,
                             is_training=True)
 
 
 def test_ids_outside_the_vocabulary_are_named_by_the_reader_under_xla(tmp_path):
     from albert_tf.errors import UserError
 
-    records = _write_records(tmp_path / "big_vocab.tfrecord", 8, max_id=TINY.vocab_size + 3)
+    records = write_pretraining_records(tmp_path / "big_vocab.tfrecord", 8, max_id=TINY.vocab_size + 3)
     with pytest.raises(UserError) as error:
         _pretrain(tmp_path, records, jit_compile=True)
     assert re.fullmatch(
@@ -119,7 +97,7 @@ def test_the_output_of_an_unfinished_data_prep_run_is_refused(tmp_path):
 
     data = tmp_path / "data"
     data.mkdir()
-    records = _write_records(data / "pretrain-00000-of-00004.tfrecord", 8)
+    records = write_pretraining_records(data / "pretrain-00000-of-00004.tfrecord", 8)
     (data / METADATA_FILE).write_text(json.dumps({"settings": {}, "complete": False}))
     with pytest.raises(UserError) as error:
         _pretrain(tmp_path, str(data / "pretrain-*.tfrecord"))
@@ -129,9 +107,9 @@ def test_the_output_of_an_unfinished_data_prep_run_is_refused(tmp_path):
     )
     assert not (tmp_path / "run").exists()
     (data / METADATA_FILE).write_text(json.dumps({"settings": {}, "complete": True}))
-    batch = next(iter(pretraining_dataset(records, batch_size=8, max_seq_length=SEQ,
-                                          max_predictions_per_seq=PREDICTIONS, is_training=False)))
-    assert batch["input_ids"].shape == (8, SEQ)
+    batch = next(iter(pretraining_dataset(records, batch_size=8, max_seq_length=PRETRAINING_SEQ,
+                                          max_predictions_per_seq=PRETRAINING_PREDICTIONS, is_training=False)))
+    assert batch["input_ids"].shape == (8, PRETRAINING_SEQ)
 
 
 def test_a_file_that_is_not_a_tfrecord_is_named(tmp_path):
@@ -143,21 +121,12 @@ def test_a_file_that_is_not_a_tfrecord_is_named(tmp_path):
         _pretrain(tmp_path, str(text))
 
 
-def _options(output_dir, **changes):
-    from albert_tf import pretraining
-
-    values = dict(output_dir=str(output_dir), train_batch_size=4, eval_batch_size=4, max_seq_length=SEQ,
-                  max_predictions_per_seq=PREDICTIONS, num_train_steps=10, num_warmup_steps=0, jit_compile=False)
-    values.update(changes)
-    return pretraining.PretrainingOptions(**values)
-
-
 @pytest.mark.parametrize("learning_rate", [0.0, -1e-3, float("nan"), float("inf")])
 def test_a_learning_rate_that_cannot_train_is_refused(tmp_path, learning_rate):
     from albert_tf.errors import FlagError
 
     with pytest.raises(FlagError) as error:
-        _options(tmp_path, learning_rate=learning_rate)
+        pretraining_options(tmp_path, learning_rate=learning_rate)
     assert str(error.value) == f"learning_rate must be a positive number, got {learning_rate!r}"
     assert error.value.exit_code == 2
 
@@ -170,7 +139,7 @@ def test_a_failed_first_run_does_not_lock_its_output_dir(tmp_path):
     wider = TINY.replace(intermediate_size=64)
     checkpoints.check_output_dir(str(tmp_path), wider, write=True)
     assert '"intermediate_size": 64' in (tmp_path / checkpoints.CONFIG_FILE).read_text()
-    run = pretraining.Pretraining(wider, _options(tmp_path))
+    run = pretraining.Pretraining(wider, pretraining_options(tmp_path))
     run.save()
     with pytest.raises(ValueError, match="holds checkpoints of another config: intermediate_size 64 there vs 32"):
         checkpoints.check_output_dir(str(tmp_path), TINY, write=True)
@@ -179,14 +148,14 @@ def test_a_failed_first_run_does_not_lock_its_output_dir(tmp_path):
 def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_path, caplog):
     from albert_tf import pretraining
 
-    run = pretraining.Pretraining(TINY, _options(tmp_path))
+    run = pretraining.Pretraining(TINY, pretraining_options(tmp_path))
     first = run.save()
     run.step.assign(3)
     latest = run.save()
     data = tf.io.gfile.glob(latest + ".data-*")[0]
     with open(data, "r+b") as f:
         f.truncate(100)
-    resumed = pretraining.Pretraining(TINY, _options(tmp_path))
+    resumed = pretraining.Pretraining(TINY, pretraining_options(tmp_path))
     with caplog.at_level("WARNING"):
         assert resumed.restore_or_initialize() == 0
     assert f"checkpoint {latest} is unreadable" in caplog.text and data in caplog.text
@@ -194,7 +163,7 @@ def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_p
     with open(tf.io.gfile.glob(first + ".data-*")[0], "r+b") as f:
         f.truncate(100)
     with pytest.raises(ValueError, match=f"no checkpoint in {tmp_path} could be read"):
-        pretraining.Pretraining(TINY, _options(tmp_path)).restore_or_initialize()
+        pretraining.Pretraining(TINY, pretraining_options(tmp_path)).restore_or_initialize()
 
 
 def test_a_checkpoint_of_another_model_is_named_as_such_not_as_damaged(tmp_path, caplog):
@@ -202,13 +171,13 @@ def test_a_checkpoint_of_another_model_is_named_as_such_not_as_damaged(tmp_path,
     from albert_tf.presets import checkpoints
     from albert_tf.errors import UserError
 
-    pretraining.Pretraining(TINY, _options(tmp_path)).save()
+    pretraining.Pretraining(TINY, pretraining_options(tmp_path)).save()
     # The run folder's config was replaced (a copied folder, an edited file): it now describes
     # another model than its checkpoints.
     wider = TINY.replace(intermediate_size=48)
     (tmp_path / checkpoints.CONFIG_FILE).write_text(json.dumps(wider.to_dict()))
     with pytest.raises(UserError) as error:
-        pretraining.Pretraining(wider, _options(tmp_path)).restore_or_initialize()
+        pretraining.Pretraining(wider, pretraining_options(tmp_path)).restore_or_initialize()
     assert re.fullmatch(
         rf"output_dir {tmp_path} holds checkpoints of another model: in {tmp_path}/ckpt-0, "
         r"encoder/\S+ has shape \[(16, 32|32|32, 16)\] there, \[(16, 48|48|48, 16)\] here \(and [1-9] more "
@@ -333,14 +302,14 @@ def test_records_compressed_as_gzip_are_read_under_either_gzip_suffix(tmp_path):
     from albert_tf import pretraining
     from albert_tf.datasets import pretraining_dataset
 
-    plain = _write_records(tmp_path / "plain.tfrecord", 4)
+    plain = write_pretraining_records(tmp_path / "plain.tfrecord", 4)
     packed = tmp_path / "packed.tfrecord.gzip"
     with tf.io.TFRecordWriter(str(packed), options="GZIP") as writer:
         for record in tf.data.TFRecordDataset(plain):
             writer.write(record.numpy())
-    pretraining.check_record_shapes([str(packed)], SEQ, PREDICTIONS)
-    batch = next(iter(pretraining_dataset(str(packed), batch_size=4, max_seq_length=SEQ,
-                                          max_predictions_per_seq=PREDICTIONS, is_training=False)))
-    expected = next(iter(pretraining_dataset(plain, batch_size=4, max_seq_length=SEQ,
-                                             max_predictions_per_seq=PREDICTIONS, is_training=False)))
+    pretraining.check_record_shapes([str(packed)], PRETRAINING_SEQ, PRETRAINING_PREDICTIONS)
+    batch = next(iter(pretraining_dataset(str(packed), batch_size=4, max_seq_length=PRETRAINING_SEQ,
+                                          max_predictions_per_seq=PRETRAINING_PREDICTIONS, is_training=False)))
+    expected = next(iter(pretraining_dataset(plain, batch_size=4, max_seq_length=PRETRAINING_SEQ,
+                                             max_predictions_per_seq=PRETRAINING_PREDICTIONS, is_training=False)))
     np.testing.assert_array_equal(batch["input_ids"], expected["input_ids"])

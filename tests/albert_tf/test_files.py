@@ -1,18 +1,15 @@
 """albert_tf.files: the one rule for atomic writes, globs, compression and output folders."""
 
-import contextlib
 import gzip
 import os
-import pathlib
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
 from albert_tf import files
 from albert_tf.errors import FlagError, UserError
+from tests.helpers import as_another_user, world_readable_folder
 
 
 def test_a_file_is_written_aside_and_renamed_and_a_failure_keeps_the_old_one(tmp_path):
@@ -89,56 +86,14 @@ def test_an_output_dir_is_created_or_refused_in_one_line_naming_the_flag(tmp_pat
     assert not (tmp_path / "later").exists()
 
 
-def _as_another_user(function):
-    """Runs `function()` in a child process that cannot write where this one can: as root, a fork
-    that drops to the user `nobody` (permission bits bind it, unlike root); otherwise a fork as is.
-    Returns the FlagError message it raised, or None."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover (the child)
-        os.close(read)
-        message = b""
-        try:
-            if os.getuid() == 0:
-                os.setgid(65534)
-                os.setuid(65534)
-            function()
-        except FlagError as error:
-            message = str(error).encode()
-        except BaseException as error:
-            message = f"unexpected {type(error).__name__}: {error}".encode()
-        os.write(write, message)
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as f:
-        message = f.read().decode()
-    os.waitpid(pid, 0)
-    return message or None
-
-
-@contextlib.contextmanager
-def _world_readable_folder():
-    """A fresh folder that the child of `_as_another_user` can enter (pytest's tmp_path is under a
-    folder only its owner may enter)."""
-    top = pathlib.Path(tempfile.mkdtemp())
-    top.chmod(0o755)
-    try:
-        yield top
-    finally:
-        for folder in top.rglob("*"):
-            if folder.is_dir():
-                folder.chmod(0o755)
-        shutil.rmtree(top)
-
-
 def test_a_read_only_output_dir_is_refused_naming_the_flag():
-    with _world_readable_folder() as top:
+    with world_readable_folder() as top:
         parent = top / "shared"
         parent.mkdir()
         parent.chmod(0o555)  # the child may enter `shared` but write nothing in it
-        assert _as_another_user(lambda: files.prepare_output_dir(parent)) == (
+        assert as_another_user(lambda: files.prepare_output_dir(parent)) == (
             f"--output_dir {parent} is not writable (Permission denied)")
-        assert _as_another_user(lambda: files.prepare_output_dir(parent / "run", create=False)) == (
+        assert as_another_user(lambda: files.prepare_output_dir(parent / "run", create=False)) == (
             f"--output_dir {parent / 'run'} cannot be created (Permission denied: {parent} is not writable)")
         assert os.listdir(parent) == []
 

@@ -1,4 +1,5 @@
-"""Every layer and model round-trips through its config, and the models through `.keras` files."""
+"""Every layer and model round-trips through its config (the models through `.keras` files, presets and
+SavedModels: test_model_harness.py)."""
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from albert_tf.layers import (
     AlbertSentenceOrderHead,
     AlbertTransformerBlock,
 )
-from tests.albert_tf.layer_harness import assert_config_round_trip, assert_keras_file_round_trip
+from tests.albert_tf.layer_harness import assert_config_round_trip
 from tests.albert_tf.tiny import TINY, pretraining_batch
 
 X = tf.random.stateless_normal([2, 5, 16], seed=[1, 2])
@@ -70,12 +71,6 @@ def test_config_round_trip(name, dtype):
     assert {v.dtype for v in clone.weights} == {"float32"}
     norms = [l for l in clone._flatten_layers() if "layer_norm" in l.name]
     assert all(l.compute_dtype == "float32" for l in norms)
-
-
-@pytest.mark.parametrize("name", ["encoder_all_layers", "pretrainer"])
-def test_keras_file_round_trip(name, tmp_path):
-    make, call = LAYERS[name]
-    assert_keras_file_round_trip(make("float32"), call, tmp_path / f"{name}.keras")
 
 
 def test_encoder_outputs_every_block_application():

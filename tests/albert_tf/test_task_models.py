@@ -1,5 +1,5 @@
-"""The task heads beside the encoder: config and .keras round trips, parameter counts, float32
-outputs under bfloat16, and each head computing what it says on a tiny model."""
+"""The task heads beside the encoder: parameter counts, each head computing what it says on a tiny
+model, `.backbone`. (Config, .keras, bfloat16, preset and SavedModel round trips: test_model_harness.py.)"""
 
 import keras
 import numpy as np
@@ -8,7 +8,6 @@ import tensorflow as tf
 
 from albert_tf import AlbertEncoder
 from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler, classifier_sums
-from tests.albert_tf.layer_harness import assert_config_round_trip, assert_keras_file_round_trip
 from tests.albert_tf.tiny import TINY, pretraining_batch
 
 BATCH = {k: v for k, v in pretraining_batch(batch=6, length=10).items()
@@ -20,26 +19,6 @@ HEADS = {
     "span_labeler": (lambda dtype: AlbertSpanLabeler(TINY, dtype=dtype), BATCH),
     "multiple_choice": (lambda dtype: AlbertMultipleChoice(TINY, num_choices=3, dtype=dtype), CHOICES),
 }
-
-
-def _call(inputs):
-    return lambda model: model(inputs, training=False)
-
-
-@pytest.mark.parametrize("name", sorted(HEADS))
-@pytest.mark.parametrize("dtype", ["float32", "mixed_bfloat16"])
-def test_config_round_trip(name, dtype):
-    make, inputs = HEADS[name]
-    clone = assert_config_round_trip(make(dtype), _call(inputs))
-    outputs = clone(inputs)
-    for value in (outputs.values() if isinstance(outputs, dict) else [outputs]):
-        assert value.dtype == tf.float32
-
-
-@pytest.mark.parametrize("name", sorted(HEADS))
-def test_keras_file_round_trip(name, tmp_path):
-    make, inputs = HEADS[name]
-    assert_keras_file_round_trip(make("float32"), _call(inputs), tmp_path / f"{name}.keras")
 
 
 def test_parameter_counts_are_the_encoders_plus_the_head():
@@ -85,3 +64,28 @@ def test_bad_arguments_are_named():
         AlbertMultipleChoice(TINY, num_choices=0)
     with pytest.raises(ValueError, match=r"dropout_rate must be in \[0, 1\)"):
         AlbertClassifier(TINY, 2, dropout_rate=1.0)
+
+
+def test_backbone_is_the_encoder_under_keras_hubs_name(tmp_path):
+    """`.backbone` (keras-hub's name) is the encoder itself, not a second tracked attribute: the
+    weights keep their names and a `.keras` file holds them once, under `encoder`."""
+    import zipfile
+
+    import h5py
+
+    for make, _ in HEADS.values():
+        model = make("float32")
+        model.build()
+        assert model.backbone is model.encoder
+        assert not any("backbone" in w.path for w in model.weights)
+        assert len(model.weights) == len({id(w) for w in model.weights})
+    model.save(tmp_path / "model.keras")
+    with zipfile.ZipFile(tmp_path / "model.keras") as archive:
+        archive.extract("model.weights.h5", tmp_path)
+    paths = []
+    with h5py.File(tmp_path / "model.weights.h5") as weights:
+        weights.visit(paths.append)
+    assert "encoder" in {p.split("/")[0] for p in paths}, paths
+    assert not any("backbone" in p for p in paths), paths
+    with pytest.raises(AttributeError, match="has no backbone"):
+        AlbertEncoder(TINY).backbone

@@ -123,3 +123,26 @@ def test_a_fine_tuned_classifier_converts_to_hugging_face(trained, tmp_path):
                     attention_mask=torch.tensor(packed["input_mask"].numpy(), dtype=torch.long),
                     token_type_ids=torch.tensor(packed["segment_ids"].numpy(), dtype=torch.long)).logits.numpy()
     np.testing.assert_allclose(logits, classifier.predict(texts, verbose=0), atol=1e-5, rtol=0)
+
+
+def test_class_names_are_kept_and_reach_hugging_faces_id2label(preset, tmp_path):
+    """labels= (keras-hub's habit) stays in the config and the preset and names HF's classes
+    (issue 30 item 6; LABEL_0/LABEL_1 before); a reload may rename them."""
+    import json
+
+    from albert_tf.convert import convert_preset_to_hf
+
+    named = AlbertTextClassifier.from_preset(preset, labels=["negative", "positive"], sequence_length=SEQ)
+    assert (named.num_classes, named.labels) == (2, ["negative", "positive"])
+    assert named.backbone is named.classifier.encoder
+    assert AlbertTextClassifier.from_config(named.get_config()).labels == ["negative", "positive"]
+    saved = named.save_to_preset(tmp_path / "named")
+    assert AlbertTextClassifier.from_preset(saved).labels == ["negative", "positive"]
+    hf_dir = pathlib.Path(convert_preset_to_hf(saved, tmp_path / "hf"))
+    hf = json.loads((hf_dir / "config.json").read_text())
+    assert hf["id2label"] == {"0": "negative", "1": "positive"}
+    assert hf["label2id"] == {"negative": 0, "positive": 1}
+    renamed = AlbertTextClassifier.from_preset(saved, labels=["bad", "good"])
+    assert renamed.labels == ["bad", "good"]
+    with pytest.raises(ValueError, match="3 labels for 2 classes"):
+        AlbertTextClassifier.from_preset(saved, labels=["a", "b", "c"])

@@ -150,7 +150,7 @@ def test_a_full_disk_loses_no_finished_shard_and_a_rerun_completes_the_same_byte
 
 @pytest.mark.parametrize("runner", [None, "DirectRunner"])
 def test_an_unusable_output_dir_is_refused_up_front_naming_the_flag(tmp_path, spm_model, capsys, runner):
-    from tests.data_prep.test_beam_pipeline import _run_command_line
+    from tests.helpers import run_create_pretraining_data
 
     (tmp_path / "a_file").write_text("x")
     beam = [f"--runner={runner}"] if runner else []
@@ -160,18 +160,18 @@ def test_an_unusable_output_dir_is_refused_up_front_naming_the_flag(tmp_path, sp
         (tmp_path / "a_file" / "out", f"--output_dir {tmp_path / 'a_file' / 'out'} cannot be created "
                                       "(a part of the path is a file)"),
     ]:
-        code = _run_command_line([f"--input_file={tmp_path}/none-*.txt", f"--output_dir={output_dir}",
+        code = run_create_pretraining_data([f"--input_file={tmp_path}/none-*.txt", f"--output_dir={output_dir}",
                                   f"--spm_model_file={spm_model}", "--noprogress", *beam])
         assert (code, capsys.readouterr().err.splitlines()) == (2, [f"error: {message}"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
 
 
 def test_a_read_only_output_dir_is_refused_before_the_input_is_read(spm_model):
-    from tests.albert_tf.test_files import _as_another_user, _world_readable_folder
+    from tests.helpers import as_another_user, world_readable_folder
 
-    with _world_readable_folder() as top:
+    with world_readable_folder() as top:
         (top / "out").mkdir(mode=0o555)
         (top / "out").chmod(0o555)
         config = _config(top / "missing.txt", spm_model)  # never opened: the output_dir fails first
-        assert _as_another_user(lambda: run_generation(config, str(top / "out"), progress=False)) == (
+        assert as_another_user(lambda: run_generation(config, str(top / "out"), progress=False)) == (
             f"--output_dir {top / 'out'} is not writable (Permission denied)")

@@ -10,6 +10,7 @@ from data_prep.beam_pipeline import run_beam_generation  # noqa: E402
 from data_prep.documents import BadInputError  # noqa: E402
 from data_prep.instances import InstanceOptions  # noqa: E402
 from data_prep.shards import METADATA_FILE, GenerationConfig, run_generation  # noqa: E402
+from tests.helpers import run_create_pretraining_data  # noqa: E402
 
 IN_MEMORY = ["--runner=DirectRunner"]
 TWO_PROCESSES = ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
@@ -35,18 +36,6 @@ def _config(files, spm_model, **overrides):
     )
     settings.update(overrides)
     return GenerationConfig(**settings)
-
-
-def _run_command_line(args):
-    """The console script's main in this process, flags it does not know passed on as to Beam."""
-    from data_prep import create_pretraining_data
-
-    create_pretraining_data.FLAGS.unparse_flags()
-    try:
-        remaining = create_pretraining_data.FLAGS(["albert-create-pretraining-data", *args], known_only=True)
-        return create_pretraining_data.main(remaining)
-    finally:
-        create_pretraining_data.FLAGS.unparse_flags()
 
 
 def _shard_bytes(directory):
@@ -109,8 +98,8 @@ def test_the_command_line_runs_beam_and_refuses_a_vocabulary_without_albert_piec
 
     common = [f"--input_file={corpus}/blake-poems.txt", "--max_seq_length=64", "--max_predictions_per_seq=10",
               "--dupe_factor=1", "--noprogress"]
-    assert _run_command_line([*common, f"--output_dir={tmp_path}/a", f"--spm_model_file={spm_model}"]) == 0
-    code = _run_command_line(
+    assert run_create_pretraining_data([*common, f"--output_dir={tmp_path}/a", f"--spm_model_file={spm_model}"]) == 0
+    code = run_create_pretraining_data(
         [*common, f"--output_dir={tmp_path}/b", f"--spm_model_file={spm_model}", *TWO_PROCESSES]
     )
     assert code == 0
@@ -119,12 +108,12 @@ def test_the_command_line_runs_beam_and_refuses_a_vocabulary_without_albert_piec
     spm.SentencePieceTrainer.Train(
         input=str(corpus / "blake-poems.txt"), model_prefix=str(tmp_path / "plain"), vocab_size=200, minloglevel=2
     )
-    code = _run_command_line(
+    code = run_create_pretraining_data(
         [*common, f"--output_dir={tmp_path}/c", f"--spm_model_file={tmp_path}/plain.model", *IN_MEMORY]
     )
     assert code == 1 and "plain.model lacks the ALBERT special pieces" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
-    code = _run_command_line([*common, f"--output_dir={tmp_path}/d", f"--spm_model_file={spm_model}",
+    code = run_create_pretraining_data([*common, f"--output_dir={tmp_path}/d", f"--spm_model_file={spm_model}",
                               "--direct_num_workers=2"])
     assert code == 2 and "unknown flag --direct_num_workers=2 (flags for Apache Beam need --runner" in (
         capsys.readouterr().err)

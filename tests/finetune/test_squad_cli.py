@@ -12,13 +12,13 @@ import sys
 import pytest
 
 from finetune.squad import cli, metrics, readers
-from tests.finetune.test_squad_serving import FRESH
+from tests.helpers import FRESH_SERVING_SCRIPT
 
 CONFIG = {"vocab_size": 30000, "embedding_size": 32, "hidden_size": 64, "num_hidden_layers": 2,
           "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 128,
           "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 TRAINING = ["--max_seq_length=128", "--doc_stride=64", "--max_query_length=32", "--learning_rate=2e-3",
-            "--num_train_steps=1000", "--num_warmup_steps=100", "--train_batch_size=32", "--eval_batch_size=64",
+            "--num_train_steps=750", "--num_warmup_steps=75", "--train_batch_size=32", "--eval_batch_size=64",
             "--steps_per_loop=100", "--progress_bar=false"]
 
 
@@ -73,7 +73,7 @@ def _serve(export_dir, examples, tmp_path):
     pairs = tmp_path / "pairs.json"
     pairs.write_text(json.dumps([[e.question, e.context] for e in examples]))
     script = tmp_path / "fresh.py"
-    script.write_text(FRESH)
+    script.write_text(FRESH_SERVING_SCRIPT)
     run = subprocess.run([sys.executable, str(script), str(export_dir), str(pairs)],
                          capture_output=True, text=True, check=True)
     return json.loads(run.stdout.strip().splitlines()[-1])

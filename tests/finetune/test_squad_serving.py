@@ -5,7 +5,6 @@ post-processing), windows and all."""
 import json
 import subprocess
 import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -15,29 +14,12 @@ from albert_tf import AlbertConfig
 from albert_tf.tokenizer import AlbertTokenizer
 from finetune.squad import features, postprocess, readers, serving
 from finetune.squad.model import AlbertSquadV2
+from tests.helpers import FRESH_SERVING_SCRIPT
 
 CONFIG = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16, num_hidden_layers=1,
                       num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
 # Short windows, so that most contexts need several.
 SETTINGS = features.FeatureSettings(max_seq_length=64, doc_stride=16, max_query_length=16)
-
-FRESH = textwrap.dedent(
-    """
-    import json, sys
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (the SentencePiece op)
-    assert not any(m.startswith(("albert_tf", "finetune")) for m in sys.modules)
-    pairs = json.load(open(sys.argv[2]))
-    serve = tf.saved_model.load(sys.argv[1]).signatures["serve_text"]
-    out = serve(question=tf.constant([p[0] for p in pairs]), context=tf.constant([p[1] for p in pairs]))
-
-    def plain(x):  # [B] and [B, k] outputs
-        return [plain(y) for y in x] if isinstance(x, list) else x.decode() if isinstance(x, bytes) else float(x)
-
-    print(json.dumps({k: plain(v.numpy().tolist()) for k, v in out.items()}))
-    """
-)
-
 
 @pytest.mark.slow
 def test_fresh_process_answers_like_the_python_pipeline(small_data_dir, tmp_path):
@@ -57,7 +39,7 @@ def test_fresh_process_answers_like_the_python_pipeline(small_data_dir, tmp_path
     pairs = tmp_path / "pairs.json"
     pairs.write_text(json.dumps([[e.question, e.context] for e in examples]))
     script = tmp_path / "fresh.py"
-    script.write_text(FRESH)
+    script.write_text(FRESH_SERVING_SCRIPT)
     run = subprocess.run([sys.executable, str(script), str(tmp_path / "exported"), str(pairs)],
                          capture_output=True, text=True, check=True)
     got = json.loads(run.stdout.strip().splitlines()[-1])

@@ -1,0 +1,101 @@
+"""Every model class passes the harness (tests/albert_tf/layer_harness.py), as keras-hub's
+TestCase.run_*_test: config round trip, `.keras` file, float32 outputs under mixed bfloat16,
+preset round trip, SavedModel; and each task model's `.backbone` is its encoder."""
+
+import pathlib
+
+import keras
+import pytest
+
+from albert_tf import AlbertEncoder, AlbertPretrainer
+from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
+from albert_tf.text_classifier import AlbertTextClassifier
+from albert_tf.text_preprocessor import AlbertTextPreprocessor
+from finetune.squad.model import AlbertSquadV2
+from tests.albert_tf import layer_harness as harness
+from tests.albert_tf.tiny import TINY, pretraining_batch
+
+VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"  # 300 pieces
+CONFIG = TINY.replace(vocab_size=300)
+LENGTH = 12
+BATCH = pretraining_batch(CONFIG, batch=4, length=LENGTH)
+ENCODER_INPUTS = {k: BATCH[k] for k in ("input_ids", "input_mask", "segment_ids")}
+CHOICES = {k: v.reshape(2, 2, LENGTH) for k, v in ENCODER_INPUTS.items()}  # 2 questions of 2 choices
+SQUAD_INPUTS = {**ENCODER_INPUTS, "p_mask": 1 - ENCODER_INPUTS["segment_ids"]}
+
+
+def _text_classifier(dtype):
+    classifier = AlbertClassifier(CONFIG, 2, dtype=dtype)
+    return AlbertTextClassifier(classifier, AlbertTextPreprocessor(str(VOCAB), LENGTH), labels=["no", "yes"])
+
+
+# name: (make(dtype), inputs, constructor arguments from_preset must be given back)
+MODELS = {
+    "AlbertEncoder": (lambda dtype: AlbertEncoder(CONFIG.replace(num_hidden_groups=2), output_all_layers=True,
+                                                  dtype=dtype), ENCODER_INPUTS, {"output_all_layers": True}),
+    "AlbertPretrainer": (lambda dtype: AlbertPretrainer(CONFIG.replace(sharing="attention"), dtype=dtype), BATCH, {}),
+    "AlbertClassifier": (lambda dtype: AlbertClassifier(CONFIG, 3, dropout_rate=0.2, dtype=dtype), ENCODER_INPUTS, {}),
+    "AlbertSpanLabeler": (lambda dtype: AlbertSpanLabeler(CONFIG, dtype=dtype), ENCODER_INPUTS, {}),
+    "AlbertMultipleChoice": (lambda dtype: AlbertMultipleChoice(CONFIG, num_choices=2, dtype=dtype), CHOICES, {}),
+    "AlbertSquadV2": (lambda dtype: AlbertSquadV2(CONFIG, start_n_top=2, end_n_top=3, dtype=dtype), SQUAD_INPUTS, {}),
+    "AlbertTextClassifier": (_text_classifier, ENCODER_INPUTS, {}),
+}
+NAMES = sorted(MODELS)
+
+
+def _model(name, dtype="float32", seed=0):
+    keras.utils.set_random_seed(seed)
+    make, inputs, _ = MODELS[name]
+    return make(dtype), inputs
+
+
+def _call(inputs):
+    return lambda model: model(inputs, training=False)
+
+
+def test_every_model_class_is_checked():
+    from albert_tf.model_base import AlbertConfigModel
+
+    classes = {cls.__name__ for cls in AlbertConfigModel.__subclasses__()} | {"AlbertTextClassifier"}
+    assert classes <= set(MODELS), classes - set(MODELS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", ["float32", "mixed_bfloat16"])
+def test_config_round_trip_and_float32_outputs(name, dtype):
+    model, inputs = _model(name, dtype)
+    clone = harness.assert_config_round_trip(model, _call(inputs))
+    if name != "AlbertEncoder":  # a backbone gives its compute dtype; task models give float32
+        harness.assert_float32_outputs(clone(inputs, training=False))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_keras_file_round_trip(name, tmp_path):
+    model, inputs = _model(name)
+    harness.assert_keras_file_round_trip(model, _call(inputs), tmp_path / f"{name}.keras")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_preset_round_trip(name, tmp_path):
+    model, inputs = _model(name, seed=1)
+    arguments = MODELS[name][2]
+    if name == "AlbertTextClassifier":
+        save = lambda m: m.save_to_preset(tmp_path / "preset")  # noqa: E731 (its vocabulary is its preprocessor's)
+    else:
+        save = lambda m: m.save_to_preset(tmp_path / "preset", VOCAB)  # noqa: E731
+    harness.assert_preset_round_trip(model, _call(inputs), save, lambda folder: type(model).from_preset(folder, **arguments))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_saved_model_round_trip(name, tmp_path):
+    model, inputs = _model(name, seed=2)
+    harness.assert_saved_model_round_trip(model, inputs, tmp_path / "saved_model")
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "AlbertEncoder"])
+def test_a_task_models_backbone_is_its_encoder(name):
+    model, inputs = _model(name)
+    model(inputs, training=False)
+    encoder = model.classifier.encoder if name == "AlbertTextClassifier" else model.encoder
+    assert model.backbone is encoder
+    assert not any("backbone" in w.path for w in model.weights)

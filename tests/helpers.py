@@ -1,14 +1,18 @@
 """Helpers that more than one test module uses (import them from here, not from another test)."""
 
 import contextlib
+import json
 import os
 import pathlib
 import shutil
+import socket
 import tempfile
 import textwrap
 
 import numpy as np
+import tensorflow as tf
 
+from albert_tf.config import AlbertConfig
 from albert_tf.errors import FlagError
 
 FILLER = "the a of house river king night long old little man came went saw there".split()
@@ -144,3 +148,143 @@ def pretraining_options(output_dir, **changes):
                   max_predictions_per_seq=PRETRAINING_PREDICTIONS, num_train_steps=10, num_warmup_steps=0, jit_compile=False)
     values.update(changes)
     return pretraining.PretrainingOptions(**values)
+
+
+# ---- the pretraining loop on synthetic batches (training, preemption and worker-fault tests) ----
+
+
+LOOP_CONFIG = AlbertConfig(
+    vocab_size=128, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    intermediate_size=64, max_position_embeddings=64,
+)
+
+
+def random_dataset_fn(seed: int = 0, num_examples: int = 2**40):
+    """Synthetic pretraining batches; element `i` is a fixed function of (i, seed), so that any
+    split across replicas or any resume sees the same examples in the same order."""
+
+    def fn(input_context, batch_size):
+        def example(i):
+            key = tf.stack([tf.cast(i, tf.int32), seed])
+            uniform = tf.random.stateless_uniform
+            return {
+                "input_ids": uniform([PRETRAINING_SEQ], key, 5, LOOP_CONFIG.vocab_size, tf.int32),
+                "input_mask": tf.ones([PRETRAINING_SEQ], tf.int32),
+                "segment_ids": tf.repeat(tf.constant([0, 1], tf.int32), PRETRAINING_SEQ // 2),
+                "masked_lm_positions": uniform([PRETRAINING_PREDICTIONS], key + 1, 1, PRETRAINING_SEQ, tf.int32),
+                # Ids from a small range, so a few steps visibly learn them.
+                "masked_lm_ids": uniform([PRETRAINING_PREDICTIONS], key + 2, 5, 9, tf.int32),
+                "masked_lm_weights": tf.cast(uniform([PRETRAINING_PREDICTIONS], key + 3, 0, 2, tf.int32), tf.float32),
+                "next_sentence_labels": uniform([1], key + 4, 0, 2, tf.int32),
+            }
+
+        dataset = tf.data.Dataset.range(num_examples)
+        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        return dataset.map(example).batch(batch_size, drop_remainder=True)
+
+    return fn
+
+
+def loop_options(output_dir, **changes):
+    from albert_tf import pretraining
+
+    values = dict(
+        output_dir=str(output_dir), train_batch_size=8, eval_batch_size=8, max_seq_length=PRETRAINING_SEQ,
+        max_predictions_per_seq=PRETRAINING_PREDICTIONS, learning_rate=2e-2, num_train_steps=20,
+        num_warmup_steps=2, save_checkpoints_steps=1000, steps_per_loop=1, jit_compile=False,
+        seed=7,
+    )
+    values.update(changes)
+    return pretraining.PretrainingOptions(**values)
+
+
+def run_weights(run):
+    return [v.numpy() for v in run.model.weights]
+
+
+def free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def write_random_records(path, num_records, seed=0, max_seq_length=PRETRAINING_SEQ, max_predictions=PRETRAINING_PREDICTIONS):
+    """Pretraining TFRecords with random contents, in the schema of albert_tf.features."""
+    from albert_tf import features
+
+    spec = features.pretraining_feature_spec(max_seq_length, max_predictions)
+    rng = np.random.default_rng(seed)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(num_records):
+            values = {
+                "input_ids": rng.integers(5, LOOP_CONFIG.vocab_size, max_seq_length),
+                "input_mask": np.ones(max_seq_length, np.int64),
+                "segment_ids": np.repeat([0, 1], max_seq_length // 2),
+                "token_boundary": np.ones(max_seq_length, np.int64),
+                "masked_lm_positions": rng.integers(1, max_seq_length, max_predictions),
+                "masked_lm_ids": rng.integers(5, 9, max_predictions),
+                "masked_lm_weights": rng.integers(0, 2, max_predictions).astype(np.float32),
+                "next_sentence_labels": rng.integers(0, 2, 1),
+            }
+            writer.write(features.to_example(values, spec).SerializeToString())
+    return str(path)
+
+
+def cli_flags(tmp_path, output_dir, num_train_steps, **extra):
+    config_file = tmp_path / "albert_config.json"
+    if not config_file.exists():
+        LOOP_CONFIG.to_json_file(config_file)
+    values = dict(
+        input_file=str(tmp_path / "train-*.tfrecord"), output_dir=str(output_dir),
+        albert_config_file=str(config_file), train_batch_size=8, max_seq_length=PRETRAINING_SEQ,
+        max_predictions_per_seq=PRETRAINING_PREDICTIONS, learning_rate=2e-2, num_train_steps=num_train_steps,
+        num_warmup_steps=2, save_checkpoints_steps=2, steps_per_loop=1, seed=7, strategy="one_device",
+    )
+    values.update(extra)
+    return [f"--{k}={v}" for k, v in values.items()] + ["--nojit_compile", "--noprogress_bar"]
+
+
+def latest_step(directory):
+    """The step of the checkpoint that the manager's state file names (0 if none yet)."""
+    try:
+        state = (directory / "checkpoint").read_text()
+    except FileNotFoundError:
+        return 0
+    return int(state.split('"')[1].rsplit("-", 1)[1]) if '"' in state else 0
+
+
+def release_learning_rate(k, init_lr, num_train_steps, num_warmup_steps):
+    """The release's optimization.py rate at global step k: linear warmup, linear decay to 0."""
+    if k < num_warmup_steps:
+        return init_lr * k / num_warmup_steps
+    return init_lr * (1 - min(k, num_train_steps) / num_train_steps)
+
+
+# ---- the SQuAD chain: a tiny model that learns its questions (SQuAD CLI and LiteRT tests) ----
+
+SQUAD_CHAIN_CONFIG = {"vocab_size": 30000, "embedding_size": 32, "hidden_size": 64, "num_hidden_layers": 2,
+                      "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 128,
+                      "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+SQUAD_CHAIN_TRAINING = ["--max_seq_length=128", "--doc_stride=64", "--max_query_length=32", "--learning_rate=2e-3",
+                        "--num_train_steps=750", "--num_warmup_steps=75", "--train_batch_size=32", "--eval_batch_size=64",
+                        "--steps_per_loop=100", "--progress_bar=false"]
+
+
+def first_squad_questions(path, count, out):
+    data = json.loads(path.read_text())
+    kept, total = [], 0
+    for article in data["data"]:
+        paragraphs = []
+        for paragraph in article["paragraphs"]:
+            if total >= count:
+                break
+            paragraphs.append(paragraph)
+            total += len(paragraph["qas"])
+        if paragraphs:
+            kept.append({"title": article["title"], "paragraphs": paragraphs})
+    out.write_text(json.dumps({"version": data["version"], "data": kept}))
+    return out

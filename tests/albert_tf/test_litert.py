@@ -357,7 +357,8 @@ def test_glue_tool_writes_full_int8_calibrated_on_its_training_texts(small_data_
 def test_squad_tools_dynamic_int8_gives_the_float_answers_on_200_dev_questions(data_dir, tmp_path):
     from albert_tf.tokenizer import AlbertTokenizer
     from finetune.squad import cli, features, metrics, postprocess, readers
-    from tests.finetune.test_squad_cli import CONFIG as SQUAD_CONFIG, TRAINING, _first_questions
+    from tests.helpers import SQUAD_CHAIN_CONFIG as SQUAD_CONFIG, SQUAD_CHAIN_TRAINING as TRAINING
+    from tests.helpers import first_squad_questions as _first_questions
 
     # A tiny model fine-tuned on the first 200 questions of SQuAD v1.1's dev set (so it answers them
     # well: agreement on a model that knows nothing would say little), exported by the tool itself.

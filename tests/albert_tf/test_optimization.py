@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import optimization
+from tests.helpers import release_learning_rate
 
 
 def released_update(weights, grads, m, v, lr, *, excluded, layer_adaptation, wd=0.01,
@@ -75,13 +76,6 @@ def test_two_updates_match_numpy_transcription_of_release(name, adaptation):
         np.testing.assert_allclose(v.numpy(), w, atol=1e-6, rtol=0, err_msg=v.path)
     # The update really differs between excluded and decayed variables: not equal by coincidence.
     assert not np.allclose(model.get_layer("head").kernel.numpy(), 0)
-
-
-def release_learning_rate(k, init_lr, num_train_steps, num_warmup_steps):
-    """The release's optimization.py rate at global step k: linear warmup, linear decay to 0."""
-    if k < num_warmup_steps:
-        return init_lr * k / num_warmup_steps
-    return init_lr * (1 - min(k, num_train_steps) / num_train_steps)
 
 
 def test_update_k_uses_the_release_rate_at_step_k_warmup_included():

@@ -13,7 +13,8 @@ import tensorflow as tf
 
 from albert_tf import pretraining, training
 from albert_tf.preemption import PREEMPTED_EXIT_CODE, Preempted
-from tests.albert_tf.test_training import CONFIG, options, random_dataset_fn, weights
+from tests.helpers import LOOP_CONFIG as CONFIG
+from tests.helpers import loop_options as options, random_dataset_fn, run_weights as weights
 
 STEPS, SIGNALLED_AT = 9, 5
 

@@ -14,7 +14,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,56 +23,18 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import pretraining, replicas
-from albert_tf.config import AlbertConfig
 from albert_tf.presets import checkpoints
 from albert_tf.presets.weights import model_weights
 from albert_tf.pretrainer import pretraining_sums
+from tests.helpers import LOOP_CONFIG as CONFIG
+from tests.helpers import PRETRAINING_PREDICTIONS as PREDICTIONS
+from tests.helpers import PRETRAINING_SEQ as SEQ
+from tests.helpers import (cli_flags, free_ports, latest_step, loop_options as options, random_dataset_fn,
+                           run_weights as weights, write_random_records as write_records)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-CONFIG = AlbertConfig(
-    vocab_size=128, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-    intermediate_size=64, max_position_embeddings=64,
-)
-SEQ, PREDICTIONS = 16, 4
 # A 120-piece vocabulary (CONFIG has 128 ids): pretraining exports its encoder only with one.
 VOCAB = REPO_ROOT / "tests" / "fixtures" / "export" / "tiny_spm.model"
-
-
-def random_dataset_fn(seed: int = 0, num_examples: int = 2**40):
-    """Synthetic pretraining batches; element `i` is a fixed function of (i, seed), so that any
-    split across replicas or any resume sees the same examples in the same order."""
-
-    def fn(input_context, batch_size):
-        def example(i):
-            key = tf.stack([tf.cast(i, tf.int32), seed])
-            uniform = tf.random.stateless_uniform
-            return {
-                "input_ids": uniform([SEQ], key, 5, CONFIG.vocab_size, tf.int32),
-                "input_mask": tf.ones([SEQ], tf.int32),
-                "segment_ids": tf.repeat(tf.constant([0, 1], tf.int32), SEQ // 2),
-                "masked_lm_positions": uniform([PREDICTIONS], key + 1, 1, SEQ, tf.int32),
-                # Ids from a small range, so a few steps visibly learn them.
-                "masked_lm_ids": uniform([PREDICTIONS], key + 2, 5, 9, tf.int32),
-                "masked_lm_weights": tf.cast(uniform([PREDICTIONS], key + 3, 0, 2, tf.int32), tf.float32),
-                "next_sentence_labels": uniform([1], key + 4, 0, 2, tf.int32),
-            }
-
-        dataset = tf.data.Dataset.range(num_examples)
-        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        return dataset.map(example).batch(batch_size, drop_remainder=True)
-
-    return fn
-
-
-def options(output_dir, **changes):
-    values = dict(
-        output_dir=str(output_dir), train_batch_size=8, eval_batch_size=8, max_seq_length=SEQ,
-        max_predictions_per_seq=PREDICTIONS, learning_rate=2e-2, num_train_steps=20,
-        num_warmup_steps=2, save_checkpoints_steps=1000, steps_per_loop=1, jit_compile=False,
-        seed=7,
-    )
-    values.update(changes)
-    return pretraining.PretrainingOptions(**values)
 
 
 def trajectory(run, num_steps, dataset_fn=None):
@@ -83,62 +44,12 @@ def trajectory(run, num_steps, dataset_fn=None):
     return [run.train_steps(iterator, 1)["loss"] for _ in range(num_steps)]
 
 
-def weights(run):
-    return [v.numpy() for v in run.model.weights]
-
-
 def run_python(*args, env=None, timeout=240):
     return subprocess.run(
         [sys.executable, "-m", "tests.albert_tf.test_training", *args],
         cwd=REPO_ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True,
         timeout=timeout,
     )
-
-
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def write_records(path, num_records, seed=0, max_seq_length=SEQ, max_predictions=PREDICTIONS):
-    """Pretraining TFRecords with random contents, in the schema of albert_tf.features."""
-    from albert_tf import features
-
-    spec = features.pretraining_feature_spec(max_seq_length, max_predictions)
-    rng = np.random.default_rng(seed)
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for _ in range(num_records):
-            values = {
-                "input_ids": rng.integers(5, CONFIG.vocab_size, max_seq_length),
-                "input_mask": np.ones(max_seq_length, np.int64),
-                "segment_ids": np.repeat([0, 1], max_seq_length // 2),
-                "token_boundary": np.ones(max_seq_length, np.int64),
-                "masked_lm_positions": rng.integers(1, max_seq_length, max_predictions),
-                "masked_lm_ids": rng.integers(5, 9, max_predictions),
-                "masked_lm_weights": rng.integers(0, 2, max_predictions).astype(np.float32),
-                "next_sentence_labels": rng.integers(0, 2, 1),
-            }
-            writer.write(features.to_example(values, spec).SerializeToString())
-    return str(path)
-
-
-def cli_flags(tmp_path, output_dir, num_train_steps, **extra):
-    config_file = tmp_path / "albert_config.json"
-    if not config_file.exists():
-        CONFIG.to_json_file(config_file)
-    values = dict(
-        input_file=str(tmp_path / "train-*.tfrecord"), output_dir=str(output_dir),
-        albert_config_file=str(config_file), train_batch_size=8, max_seq_length=SEQ,
-        max_predictions_per_seq=PREDICTIONS, learning_rate=2e-2, num_train_steps=num_train_steps,
-        num_warmup_steps=2, save_checkpoints_steps=2, steps_per_loop=1, seed=7, strategy="one_device",
-    )
-    values.update(extra)
-    return [f"--{k}={v}" for k, v in values.items()] + ["--nojit_compile", "--noprogress_bar"]
 
 
 def cli_options(flags):
@@ -178,7 +89,7 @@ def test_training_learns_and_accumulation_gives_the_same_updates(tmp_path):
 
 def test_the_loop_rates_each_update_as_the_release_does(tmp_path):
     """Over 20 steps the rate of update k is the release's formula at global step k (from 1)."""
-    from tests.albert_tf.test_optimization import release_learning_rate
+    from tests.helpers import release_learning_rate
 
     run = pretraining.Pretraining(CONFIG, options(tmp_path, num_train_steps=20, num_warmup_steps=5))
     iterator = iter(run.distribute(random_dataset_fn(), run.per_replica_batch))
@@ -400,15 +311,6 @@ def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupt
     assert len(names) == len(run.model.weights) > 30
     for name in names:
         np.testing.assert_allclose(ends[0].get_tensor(name), ends[1].get_tensor(name), atol=1e-6, err_msg=name)
-
-
-def latest_step(directory):
-    """The step of the checkpoint that the manager's state file names (0 if none yet)."""
-    try:
-        state = (directory / "checkpoint").read_text()
-    except FileNotFoundError:
-        return 0
-    return int(state.split('"')[1].rsplit("-", 1)[1]) if '"' in state else 0
 
 
 def test_cli_pretrains_evaluates_and_exports(tmp_path):

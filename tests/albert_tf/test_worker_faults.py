@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.albert_tf.test_training import REPO_ROOT, cli_flags, free_ports, latest_step, write_records
+from tests.conftest import REPO_ROOT
+from tests.helpers import cli_flags, free_ports, latest_step, write_random_records as write_records
 
 pytestmark = pytest.mark.slow
 

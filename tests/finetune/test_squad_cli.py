@@ -13,14 +13,9 @@ import pytest
 
 from finetune.squad import cli, metrics, readers
 from tests.helpers import FRESH_SERVING_SCRIPT
-
-CONFIG = {"vocab_size": 30000, "embedding_size": 32, "hidden_size": 64, "num_hidden_layers": 2,
-          "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 128,
-          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-TRAINING = ["--max_seq_length=128", "--doc_stride=64", "--max_query_length=32", "--learning_rate=2e-3",
-            "--num_train_steps=750", "--num_warmup_steps=75", "--train_batch_size=32", "--eval_batch_size=64",
-            "--steps_per_loop=100", "--progress_bar=false"]
-
+from tests.helpers import SQUAD_CHAIN_CONFIG as CONFIG
+from tests.helpers import SQUAD_CHAIN_TRAINING as TRAINING
+from tests.helpers import first_squad_questions as _first_questions
 
 def _argv(tmp_path, small_data_dir, *flags):
     config = tmp_path / "albert_config.json"
@@ -51,22 +46,6 @@ def test_bad_files_are_one_line_and_write_nothing(tmp_path, small_data_dir):
     lines = [line for line in run.stderr.splitlines() if line.startswith("error:")]
     assert lines == [f"error: {broken}: not valid JSON: Expecting value at line 1 column 11"]
     assert not (tmp_path / "run").exists()
-
-
-def _first_questions(path, count, out):
-    data = json.loads(path.read_text())
-    kept, total = [], 0
-    for article in data["data"]:
-        paragraphs = []
-        for paragraph in article["paragraphs"]:
-            if total >= count:
-                break
-            paragraphs.append(paragraph)
-            total += len(paragraph["qas"])
-        if paragraphs:
-            kept.append({"title": article["title"], "paragraphs": paragraphs})
-    out.write_text(json.dumps({"version": data["version"], "data": kept}))
-    return out
 
 
 def _serve(export_dir, examples, tmp_path):

@@ -253,9 +253,13 @@ class SquadServer(tf.Module):
             end_scores = tf.gather(outputs["end_logits"], ends, batch_dims=1)
         nbest = self._nbest(context, spans, batch, starts, ends, start_scores, end_scores)
         found = tf.math.unsorted_segment_sum(tf.ones_like(nbest["rank"]), nbest["example"], batch) > 0
-        text = self._top(nbest, batch, "text", "", k=1)[:, 0]
-        char_start = self._top(nbest, batch, "char_start", tf.constant(0, tf.int64), k=1)[:, 0]
-        char_end = self._top(nbest, batch, "char_end", tf.constant(0, tf.int64), k=1)[:, 0]
+        zero, none = tf.constant(0, tf.int64), tf.constant(-1, tf.int64)
+        # The n-best's first k, once; the answer is their first column.
+        top = {name: self._top(nbest, batch, name, fill) for name, fill in
+               (("text", ""), ("char_start", none), ("char_end", none), ("probability", 0.0))}
+        text = top["text"][:, 0]
+        char_start = tf.where(found, top["char_start"][:, 0], zero)
+        char_end = tf.where(found, top["char_end"][:, 0], zero)
         score = self._top(nbest, batch, "score", 0.0, k=1)[:, 0]
         result = {"char_start": char_start, "char_end": char_end}
         if self._version_2:
@@ -271,15 +275,13 @@ class SquadServer(tf.Module):
             top_text = text
         # The n-best's first k; an example without a candidate has the release's one ("empty", or
         # "" for v2.0 and an empty context) of probability 1, as the offline n-best list has.
-        top_probability = self._top(nbest, batch, "probability", 0.0)
         alone = (tf.range(self._top_k) == 0)[None, :] & ~found[:, None]
-        zero, none = tf.constant(0, tf.int64), tf.constant(-1, tf.int64)
         result.update(
-            probability=tf.where(found, top_probability[:, 0], 1.0),
-            top_k_text=tf.where(alone, top_text[:, None], self._top(nbest, batch, "text", "")),
-            top_k_probability=tf.where(alone, 1.0, top_probability),
-            top_k_char_start=tf.where(alone, zero, self._top(nbest, batch, "char_start", none)),
-            top_k_char_end=tf.where(alone, zero, self._top(nbest, batch, "char_end", none)),
+            probability=tf.where(found, top["probability"][:, 0], 1.0),
+            top_k_text=tf.where(alone, top_text[:, None], top["text"]),
+            top_k_probability=tf.where(alone, 1.0, top["probability"]),
+            top_k_char_start=tf.where(alone, zero, top["char_start"]),
+            top_k_char_end=tf.where(alone, zero, top["char_end"]),
         )
         result.update(answer_text=text, score=tf.cast(score, tf.float32))
         return result

@@ -43,6 +43,21 @@ def read_config(folder: str | os.PathLike) -> AlbertConfig:
     return AlbertConfig.from_json_file(path)
 
 
+# The config's fields that do not shape or define the weights: a run-time choice of whoever loads
+# them (the fine-tuning tables set their own dropout), not part of a checkpoint's identity.
+RUN_TIME_FIELDS = frozenset({"hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range"})
+
+
+def check_config(found: AlbertConfig, wanted: AlbertConfig, source: str) -> None:
+    """Refuses weights of `found`'s config for a model of `wanted`'s unless every field that
+    determines the weights (shapes, sharing, groups, activation) agrees; names the first that does
+    not, with both values. Dropout and the initializer range are the model's own choice."""
+    for name, value in found.to_dict().items():
+        if name not in RUN_TIME_FIELDS and getattr(wanted, name) != value:
+            raise UserError(f"{source} holds an encoder with {name}={value!r}, the model has "
+                            f"{name}={getattr(wanted, name)!r}")
+
+
 def read_task(folder: str | os.PathLike) -> dict | None:
     """The preset's task (`{"class": ..., "arguments": {...}}`), or None for an encoder's preset."""
     path = os.path.join(os.fspath(folder), TASK_CONFIG)

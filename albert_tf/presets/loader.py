@@ -195,8 +195,10 @@ def find_source(init_checkpoint: Optional[str] = None, preset: Optional[str] = N
         raise ValueError("give at most one of --init_checkpoint and --preset")
     if preset:
         config = preset_folder.read_config(resolve(preset))
-        if albert_config_file and AlbertConfig.from_json_file(albert_config_file) != config:
-            raise ValueError(f"--albert_config_file differs from the config of --preset {preset}")
+        if albert_config_file:  # it may set another dropout, not other weights
+            wanted = AlbertConfig.from_json_file(albert_config_file)
+            preset_folder.check_config(config, wanted, f"--preset {preset}")
+            config = wanted
         return EncoderSource("preset", preset, config, _source_vocab_file("preset", preset))
     if not init_checkpoint:
         return EncoderSource("random", None, init_config(None, albert_config_file))
@@ -283,8 +285,7 @@ def _load_tf1(encoder, path: str) -> str:
 
 def _load_preset(model, preset: str) -> str:
     folder = resolve(preset)
-    if preset_folder.read_config(folder) != model.config:
-        raise ValueError(f"preset {preset} has another config than the model")
+    preset_folder.check_config(preset_folder.read_config(folder), model.config, f"preset {preset}")
     preset_folder.load_encoder(model, folder)
     return preset
 
@@ -328,8 +329,7 @@ def initialize_pretrainer(model, source: str) -> str:
     if source_kind(source) != "preset":
         return load_init_checkpoint(model, source)
     folder = resolve(source)
-    if preset_folder.read_config(folder) != model.config:
-        raise ValueError(f"init_checkpoint {source}: the preset has another config than the model")
+    preset_folder.check_config(preset_folder.read_config(folder), model.config, f"init_checkpoint {source}")
     task = preset_folder.read_task(folder)
     if task is None or task.get("class") != preset_folder.PRETRAINER_TASK:
         raise ValueError(f"init_checkpoint {source}: the preset holds {preset_folder.describe(folder)}, not the "

@@ -1,0 +1,76 @@
+"""The released checkpoints as their real files are laid out, into every task.
+
+The loader compares only what determines the weights: dropout is the loading model's choice.
+"""
+
+import numpy as np
+import pytest
+
+from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+from albert_tf.errors import UserError
+from albert_tf.models import AlbertClassifier
+from albert_tf.presets import folder, loader, weights
+from tests.conftest import REPO_ROOT
+
+TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
+# A v1-like tiny config: dropout 0.1 as the v1 base/large/xlarge releases.
+V1_TINY = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                       num_attention_heads=4, intermediate_size=48, max_position_embeddings=64,
+                       hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+
+
+@pytest.fixture(scope="module")
+def v1_preset(tmp_path_factory):
+    pretrainer = AlbertPretrainer(V1_TINY)
+    pretrainer.build()
+    path = tmp_path_factory.mktemp("v1") / "preset"
+    pretrainer.save_to_preset(path, TINY_VOCAB)
+    return path, weights.values(weights.split(pretrainer)[0]), weights.values(weights.split(pretrainer)[1])
+
+
+def _encoder_values(model):
+    return weights.values(weights.split(model)[0] if not hasattr(model, "encoder") else
+                          weights.split(model.encoder)[0])
+
+
+def test_dropout_is_the_loading_models_choice_not_the_checkpoints(v1_preset):
+    path, encoder, heads = v1_preset
+    fine_tuning = V1_TINY.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.05)
+    classifier = AlbertClassifier(fine_tuning, num_labels=2)
+    assert loader.initialize_encoder(classifier, preset=str(path)) == str(path)
+    assert loader.initialize_encoder(AlbertClassifier(fine_tuning, num_labels=2), init_checkpoint=str(path))
+    for name, value in _encoder_values(classifier).items():
+        np.testing.assert_array_equal(value, encoder[name], err_msg=name)
+    assert classifier.config.hidden_dropout_prob == 0.0  # the model keeps its own
+    pretrainer = AlbertPretrainer(V1_TINY.replace(hidden_dropout_prob=0.2))
+    pretrainer.build()
+    loader.initialize_pretrainer(pretrainer, str(path))
+    for name, value in weights.values(weights.split(pretrainer)[1]).items():
+        np.testing.assert_array_equal(value, heads[name], err_msg=name)
+
+
+@pytest.mark.parametrize("field, value", [("hidden_act", "relu"), ("num_hidden_groups", 2),
+                                          ("intermediate_size", 64), ("sharing", "none")])
+def test_a_config_that_shapes_other_weights_is_refused_naming_the_field(v1_preset, field, value):
+    path = v1_preset[0]
+    other = V1_TINY.replace(**{field: value})
+    want = (f"preset {path} holds an encoder with {field}={getattr(V1_TINY, field)!r}, "
+            f"the model has {field}={value!r}")
+    with pytest.raises(UserError) as raised:
+        loader.initialize_encoder(AlbertClassifier(other, num_labels=2), preset=str(path))
+    assert str(raised.value) == want
+    pretrainer = AlbertPretrainer(other)
+    pretrainer.build()
+    with pytest.raises(UserError, match=f"^init_checkpoint {path} holds an encoder with {field}="):
+        loader.initialize_pretrainer(pretrainer, str(path))
+
+
+def test_albert_config_file_beside_a_preset_may_set_the_dropout_only(v1_preset, tmp_path):
+    path = v1_preset[0]
+    run = tmp_path / "run_config.json"
+    V1_TINY.replace(hidden_dropout_prob=0.0).to_json_file(run)
+    assert loader.find_source(preset=str(path), albert_config_file=str(run)).config.hidden_dropout_prob == 0.0
+    V1_TINY.replace(embedding_size=8).to_json_file(run)
+    with pytest.raises(UserError, match=r"^--preset .* holds an encoder with embedding_size=16, the model has "
+                                        r"embedding_size=8$"):
+        loader.find_source(preset=str(path), albert_config_file=str(run))

@@ -90,37 +90,35 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
     # ---- presets -----------------------------------------------------------------------------
 
     @classmethod
-    def from_preset(cls, preset, num_classes: int | None = None, sequence_length: int = 128,
-                    dropout_rate: float = 0.1, labels=None, **kwargs) -> "AlbertTextClassifier":
+    def from_preset(cls, preset, num_classes: int | None = None, sequence_length: int | None = None,
+                    dropout_rate: float | None = None, labels=None, **kwargs) -> "AlbertTextClassifier":
         """A classifier on a preset (a folder, a released name, a URL or hf://: see
         `albert_tf.presets.sources`): a fine-tuned one (written by `save_to_preset`) comes back whole;
         any other preset's encoder gets a new head of `num_classes` (or of `len(labels)` classes
-        named `labels`). The class names are kept in the model's config and preset, and become
+        named `labels`); `sequence_length`, `dropout_rate` and `labels` given override the saved ones
+        (`albert_tf.presets.folder.task_arguments` is the rule, as for every model). The class names are kept in the model's config and preset, and become
         `id2label`/`label2id` when the preset is converted to Hugging Face."""
         from albert_tf.presets import folder
         from albert_tf.presets.sources import resolve
 
         preset_dir = resolve(preset)
         config = folder.read_config(preset_dir)
-        vocab = os.path.join(preset_dir, folder.VOCAB)
-        task = folder.read_task(preset_dir)
-        if task is not None and task.get("class") == TASK_CLASS:
-            saved = task["arguments"]
-            if num_classes is not None and num_classes != saved["num_classes"]:
-                raise ValueError(f"{preset} holds a classifier of {saved['num_classes']} classes, "
-                                 f"not {num_classes}")
-            # `labels` given name (or rename) the saved classes.
-            model = cls._build(config, vocab, saved["num_classes"], saved["sequence_length"], saved["dropout_rate"],
-                               labels=labels if labels is not None else saved.get("labels"), **kwargs)
-            folder.load_encoder(model.classifier, preset_dir)
-            folder.load_task(model.classifier, preset_dir)
-            return model
-        if num_classes is None and labels is not None:
-            num_classes = len(labels)
-        if num_classes is None:
-            raise ValueError(f"{preset} holds no classifier head: give num_classes")
-        model = cls._build(config, vocab, num_classes, sequence_length, dropout_rate, labels=labels, **kwargs)
+        vocab = folder.vocabulary(preset_dir)
+        given = {"num_classes": num_classes, "sequence_length": sequence_length, "dropout_rate": dropout_rate,
+                 "labels": labels}
+        # What the caller gives overrides what a saved classifier stored; the rest is the default.
+        given = {k: v for k, v in given.items() if v is not None}
+        # `labels` alone name a saved head's classes, or size a new head.
+        arguments, load_heads = folder.task_arguments(preset_dir, TASK_CLASS, given,
+                                                      required=("num_classes",) if labels is None else ())
+        if not load_heads and num_classes is None:
+            arguments["num_classes"] = len(labels)
+        arguments = {"sequence_length": 128, "dropout_rate": 0.1, "labels": None, **arguments}
+        model = cls._build(config, vocab, arguments["num_classes"], arguments["sequence_length"],
+                           arguments["dropout_rate"], labels=arguments["labels"], **kwargs)
         folder.load_encoder(model.classifier, preset_dir)
+        if load_heads:
+            folder.load_task(model.classifier, preset_dir)
         return model
 
     @classmethod

@@ -64,12 +64,76 @@ def read_task(folder: str | os.PathLike) -> dict | None:
     if not os.path.isfile(path):
         return None
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        try:
+            task = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise UserError(f"{path}: not valid JSON ({error})") from None
+    if not (isinstance(task, dict) and isinstance(task.get("class"), str)
+            and isinstance(task.get("arguments", {}), dict)):
+        raise UserError(f'{path}: not a task ({{"class": <name>, "arguments": {{...}}}}), got '
+                        f"{json.dumps(task)[:80]}")
+    return {"class": task["class"], "arguments": task.get("arguments", {})}
 
 
 def describe(folder: str | os.PathLike) -> str:
     task = read_task(folder)
     return "an encoder" if task is None else f"an {task['class']}"
+
+
+def vocabulary(folder: str | os.PathLike) -> str:
+    """The preset's SentencePiece model; an error naming it when it is missing."""
+    path = os.path.join(os.fspath(folder), VOCAB)
+    if not os.path.isfile(path):
+        raise UserError(f"{path}: missing; the preset folder {folder} is incomplete (delete it to fetch it again, "
+                        f"or copy the vocabulary it was trained with there)")
+    return path
+
+
+# Task classes whose heads are one another's, with their arguments' names: the text classifier
+# keeps an AlbertClassifier, whose weights are its task weights.
+_SAME_HEADS = {
+    (TEXT_CLASSIFIER_TASK, "AlbertClassifier"): {"num_classes": "num_labels", "dropout_rate": "dropout_rate"},
+    ("AlbertClassifier", TEXT_CLASSIFIER_TASK): {"num_labels": "num_classes", "dropout_rate": "dropout_rate"},
+}
+# The arguments that size a head: given another value than the preset's, the model gets a new head.
+HEAD_SIZE_ARGUMENTS = ("num_labels", "num_classes")
+
+
+def task_arguments(folder: str | os.PathLike, class_name: str, kwargs: dict, required: tuple = (),
+                   heads_required: bool = False) -> tuple[dict, bool]:
+    """keras-hub's task rule: `(arguments, load_heads)` for a `class_name` made from the preset.
+
+    A preset's task weights load into the same task class (its stored arguments fill the ones not
+    given); a different class, or a head size (`num_labels`, `num_classes`) given that differs from
+    the preset's, gets the encoder and a new head. Anything else is a one-line error naming the
+    preset's task: a pretrainer (`heads_required`) from a preset without its heads, or a new head
+    without the `required` arguments that size it.
+    """
+    task = read_task(folder)
+    stored = None
+    if task is not None and task["class"] == class_name:
+        stored = dict(task["arguments"])
+    elif task is not None and (task["class"], class_name) in _SAME_HEADS:
+        names = _SAME_HEADS[(task["class"], class_name)]
+        stored = {names[k]: v for k, v in task["arguments"].items() if k in names}
+    if stored is not None:
+        other = {k: (stored[k], kwargs[k]) for k in HEAD_SIZE_ARGUMENTS if k in kwargs and k in stored
+                 and kwargs[k] != stored[k]}
+        if not other:
+            return {**stored, **kwargs}, True
+        from absl import logging
+
+        logging.warning("preset %s holds %s with %s: a new head for %s", folder, describe(folder),
+                        ", ".join(f"{k}={a!r}" for k, (a, _) in other.items()),
+                        ", ".join(f"{k}={b!r}" for k, (_, b) in other.items()))
+    if heads_required:
+        raise UserError(f"preset {folder} holds {describe(folder)} without the heads of an {class_name}; "
+                        "load its encoder with AlbertEncoder.from_preset, or fine-tune from it")
+    missing = [name for name in required if kwargs.get(name) is None]
+    if missing:
+        raise UserError(f"preset {folder} holds {describe(folder)}, not an {class_name}: give "
+                        f"{' and '.join(missing)} for a new head")
+    return kwargs, False
 
 
 def check_vocabulary(spm_model_file: str | os.PathLike, config: AlbertConfig):
@@ -124,39 +188,48 @@ def load_encoder(model, folder: str | os.PathLike) -> None:
     weights_module.assign(encoder, weights_module.read(path), f"preset {folder} ({WEIGHTS})")
 
 
+# The pretrainer's sentence-order head: the Hugging Face Hub's ALBERT checkpoints hold none
+# (transformers initialises `sop_classifier` afresh when it loads them), so a pretrainer from one
+# starts it new.
+SENTENCE_ORDER_HEAD = "seq_relationship/"
+
+
 def load_task(model, folder: str | os.PathLike) -> None:
-    """Loads the preset's task weights (heads) into `model`."""
+    """Loads the preset's task weights (heads) into `model`; a preset without the pretrainer's
+    sentence-order head leaves it as initialised, saying so in one line."""
     path = os.path.join(os.fspath(folder), TASK_WEIGHTS)
     _, task = weights_module.split(model)
-    weights_module.assign(task, weights_module.read(path), f"preset {folder} ({TASK_WEIGHTS})")
+    tensors = weights_module.read(path)
+    if not any(k.startswith(SENTENCE_ORDER_HEAD) for k in tensors):
+        fresh = {k for k in task if k.startswith(SENTENCE_ORDER_HEAD)}
+        if fresh:
+            from absl import logging
+
+            logging.warning("preset %s has no sentence-order head (as the Hugging Face Hub's ALBERT "
+                            "checkpoints): %s starts with a new one", folder, type(model).__name__)
+            task = {k: v for k, v in task.items() if k not in fresh}
+    weights_module.assign(task, tensors, f"preset {folder} ({TASK_WEIGHTS})")
+
+
+def required_arguments(model_class) -> tuple[str, ...]:
+    """The constructor arguments of `model_class` without a default (besides the config)."""
+    import inspect
+
+    parameters = list(inspect.signature(model_class.__init__).parameters.values())[2:]
+    return tuple(p.name for p in parameters if p.default is inspect.Parameter.empty
+                 and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 def load_model(model_class, folder: str | os.PathLike, heads_required: bool, **kwargs):
-    """`model_class` of the preset's config with the preset's weights.
-
-    The encoder always loads; a task model's other weights load when the preset's task is of its
-    class (its stored arguments then fill the constructor's), else they stay new (a new head), or,
-    where `heads_required` (the pretrainer: heads are part of what was pretrained), it is an error.
-    """
+    """`model_class` of the preset's config with the preset's weights: the encoder always, the heads
+    by the task rule (`task_arguments`)."""
     folder = os.fspath(folder)
     config = read_config(folder)
-    task = read_task(folder)
-    same_task = task is not None and task.get("class") == model_class.__name__
-    if same_task:
-        stored = task.get("arguments", {})
-        differ = {k: (stored[k], v) for k, v in kwargs.items() if k in stored and stored[k] != v}
-        if differ:
-            raise UserError(f"preset {folder} holds an {task['class']} with "
-                            + ", ".join(f"{k}={a!r}" for k, (a, _) in differ.items())
-                            + f", not {', '.join(f'{k}={b!r}' for k, (_, b) in differ.items())}")
-        kwargs = {**stored, **kwargs}
+    kwargs, load_heads = task_arguments(folder, model_class.__name__, kwargs, required_arguments(model_class),
+                                        heads_required)
     model = model_class(config, **kwargs)
     model.build()
     load_encoder(model, folder)
-    _, others = weights_module.split(model)
-    if others and same_task:
+    if load_heads and weights_module.split(model)[1]:
         load_task(model, folder)
-    elif others and heads_required:
-        raise UserError(f"preset {folder} holds {describe(folder)} without the heads of an {model_class.__name__}; "
-                        "load its encoder with AlbertEncoder.from_preset")
     return model

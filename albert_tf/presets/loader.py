@@ -330,10 +330,7 @@ def initialize_pretrainer(model, source: str) -> str:
         return load_init_checkpoint(model, source)
     folder = resolve(source)
     preset_folder.check_config(preset_folder.read_config(folder), model.config, f"init_checkpoint {source}")
-    task = preset_folder.read_task(folder)
-    if task is None or task.get("class") != preset_folder.PRETRAINER_TASK:
-        raise ValueError(f"init_checkpoint {source}: the preset holds {preset_folder.describe(folder)}, not the "
-                         "pretraining heads; fine-tune from it instead (albert-finetune-*)")
+    preset_folder.task_arguments(folder, type(model).__name__, {}, heads_required=True)
     preset_folder.load_encoder(model, folder)
     preset_folder.load_task(model, folder)
     return folder

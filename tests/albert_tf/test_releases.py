@@ -74,3 +74,64 @@ def test_albert_config_file_beside_a_preset_may_set_the_dropout_only(v1_preset, 
     with pytest.raises(UserError, match=r"^--preset .* holds an encoder with embedding_size=16, the model has "
                                         r"embedding_size=8$"):
         loader.find_source(preset=str(path), albert_config_file=str(run))
+
+
+# ---- one task rule for every entry point ---------------------------------------------------------
+
+
+def test_both_classifier_classes_restore_a_saved_text_classifiers_head(tmp_path):
+    from albert_tf.text_classifier import AlbertTextClassifier
+
+    classifier = AlbertClassifier(V1_TINY, num_labels=3, dropout_rate=0.2)
+    classifier.build()
+    text = AlbertTextClassifier.from_preset(classifier.save_to_preset(tmp_path / "bare", TINY_VOCAB),
+                                            sequence_length=16)
+    assert (text.num_classes, text.classifier.dropout_rate, text.preprocessor.sequence_length) == (3, 0.2, 16)
+    for a, b in zip(text.classifier.weights, classifier.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    saved = text.save_to_preset(tmp_path / "text")
+    again = AlbertClassifier.from_preset(saved)
+    assert (again.num_labels, again.dropout_rate) == (3, 0.2)
+    for a, b in zip(again.weights, classifier.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert AlbertTextClassifier.from_preset(saved, sequence_length=8).preprocessor.sequence_length == 8
+    assert AlbertTextClassifier.from_preset(saved).preprocessor.sequence_length == 16
+    with pytest.raises(UserError, match=r"holds an encoder, not an AlbertTextClassifier: give num_classes for a "
+                                        r"new head$"):
+        AlbertTextClassifier.from_preset(AlbertEncoder(V1_TINY).save_to_preset(tmp_path / "encoder", TINY_VOCAB))
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("content, message", [
+    ("[]", r'task\.json: not a task \({"class": <name>, "arguments": {\.\.\.}}\), got \[\]$'),
+    ("{", r"task\.json: not valid JSON \("),
+])
+def test_a_broken_task_json_is_one_line_naming_it(v1_preset, tmp_path, content, message):
+    import shutil
+
+    from albert_tf.errors import one_line
+
+    broken = tmp_path / "broken"
+    shutil.copytree(v1_preset[0], broken)
+    (broken / folder.TASK_CONFIG).write_text(content)
+    for load in (lambda: AlbertPretrainer.from_preset(broken), lambda: AlbertEncoder.from_preset(broken)):
+        with pytest.raises(UserError, match=f"^{broken}/{message}") as raised:
+            load()
+        assert one_line(raised.value) == (str(raised.value), 1) and "\n" not in str(raised.value)
+    assert (broken / folder.TASK_CONFIG).read_text() == content  # nothing rewritten
+
+
+@pytest.mark.faults
+def test_a_preset_without_its_vocabulary_is_named(v1_preset, tmp_path):
+    import shutil
+
+    from albert_tf.text_classifier import AlbertTextClassifier
+
+    broken = tmp_path / "novocab"
+    shutil.copytree(v1_preset[0], broken)
+    (broken / folder.VOCAB).unlink()
+    with pytest.raises(UserError, match=f"^{broken}/spiece.model: missing; the preset folder {broken} is "
+                                        "incomplete"):
+        AlbertTextClassifier.from_preset(broken, num_classes=2)
+    assert sorted(p.name for p in broken.iterdir()) == ["config.json", "model.weights.h5", "task.json",
+                                                        "task.weights.h5"]

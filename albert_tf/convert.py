@@ -68,6 +68,11 @@ def _split_source(config: AlbertConfig, naming: str, tensors: dict[str, np.ndarr
     does not excuse are an error."""
     encoder_names = encoder_weight_names(config, naming)
     head_names = head_weight_names(config, naming) if with_heads else []
+    sentence_order = [n for n in head_names if n.ours.startswith(preset_folder.SENTENCE_ORDER_HEAD)]
+    if not any(n.source in tensors for n in sentence_order):
+        # A masked-LM checkpoint (the Hub's ALBERT, AlbertForMaskedLM): its pretrainer's preset keeps
+        # the one head there is, and a pretrainer from it starts the sentence-order head new.
+        head_names = [n for n in head_names if n not in sentence_order]
     missing = [n.source for n in encoder_names + head_names if n.source not in tensors]
     if missing and with_heads and not {n.source for n in encoder_names}.intersection(missing):
         # E.g. a masked-LM checkpoint without the sentence-order head.
@@ -273,8 +278,9 @@ def convert_hf(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
     """A Hugging Face ALBERT folder (config.json, model.safetensors or pytorch_model.bin,
     spiece.model) -> a preset folder. Returns the output folder.
 
-    A pretrainer preset needs both heads (`AlbertForPreTraining`); a masked-LM checkpoint converts
-    with `encoder_only`, which deliberately drops the heads."""
+    A checkpoint with the heads gives a pretrainer's preset: both (`AlbertForPreTraining`), or the
+    masked-LM head alone (`AlbertForMaskedLM`, as the Hub's), whose pretrainer starts a new
+    sentence-order head; `encoder_only` deliberately drops the heads."""
     input_dir = os.fspath(input_dir)
     _check_output_dir(output_dir)  # before the slow part
     config_path = os.path.join(input_dir, HF_CONFIG)

@@ -181,11 +181,25 @@ def save_model(model, folder: str | os.PathLike, spm_model_file: str | os.PathLi
                  weights_module.values(others))
 
 
+def _read_weights(folder: str | os.PathLike, name: str) -> dict:
+    """A weights file of the preset; a cached preset that cannot be read is named with the folder to
+    delete (the next load fetches it again)."""
+    from albert_tf.presets import download
+
+    try:
+        return weights_module.read(os.path.join(os.fspath(folder), name))
+    except UserError as error:
+        cache = os.path.join(os.path.abspath(download.home()), "presets") + os.sep
+        if not os.path.abspath(folder).startswith(cache):
+            raise
+        raise UserError(f"{error}; the cached preset is corrupt: delete {folder} and load again to fetch it "
+                        "again") from None
+
+
 def load_encoder(model, folder: str | os.PathLike) -> None:
     """Loads the preset's encoder into `model` (an encoder, or a task model's `.encoder`)."""
-    path = os.path.join(os.fspath(folder), WEIGHTS)
     encoder, _ = weights_module.split(model)
-    weights_module.assign(encoder, weights_module.read(path), f"preset {folder} ({WEIGHTS})")
+    weights_module.assign(encoder, _read_weights(folder, WEIGHTS), f"preset {folder} ({WEIGHTS})")
 
 
 # The pretrainer's sentence-order head: the Hugging Face Hub's ALBERT checkpoints hold none
@@ -197,9 +211,8 @@ SENTENCE_ORDER_HEAD = "seq_relationship/"
 def load_task(model, folder: str | os.PathLike) -> None:
     """Loads the preset's task weights (heads) into `model`; a preset without the pretrainer's
     sentence-order head leaves it as initialised, saying so in one line."""
-    path = os.path.join(os.fspath(folder), TASK_WEIGHTS)
     _, task = weights_module.split(model)
-    tensors = weights_module.read(path)
+    tensors = _read_weights(folder, TASK_WEIGHTS)
     if not any(k.startswith(SENTENCE_ORDER_HEAD) for k in tensors):
         fresh = {k for k in task if k.startswith(SENTENCE_ORDER_HEAD)}
         if fresh:

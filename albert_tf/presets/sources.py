@@ -25,7 +25,7 @@ import tempfile
 import urllib.parse
 import zlib
 
-from albert_tf.convert import TF1_CONFIG, convert_hf, convert_tf1
+from albert_tf.convert import TF1_CHECKPOINT, TF1_CONFIG, TF1_VOCAB, convert_hf, convert_tf1
 from albert_tf.errors import UserError, reason
 from albert_tf.presets import download, folder, registry
 
@@ -94,20 +94,58 @@ def _from_tarball(url: str, sha256: str | None, target: str, progress: bool) -> 
     name = os.path.basename(urllib.parse.urlparse(url).path) or "download"
     downloaded = download.fetch(url, os.path.join(download.home(), "downloads", _url_key(url, sha256) + "-" + name),
                                 sha256, progress)
-    unpacked = os.path.join(os.path.dirname(target), "unpacked")
     try:
-        _unpack(downloaded, unpacked, url)
-    except UserError as error:
-        os.remove(downloaded)  # a rerun downloads it again
-        raise UserError(f"{error}; the download was removed, rerun to download it again") from None
-    convert_tf1(_release_folder(unpacked, url), target)
+        _convert_tarball(downloaded, target, url)
+    except (UserError, ValueError, OSError) as error:
+        os.remove(downloaded)  # a rerun downloads it again, once the server has the right file
+        raise UserError(f"{reason(error)}; the download was removed, rerun to download it again") from None
+    except BaseException:
+        os.remove(downloaded)
+        raise
     os.remove(downloaded)  # the converted preset is what is kept
 
 
-def _unpack(archive: str, into: str, source: str) -> None:
+def _convert_tarball(archive: str, target: str, source: str) -> None:
+    unpacked = os.path.join(os.path.dirname(target), "unpacked")
+    _unpack(archive, unpacked, source)
+    release = _release_folder(unpacked, source)
+    shown = os.path.relpath(release, unpacked)
+    _check_release(release, source, shown)
+    try:
+        convert_tf1(release, target)
+    except (ValueError, OSError) as error:  # named as inside the tarball: the unpacked copy is gone
+        raise UserError(f"{source}: {reason(error).replace(release, shown)}") from None
+
+
+# What an unpacked release may hold (google-research/albert's export_checkpoints.py and the TF-Hub
+# module that a tarball may also carry), and a bound on its size far over the largest release
+# (xxlarge: about 0.9 GB of weights, twice with a TF-Hub copy): a tarball that holds anything
+# else, or unpacks to more, is refused before it fills the disk.
+_RELEASE_MEMBERS = (TF1_CONFIG, TF1_VOCAB, "30k-clean.vocab", "vocab_chinese.txt", "checkpoint",
+                    TF1_CHECKPOINT + ".", "saved_model.pb", "tfhub_module.pb", "variables/", "assets/")
+MAX_UNPACKED_BYTES = 4 << 30
+
+
+def _is_release_member(name: str) -> bool:
+    parts = name.split("/")
+    return any(part.startswith(("variables", "assets")) for part in parts[:-1]) or any(
+        parts[-1] == member or (member.endswith(".") and parts[-1].startswith(member))
+        for member in _RELEASE_MEMBERS if not member.endswith("/"))
+
+
+def _unpack(archive: str, into: str, source: str, max_bytes: int | None = None) -> None:
+    max_bytes = MAX_UNPACKED_BYTES if max_bytes is None else max_bytes
+    total = 0
     try:
         with tarfile.open(archive, "r:*") as tar:
-            tar.extractall(into, filter="data")  # no absolute paths, no links out, no devices
+            for member in tar:  # one member at a time: a bomb is refused before it is unpacked
+                if member.isfile() and not _is_release_member(member.name):
+                    raise UserError(f"{source}: {member.name} is not a file of a release (a folder with "
+                                    f"{TF1_CONFIG}, {TF1_VOCAB} and {TF1_CHECKPOINT}.*)")
+                total += member.size
+                if total > max_bytes:
+                    raise UserError(f"{source}: unpacks to more than {max_bytes >> 20} MB, far over any release")
+                tar.extract(member, into, filter="data")  # no absolute paths, no links out, no devices
     except (tarfile.TarError, EOFError, zlib.error) as error:
         raise UserError(f"{source}: not a readable tar archive ({reason(error)})") from None
 
@@ -121,6 +159,18 @@ def _release_folder(unpacked: str, source: str) -> str:
     return found[0]
 
 
+def _check_release(path: str, source: str, shown: str) -> None:
+    """A release's folder must hold its SentencePiece model: the Chinese ones hold a WordPiece
+    vocabulary instead, refused here by any address (`shown`: the folder as the user knows it)."""
+    if os.path.isfile(os.path.join(path, TF1_VOCAB)):
+        return
+    wordpiece = sorted(n for n in os.listdir(path) if n.startswith("vocab") and n.endswith(".txt"))
+    if wordpiece:
+        raise UserError(f"{source}: {shown}/{wordpiece[0]} is a WordPiece vocabulary and there is no "
+                        f"{TF1_VOCAB}; this package's tokenizers read SentencePiece models only")
+    raise UserError(f"{source}: no {shown}/{TF1_VOCAB}, the release's SentencePiece model")
+
+
 def _local_copy(path: str) -> str:
     """A release's tarball or unpacked folder on this machine, converted into the cache."""
     path = os.path.abspath(path)
@@ -128,6 +178,7 @@ def _local_copy(path: str) -> str:
         if not os.path.isfile(os.path.join(path, TF1_CONFIG)):
             raise UserError(f"{path} is not a preset folder (no {folder.CONFIG} and {folder.WEIGHTS}), nor a "
                             f"release's folder (no {TF1_CONFIG})")
+        _check_release(path, path, path)
         stamp = max(os.path.getmtime(os.path.join(path, n)) for n in os.listdir(path))
         key = f"local-{os.path.basename(path)}-{hashlib.sha256(f'{path}:{stamp}'.encode()).hexdigest()[:12]}"
 
@@ -137,13 +188,7 @@ def _local_copy(path: str) -> str:
         return _cached(key, make)
     stat = os.stat(path)
     key = _url_key("file://" + path, f"{stat.st_size}:{stat.st_mtime}")
-
-    def make(target):
-        unpacked = os.path.join(os.path.dirname(target), "unpacked")
-        _unpack(path, unpacked, path)
-        convert_tf1(_release_folder(unpacked, path), target)
-
-    return _cached(key, make)
+    return _cached(key, lambda target: _convert_tarball(path, target, path))
 
 
 def _from_hub(repo: str, target: str) -> None:
@@ -162,4 +207,7 @@ def _from_hub(repo: str, target: str) -> None:
             local = huggingface_hub.snapshot_download(repo, allow_patterns=files + ["pytorch_model.bin"])
     except Exception as error:  # the Hub client's errors have no common base of their own
         raise UserError(f"could not fetch hf://{repo} ({reason(error)}); {download.HINT}") from None
-    convert_hf(local, target)
+    # The release's own repositories: their v1 config.json says "gelu", which in transformers is the
+    # exact GELU, but the weights were trained (and released) with the tanh form (docs/presets.md).
+    released = any(r.hf_repo == repo for r in registry.RELEASES.values())
+    convert_hf(local, target, exact_gelu_as_tanh=released)

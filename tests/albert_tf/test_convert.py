@@ -16,7 +16,9 @@ import transformers
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf import convert
+from albert_tf.checkpoint_names import head_weight_names
 from albert_tf.errors import FlagError
+from albert_tf.presets import folder, weights
 from albert_tf.tokenizer import AlbertTokenizer
 from tests.albert_tf import hf_reference
 
@@ -159,11 +161,16 @@ def test_bad_hugging_face_inputs_are_named(tmp_path):
         convert.convert_hf(not_spm, tmp_path / "o6")
     assert not any((tmp_path / f"o{i}").exists() for i in range(1, 7))  # nothing half-written
 
-    # A masked-LM checkpoint (no sentence-order head) is refused as a pretrainer, with the way out...
+    # A masked-LM checkpoint (no sentence-order head, as the Hub's) keeps its one head; a pretrainer
+    # from it starts the sentence-order head new...
     masked_lm = variant("masked_lm", tensors=lambda t: {k: v for k, v in t.items() if "sop_classifier" not in k})
-    with pytest.raises(ValueError, match=r"missing tensors \['sop_classifier.*encoder_only=True"):
-        convert.convert_hf(masked_lm, tmp_path / "o7")
-    # ... which converts the encoder alone.
+    heads = weights.read(pathlib.Path(convert.convert_hf(masked_lm, tmp_path / "o7")) / folder.TASK_WEIGHTS)
+    assert sorted(heads) == sorted(n.ours for n in head_weight_names(SMALL, "hf")
+                                   if not n.ours.startswith("seq_relationship/"))
+    loaded = weights.values(weights.split(AlbertPretrainer.from_preset(tmp_path / "o7"))[1])
+    for name, value in heads.items():
+        np.testing.assert_array_equal(loaded[name], value, err_msg=name)
+    # ... and `encoder_only` converts the encoder alone.
     preset = convert.convert_hf(masked_lm, tmp_path / "o8", encoder_only=True)
     batch = hf_reference.padded_batch(SMALL, seed=9)
     got = AlbertEncoder.from_preset(preset)(batch)["pooled_output"]

@@ -3,6 +3,8 @@
 The loader compares only what determines the weights: dropout is the loading model's choice.
 """
 
+import json
+
 import numpy as np
 import pytest
 
@@ -135,3 +137,88 @@ def test_a_preset_without_its_vocabulary_is_named(v1_preset, tmp_path):
         AlbertTextClassifier.from_preset(broken, num_classes=2)
     assert sorted(p.name for p in broken.iterdir()) == ["config.json", "model.weights.h5", "task.json",
                                                         "task.weights.h5"]
+
+
+# ---- the released names, as their real files, on 127.0.0.1 ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    """The 8 English releases as tiny replicas in the real layouts (tests/albert_tf/release_replicas.py),
+    their tarballs and Hub repositories served on 127.0.0.1, the released names pointed at them, and
+    one cache for the module: each is fetched and converted once."""
+    import dataclasses
+
+    import huggingface_hub.constants
+
+    from albert_tf.presets import registry
+    from tests.albert_tf import release_replicas as replicas
+
+    made = tmp_path_factory.mktemp("releases")
+    server = replicas.LoopbackServer()
+    for seed, name in enumerate(replicas.ENGLISH):
+        tarball = replicas.write_release_tarball(name, made, seed=seed)
+        server.files[f"/albert_models/{name}.tar.gz"] = tarball.read_bytes()
+        server.repos[replicas.hub_repo(name)] = replicas.hub_files(name, seed=seed)
+    patch = pytest.MonkeyPatch()
+    patch.setenv("ALBERT_TF_HOME", str(made / "cache"))
+    patch.delenv("ALBERT_TF_OFFLINE", raising=False)
+    patch.setenv("HF_ENDPOINT", server.endpoint)
+    patch.setenv("HF_HUB_CACHE", str(made / "hub"))
+    patch.delenv("HF_HUB_OFFLINE", raising=False)
+    patch.setattr(huggingface_hub.constants, "ENDPOINT", server.endpoint)
+    patch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                  server.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+    patch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(made / "hub"))
+    patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    for name in replicas.ENGLISH:
+        patch.setitem(registry.RELEASES, name, dataclasses.replace(registry.RELEASES[name], url=server.url(name)))
+    yield server, made
+    patch.undo()
+    server.stop()
+
+
+def test_the_hubs_repositories_load_as_they_are(released, caplog):
+    import safetensors.torch
+    import torch
+    import transformers
+
+    from tests.albert_tf import hf_reference
+    from tests.albert_tf import release_replicas as replicas
+
+    server, made = released
+    for name in ("albert_base_v2", "albert_base_v1"):
+        repo = replicas.hub_repo(name)
+        encoder = AlbertEncoder.from_preset(f"hf://{repo}")
+        assert AlbertClassifier.from_preset(f"hf://{repo}", num_labels=2).classifier.kernel.shape == (16, 2)
+        with caplog.at_level("WARNING"):
+            pretrainer = AlbertPretrainer.from_preset(f"hf://{repo}")
+        assert [r.getMessage() for r in caplog.records if "sentence-order" in r.getMessage()][-1].endswith(
+            "has no sentence-order head (as the Hugging Face Hub's ALBERT checkpoints): AlbertPretrainer starts "
+            "with a new one")
+        # Parity with transformers' AlbertModel on the same files; v1's "gelu" is the tanh form here.
+        hub_config = json.loads(server.repos[repo]["config.json"])
+        batch = hf_reference.padded_batch(replicas.tiny_config(name), seed=1)
+        ours = encoder(batch)["sequence_output"].numpy()
+        # transformers on the repository's own config: equal for v2 ("gelu_new"); for v1 ("gelu", the
+        # exact GELU there) it differs, and equals with the tanh form the weights were trained with.
+        checks = [("gelu_new", True)] if name.endswith("v2") else [("gelu", False), ("gelu_new", True)]
+        assert hub_config["hidden_act"] == checks[0][0]
+        for act, close in checks:
+            hf = transformers.AlbertModel(transformers.AlbertConfig(**{**hub_config, "hidden_act": act},
+                                                                    attn_implementation="eager")).eval()
+            stored = safetensors.torch.load(server.repos[repo]["model.safetensors"])
+            missing, unexpected = hf.load_state_dict(
+                {k[len("albert."):]: v for k, v in stored.items() if k.startswith("albert.")}, strict=False)
+            assert not unexpected and all("position_ids" in k for k in missing), (missing, unexpected)
+            with torch.no_grad():
+                theirs = hf(input_ids=torch.from_numpy(batch["input_ids"]).long(),
+                            attention_mask=torch.from_numpy(batch["input_mask"]).long(),
+                            token_type_ids=torch.from_numpy(batch["segment_ids"]).long()).last_hidden_state.numpy()
+            mask = batch["input_mask"].astype(bool)
+            difference = np.abs(ours[mask] - theirs[mask]).max()
+            assert (difference < 1e-5) == close, (name, act, difference)
+        mlm = weights.values(weights.split(pretrainer)[1])
+        np.testing.assert_array_equal(mlm["predictions/output_bias"], stored["predictions.bias"].numpy())
+    assert server.count("tf_model.h5") == 0
+    assert server.count("pytorch_model.bin") == 0  # model.safetensors is there

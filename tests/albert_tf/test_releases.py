@@ -222,3 +222,68 @@ def test_the_hubs_repositories_load_as_they_are(released, caplog):
         np.testing.assert_array_equal(mlm["predictions/output_bias"], stored["predictions.bias"].numpy())
     assert server.count("tf_model.h5") == 0
     assert server.count("pytorch_model.bin") == 0  # model.safetensors is there
+
+
+def _tasks():
+    """The 12 tasks with their default hparams (finetune's tables), and RACE's v1 row."""
+    from finetune.glue.benchmark import TASKS
+    from finetune.glue.task import GlueTask
+    from finetune.race.task import RaceTask
+    from finetune.squad.task import SquadTask
+
+    glue = [GlueTask(name) for name in TASKS if name != "AX"]
+    return [*glue, SquadTask(), SquadTask(version_2_with_negative=True), RaceTask(), RaceTask(hparams="v1")]
+
+
+def test_every_released_name_into_every_task(released):
+    """What albert-finetune-* does (finetune/cli.py): the source's config, the task's encoder
+    dropout on it, the task's model, the encoder from the released name; for the 8 names x the 12
+    tasks' default hparams (and RACE's v1)."""
+    import dataclasses
+    import types
+
+    from tests.albert_tf import release_replicas as replicas
+
+    tasks = _tasks()
+    assert len(tasks) == 13 and {t.name for t in tasks[:9]} == {"CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI",
+                                                                "QNLI", "RTE", "WNLI"}
+    dropouts = set()
+    for name in replicas.ENGLISH:
+        expected = _encoder_values(AlbertEncoder.from_preset(name))
+        release = replicas.release_tensors(name, replicas.ENGLISH.index(name))
+        np.testing.assert_array_equal(expected["embeddings/word_embeddings/embeddings"],
+                                      release["bert/embeddings/word_embeddings"])
+        source = loader.find_source(preset=name)
+        assert source.config == replicas.tiny_config(name)
+        for task in tasks:
+            options = types.SimpleNamespace(**task.default_options())
+            config = source.config
+            if options.encoder_dropout is not None:
+                config = dataclasses.replace(config, hidden_dropout_prob=options.encoder_dropout,
+                                             attention_probs_dropout_prob=options.encoder_dropout)
+            dropouts.add((config.hidden_dropout_prob, source.config.hidden_dropout_prob))
+            model = task.build_model(config, options, None)
+            assert loader.initialize_encoder(model, preset=name) == name
+            for key, value in _encoder_values(model).items():
+                np.testing.assert_array_equal(value, expected[key], err_msg=f"{name} {task.name} {key}")
+    # The pairs that the whole-config comparison refused are among them.
+    assert {(0.1, 0.0), (0.0, 0.1)} <= dropouts
+    assert server_fetches(released) == len(replicas.ENGLISH)
+
+
+def server_fetches(released) -> int:
+    server, _ = released
+    return server.count(".tar.gz")
+
+
+def test_the_readmes_three_lines_against_a_loopback_copy_of_the_release(released):
+    """README.md's lines, from the released name to a prediction."""
+    from albert_tf import AlbertTextClassifier
+
+    classifier = AlbertTextClassifier.from_preset("albert_base_v2", num_classes=2)  # the released weights
+    np.testing.assert_array_equal(classifier.backbone.weights[0].numpy(),
+                                  AlbertEncoder.from_preset("albert_base_v2").weights[0].numpy())
+    history = classifier.fit(x=["A gem of a film.", "Dull and long."], y=[1, 0])
+    logits = classifier.predict(["What a delight."])
+    assert logits.shape == (1, 2) and np.isfinite(logits).all()
+    assert np.isfinite(history.history["loss"][0])

@@ -287,3 +287,41 @@ def test_the_readmes_three_lines_against_a_loopback_copy_of_the_release(released
     logits = classifier.predict(["What a delight."])
     assert logits.shape == (1, 2) and np.isfinite(logits).all()
     assert np.isfinite(history.history["loss"][0])
+
+
+SHORT_RUN = ["--do_train", "--num_train_steps=1", "--train_batch_size=4", "--max_train_examples=8",
+             "--nojit_compile", "--noexport", "--noprogress_bar"]
+
+
+@pytest.mark.parametrize("tool, name, flags, dropout", [
+    # v2 (dropout 0) into RTE, whose paper row sets the encoder's dropout to 0.1
+    ("glue", "albert_base_v2", ["--task=RTE", "--max_seq_length=32"], 0.1),
+    # v1 (dropout 0.1) by URL into MRPC (encoder dropout 0), --init_checkpoint
+    ("glue", "url:albert_large_v1", ["--task=MRPC", "--max_seq_length=32"], 0.0),
+    # v1 into SQuAD v1.1 (encoder dropout 0)
+    ("squad", "albert_xlarge_v1", ["--max_seq_length=64", "--max_query_length=16", "--doc_stride=32"], 0.0),
+    # v2 into RACE with the v1 row (encoder dropout 0.1)
+    ("race", "albert_xxlarge_v2", ["--hparams=v1", "--max_seq_length=48", "--max_qa_length=16"], 0.1),
+])
+def test_the_fine_tuning_tools_start_from_released_names(released, small_data_dir, tmp_path, tool, name, flags,
+                                                        dropout):
+    """Real runs (in-process main), one step each, of pairs that the whole-config comparison refused."""
+    import importlib
+
+    server, _ = released
+    cli = importlib.import_module(f"finetune.{tool}.cli")
+    data = {"glue": [f"--data_dir={small_data_dir / 'glue'}"],
+            "squad": [f"--train_file={small_data_dir / 'squad' / 'train-v1.1.articles2-3.json'}"],
+            "race": [f"--train_data={small_data_dir / 'race' / 'dev'}"]}[tool]
+    source = (f"--init_checkpoint={server.url(name[4:])}" if name.startswith("url:") else f"--preset={name}")
+    out = tmp_path / "out"
+    summary = cli.finetune([f"albert-finetune-{tool}", *data, f"--output_dir={out}", source, *SHORT_RUN, *flags])
+    release = AlbertEncoder.from_preset(name.removeprefix("url:"))
+    assert summary["train"]["step"] == 1
+    model = summary["model"]
+    assert model.config.hidden_dropout_prob == dropout != release.config.hidden_dropout_prob
+    # One step of a tiny learning rate from the release's weights (std 0.2), not from a fresh
+    # initialisation (std 0.02).
+    trained = _encoder_values(model)
+    for key, value in _encoder_values(release).items():
+        np.testing.assert_allclose(trained[key], value, atol=1e-3, err_msg=key)

@@ -88,11 +88,10 @@ def prepare(model, spm_model_file: str | os.PathLike, max_seq_length: int,
     check_length(model, max_seq_length)
     tokenizer = AlbertGraphTokenizer(tf.saved_model.Asset(os.fspath(spm_model_file)), do_lower_case=do_lower_case)
     vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
-    if vocab_size is not None and tokenizer.vocab_size > vocab_size:
-        raise ValueError(
-            f"the SentencePiece model {spm_model_file} has {tokenizer.vocab_size} pieces, more than the "
-            f"model's vocab_size ({vocab_size})"
-        )
+    if vocab_size is not None:
+        from albert_tf.presets.folder import check_pieces
+
+        check_pieces(spm_model_file, tokenizer.vocab_size, vocab_size)
     return tokenizer
 
 

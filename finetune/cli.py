@@ -304,6 +304,7 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
         strategy = strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
 
     from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.presets import folder as preset_folder
     from albert_tf.presets import loader as initialization
     from albert_tf.presets.checkpoints import keep_run_vocabulary
     from finetune import trainer
@@ -320,9 +321,7 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
     if not spm_model_file:
         raise app.UsageError("--spm_model_file is required (the vocabulary the model was pretrained with)")
     tokenizer = AlbertTokenizer(spm_model_file)
-    if tokenizer.vocab_size > config.vocab_size:
-        raise ValueError(f"{spm_model_file} has {tokenizer.vocab_size} pieces but the model's vocab_size is "
-                         f"{config.vocab_size}: ids beyond the embedding table")
+    preset_folder.check_pieces(spm_model_file, tokenizer.vocab_size, config.vocab_size)
     if F.init_checkpoint:
         initialization.check_vocab_size(F.init_checkpoint, tokenizer.vocab_size, f"--spm_model_file {spm_model_file}")
     print(f"encoder: {source.describe()}", flush=True)  # which source --init_checkpoint named, or the run folder

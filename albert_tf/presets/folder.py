@@ -136,6 +136,14 @@ def task_arguments(folder: str | os.PathLike, class_name: str, kwargs: dict, req
     return kwargs, False
 
 
+def check_pieces(spm_model_file: str | os.PathLike, pieces: int, vocab_size: int) -> None:
+    """A vocabulary against the embedding table it indexes: every id must have a row. The one
+    check of it (conversion, presets, fine-tuning, export)."""
+    if pieces > vocab_size:
+        raise UserError(f"the SentencePiece model {spm_model_file} has {pieces} pieces, more than the model's "
+                        f"vocab_size ({vocab_size})")
+
+
 def check_vocabulary(spm_model_file: str | os.PathLike, config: AlbertConfig):
     """The tokenizer of `spm_model_file`; an error unless it is an ALBERT SentencePiece model whose
     ids all index the embedding table."""
@@ -144,11 +152,7 @@ def check_vocabulary(spm_model_file: str | os.PathLike, config: AlbertConfig):
     if not os.path.isfile(spm_model_file):
         raise FileNotFoundError(f"SentencePiece model {spm_model_file} not found")
     tokenizer = AlbertTokenizer(os.fspath(spm_model_file))
-    if tokenizer.vocab_size > config.vocab_size:
-        raise ValueError(
-            f"{spm_model_file} has {tokenizer.vocab_size} pieces but the config's vocab_size is "
-            f"{config.vocab_size}: ids beyond the embedding table"
-        )
+    check_pieces(spm_model_file, tokenizer.vocab_size, config.vocab_size)
     return tokenizer
 
 

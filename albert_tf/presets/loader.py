@@ -38,7 +38,8 @@ from albert_tf.convert import TF1_CHECKPOINT, TF1_VOCAB, read_tf1_checkpoint
 from albert_tf.presets import folder as preset_folder
 from albert_tf.presets.checkpoints import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
 from albert_tf.presets.weights import ENCODER_PREFIX, model_weights
-from albert_tf.presets.sources import is_remote, resolve
+from albert_tf.files import is_url
+from albert_tf.presets.sources import resolve
 
 # The word-embedding table's path below the encoder, in checkpoints and SavedModels alike.
 WORD_EMBEDDINGS = "embeddings/word_embeddings/embeddings"
@@ -102,7 +103,7 @@ def names_preset(path: str) -> bool:
     or folder of this machine."""
     from albert_tf.presets.registry import RELEASES
 
-    return is_remote(path) or (path in RELEASES and not os.path.exists(path))
+    return is_url(path) or path in RELEASES
 
 
 def _folder(path: str) -> str:

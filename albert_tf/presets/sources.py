@@ -3,7 +3,8 @@
 A source is
 - a preset folder (config.json, model.weights.h5, spiece.model): used as it is;
 - a released checkpoint's name (`albert_base_v2`; `registry.RELEASES`): its tarball downloaded from
-  where the release's README links it;
+  where the release's README links it; always the release, even where a folder of that name is in
+  the working directory (given as a path, `./albert_base_v2`, that folder loads);
 - a URL of a tarball in the release's layout (http, https, gs:// or any scheme tf.io.gfile
   knows), with an optional `#sha256=<hex>` checked before anything is unpacked;
 - `hf://<org>/<repo>`: a Hugging Face Hub repository of an ALBERT (huggingface_hub, the `hf` extra);
@@ -27,33 +28,36 @@ import zlib
 
 from albert_tf.convert import TF1_CHECKPOINT, TF1_CONFIG, TF1_VOCAB, convert_hf, convert_tf1
 from albert_tf.errors import UserError, reason
+from albert_tf.files import is_url
 from albert_tf.presets import download, folder, registry
 
 HF_SCHEME = "hf://"
-
-
-def is_remote(source: str) -> bool:
-    return "://" in source
 
 
 def resolve(source: str | os.PathLike, progress: bool = True) -> str:
     """The local preset folder of `source` (see the module docstring), downloaded and converted into
     the cache where needed."""
     source = os.fspath(source)
-    if folder.is_preset(source):
-        return source
-    if not is_remote(source) and os.path.exists(source):
-        return _local_copy(source)
     if source in registry.RELEASES:
         release = registry.RELEASES[source]
+        if os.path.exists(source):
+            # A released name is always the release: a folder of that name here is taken only as a path.
+            from absl import logging
+
+            logging.warning("%s is a released name: loading the release, not the %s here (give ./%s to load "
+                            "that)", source, "folder" if os.path.isdir(source) else "file", source)
         if release.vocabulary != "sentencepiece":
             raise UserError(f"{source} has a {release.vocabulary} vocabulary ({release.url}); this package's "
                             "tokenizers read SentencePiece models only")
         return _cached(source, lambda target: _from_tarball(release.url, release.sha256, target, progress))
+    if folder.is_preset(source):
+        return source
+    if not is_url(source) and os.path.exists(source):
+        return _local_copy(source)
     if source.startswith(HF_SCHEME):
         repo = source[len(HF_SCHEME):].strip("/")
         return _cached("hf-" + repo.replace("/", "--"), lambda target: _from_hub(repo, target))
-    if is_remote(source):
+    if is_url(source):
         url, sha256 = download.split_checksum(source)
         return _cached(_url_key(url, sha256), lambda target: _from_tarball(url, sha256, target, progress))
     known = ", ".join(sorted(n for n, r in registry.RELEASES.items() if r.vocabulary == "sentencepiece"))
@@ -144,7 +148,7 @@ def _unpack(archive: str, into: str, source: str, max_bytes: int | None = None) 
                                     f"{TF1_CONFIG}, {TF1_VOCAB} and {TF1_CHECKPOINT}.*)")
                 total += member.size
                 if total > max_bytes:
-                    raise UserError(f"{source}: unpacks to more than {max_bytes >> 20} MB, far over any release")
+                    raise UserError(f"{source}: unpacks to more than {max_bytes} bytes, far over any release")
                 tar.extract(member, into, filter="data")  # no absolute paths, no links out, no devices
     except (tarfile.TarError, EOFError, zlib.error) as error:
         raise UserError(f"{source}: not a readable tar archive ({reason(error)})") from None

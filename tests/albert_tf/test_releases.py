@@ -325,3 +325,117 @@ def test_the_fine_tuning_tools_start_from_released_names(released, small_data_di
     trained = _encoder_values(model)
     for key, value in _encoder_values(release).items():
         np.testing.assert_allclose(trained[key], value, atol=1e-3, err_msg=key)
+
+
+# ---- every failure of a source is one line and leaves the cache clean ----------------------------
+
+
+def _cache_files(cache) -> list[str]:
+    return sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file() and p.suffix != ".lock")
+
+
+@pytest.fixture
+def own_cache(released, tmp_path, monkeypatch):
+    """The released names' server with a cache of this test's own."""
+    monkeypatch.setenv("ALBERT_TF_HOME", str(tmp_path / "cache"))
+    return released[0], tmp_path / "cache"
+
+
+def _retarred(tarball: bytes, change) -> bytes:
+    """The tarball with `change(members: dict[name, bytes]) -> dict` applied to its files."""
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for name, data in change(members).items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def _chinese(members: dict) -> dict:
+    """albert_base_zh's layout: vocab_chinese.txt (WordPiece), no SentencePiece model."""
+    kept = {k: v for k, v in members.items() if not k.endswith(("30k-clean.model", "30k-clean.vocab"))}
+    return {**kept, "albert_base/vocab_chinese.txt": "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n的\n".encode()}
+
+
+@pytest.mark.faults
+def test_a_chinese_release_is_one_line_by_any_address(own_cache, tmp_path):
+    server, cache = own_cache
+    server.files["/albert_models/albert_base_zh.tar.gz"] = _retarred(
+        server.files["/albert_models/albert_base_v1.tar.gz"], _chinese)
+    url = server.url("albert_base_zh")
+    want = ("albert_base/vocab_chinese.txt is a WordPiece vocabulary and there is no 30k-clean.model; this package's "
+            "tokenizers read SentencePiece models only")
+    with pytest.raises(UserError) as raised:
+        AlbertEncoder.from_preset(url)
+    assert str(raised.value) == f"{url}: {want}; the download was removed, rerun to download it again"
+    assert raised.value.exit_code == 1
+    local = tmp_path / "albert_base_zh.tar.gz"
+    local.write_bytes(server.files["/albert_models/albert_base_zh.tar.gz"])
+    with pytest.raises(UserError) as raised:
+        AlbertEncoder.from_preset(str(local))
+    assert str(raised.value) == f"{local}: {want}"
+    with pytest.raises(UserError, match="^albert_base_zh has a wordpiece vocabulary"):
+        AlbertEncoder.from_preset("albert_base_zh")
+    assert _cache_files(cache) == []
+
+
+@pytest.mark.faults
+def test_a_download_that_fails_after_unpacking_is_fetched_again(own_cache):
+    server, cache = own_cache
+    good = server.files["/albert_models/albert_large_v2.tar.gz"]
+    server.files["/albert_models/albert_large_v2.tar.gz"] = _retarred(
+        good, lambda m: {**m, "albert_large/albert_config.json": b'{"hidden_size": 16,'})
+    with pytest.raises(UserError) as raised:
+        AlbertEncoder.from_preset("albert_large_v2")
+    assert str(raised.value).startswith(f"{server.url('albert_large_v2')}: albert_large/albert_config.json: not "
+                                        "valid JSON (")
+    assert str(raised.value).endswith("; the download was removed, rerun to download it again")
+    assert "\n" not in str(raised.value) and _cache_files(cache) == []
+    server.files["/albert_models/albert_large_v2.tar.gz"] = good  # the server is fixed: a rerun fetches it
+    before = server.count("albert_large_v2.tar.gz")
+    assert AlbertEncoder.from_preset("albert_large_v2").config == AlbertEncoder.from_preset(
+        "albert_large_v2").config
+    assert server.count("albert_large_v2.tar.gz") == before + 1
+    # A cached preset that went corrupt is named with the folder to delete.
+    cached = cache / "presets" / "albert_large_v2"
+    (cached / folder.WEIGHTS).write_bytes(b"truncated")
+    with pytest.raises(UserError, match=f"the cached preset is corrupt: delete {cached} and load again"):
+        AlbertEncoder.from_preset("albert_large_v2")
+
+
+@pytest.mark.faults
+def test_a_tarball_with_other_files_or_too_large_is_refused_before_unpacking_them(own_cache, monkeypatch):
+    from albert_tf.presets import sources
+
+    server, cache = own_cache
+    good = server.files["/albert_models/albert_base_v2.tar.gz"]
+    server.files["/albert_models/extra.tar.gz"] = _retarred(good, lambda m: {**m, "albert_base/../../evil.sh": b"x"})
+    with pytest.raises(UserError) as raised:
+        AlbertEncoder.from_preset(server.url("extra"))
+    assert str(raised.value).startswith(f"{server.url('extra')}: albert_base/../../evil.sh is not a file of a "
+                                        "release")
+    monkeypatch.setattr(sources, "MAX_UNPACKED_BYTES", 4096)  # as a bomb unpacks to more than any release
+    with pytest.raises(UserError, match=r"unpacks to more than 4096 bytes, far over any release; the download was "
+                                         r"removed"):
+        AlbertEncoder.from_preset(server.url("albert_base_v2"))
+    assert _cache_files(cache) == []
+
+
+def test_a_released_name_is_the_release_even_beside_a_folder_of_that_name(own_cache, tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    mine = AlbertEncoder(AlbertEncoder.from_preset("albert_base_v2").config)
+    mine.build()
+    mine.save_to_preset(tmp_path / "albert_base_v2", TINY_VOCAB)
+    with caplog.at_level("WARNING"):
+        release = AlbertEncoder.from_preset("albert_base_v2")
+    assert "albert_base_v2 is a released name: loading the release, not the folder here (give ./albert_base_v2 " \
+           "to load that)" in caplog.text
+    local = AlbertEncoder.from_preset("./albert_base_v2")
+    np.testing.assert_array_equal(local.weights[0].numpy(), mine.weights[0].numpy())
+    assert not np.array_equal(release.weights[0].numpy(), mine.weights[0].numpy())

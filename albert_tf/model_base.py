@@ -77,9 +77,9 @@ class AlbertConfigModel(BackboneAlias, keras.Model):
         The encoder loads from any preset (a pretrainer's, a classifier's); a task model's heads load
         from a preset of its own class, and are new otherwise (refused for the pretrainer).
         """
-        from albert_tf.presets.loader import load_model
+        from albert_tf.presets.loader import model_from_preset
 
-        return load_model(cls, preset, cls.preset_heads_required, **kwargs)
+        return model_from_preset(cls, preset, cls.preset_heads_required, **kwargs)
 
     def save_to_preset(self, preset_dir, spm_model_file) -> str:
         """Writes this model as a preset folder (new or empty) with the vocabulary `spm_model_file`."""

@@ -237,7 +237,7 @@ def required_arguments(model_class) -> tuple[str, ...]:
                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
-def load_model(model_class, folder: str | os.PathLike, heads_required: bool, **kwargs):
+def model_from_folder(model_class, folder: str | os.PathLike, heads_required: bool, **kwargs):
     """`model_class` of the preset's config with the preset's weights: the encoder always, the heads
     by the task rule (`task_arguments`)."""
     folder = os.fspath(folder)

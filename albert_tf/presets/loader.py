@@ -1,6 +1,6 @@
 """The one loader: a model's weights from every source the package knows, for every entry point.
 
-`load_model(cls, source)` is what every model class's `from_preset` calls: a preset (a folder, a
+`model_from_preset(cls, source)` is what every model class's `from_preset` calls: a preset (a folder, a
 released name, a URL, hf://: `albert_tf.presets.sources.resolve`) -> the model with its weights.
 
 `find_source` looks at what `--init_checkpoint` (or `--preset`) of a tool names and says which kind it is:
@@ -88,10 +88,10 @@ def is_saved_model(path: str) -> bool:
     return tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "saved_model.pb"))
 
 
-def load_model(model_class, source, heads_required: bool = False, **kwargs):
+def model_from_preset(model_class, source, heads_required: bool = False, **kwargs):
     """`model_class` (an `AlbertConfigModel`) with the weights of a preset, named as `resolve` takes
-    it; see `albert_tf.presets.folder.load_model` for which part loads."""
-    return preset_folder.load_model(model_class, resolve(source), heads_required, **kwargs)
+    it; see `albert_tf.presets.folder.model_from_folder` for which part loads."""
+    return preset_folder.model_from_folder(model_class, resolve(source), heads_required, **kwargs)
 
 
 def is_preset(path: str) -> bool:
@@ -251,26 +251,14 @@ def check_vocab_size(init_checkpoint: str, vocab_size: int, source: str):
 def load_encoder_saved_model(encoder, path: str):
     """Copies the weights of an `albert_tf.export` SavedModel of an encoder, pretrainer or task
     model into `encoder`, matching variables by their path below the encoder; all must be there,
-    same shape."""
+    same shape (`weights.assign`, the one check of weights against a model)."""
+    from albert_tf.presets import weights
+
     loaded = {_encoder_key(v.name): v for v in load_saved_model(path).variables}
-    problems = []
-    pairs = []
-    prefix = encoder.weights[0].path.split("/")[0] + "/"
-    for variable in encoder.weights:
-        key = variable.path[len(prefix):] if variable.path.startswith(prefix) else variable.path
-        key = key[len("encoder/"):] if key.startswith("encoder/") else key
-        source = loaded.get(key)
-        if source is None:
-            problems.append(f"{key} is missing")
-        elif list(source.shape) != list(variable.shape):
-            problems.append(f"{key} has shape {list(source.shape)} there, {list(variable.shape)} here")
-        else:
-            pairs.append((variable, source))
-    if problems:
-        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
-        raise ValueError(f"init_checkpoint {path} (a SavedModel) does not match the model: {shown}")
-    for variable, source in pairs:
-        variable.assign(source)
+    variables = weights.split(encoder)[0]
+    # The SavedModel may hold heads beside the encoder: only the encoder's variables are compared.
+    tensors = {key: loaded[key].numpy() for key in variables if key in loaded}
+    weights.assign(variables, tensors, f"init_checkpoint {path} (a SavedModel)")
 
 
 def _load_tf1(encoder, path: str) -> str:

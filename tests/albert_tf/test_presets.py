@@ -379,6 +379,13 @@ def test_an_export_carries_its_config_and_fine_tuning_needs_no_other_flag(tmp_pa
     source = loader.find_source(str(export_dir))  # no albert_config_file
     assert (source.kind, source.config) == ("saved_model", CONFIG)
     assert source.spm_model_file.endswith(".model")
+    classifier = AlbertClassifier(CONFIG, num_labels=2)  # its encoder from the SavedModel
+    loader.initialize_encoder(classifier, init_checkpoint=str(export_dir))
+    for a, b in zip(classifier.encoder.weights, encoder.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with pytest.raises(ValueError, match=rf"^init_checkpoint {export_dir} \(a SavedModel\) does not match the model: "
+                                         r"missing group_2_inner_group_0/"):
+        loader.load_encoder_saved_model(AlbertEncoder(CONFIG.replace(num_hidden_groups=4)), str(export_dir))
 
 
 def test_the_registry_lists_every_release(capsys):

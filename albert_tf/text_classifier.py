@@ -32,6 +32,7 @@ from albert_tf.model_base import BackboneAlias
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.presets.folder import TEXT_CLASSIFIER_TASK as TASK_CLASS
 from albert_tf.text_preprocessor import AlbertTextPreprocessor
+from albert_tf.validation import check_positions
 
 _TOKENIZE_CHUNK = 1024  # strings tokenized per call of the in-graph preprocessor
 
@@ -147,9 +148,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
 
     @classmethod
     def _build(cls, config, vocab, num_classes, sequence_length, dropout_rate, labels=None, **kwargs):
-        if sequence_length > config.max_position_embeddings:
-            raise ValueError(f"sequence_length {sequence_length} exceeds the model's max_position_embeddings "
-                             f"({config.max_position_embeddings})")
+        check_positions(sequence_length, config.max_position_embeddings, "sequence_length")
         classifier = AlbertClassifier(config, num_classes, dropout_rate, dtype=kwargs.pop("dtype", None))
         model = cls(classifier, AlbertTextPreprocessor(vocab, sequence_length), labels=labels, **kwargs)
         model.build()

@@ -99,3 +99,25 @@ print(json.dumps(errors))
     assert [p.name for p in (cache / "presets").iterdir() if preset_folder.is_preset(p)] != []
     encoder.save_to_preset(saved, TINY_VOCAB)
     assert sorted(os.listdir(saved)) == ["config.json", "model.weights.h5", "spiece.model"]
+
+
+def test_a_full_disk_is_the_one_line_of_a_full_disk_naming_the_weights_file(tmp_path, monkeypatch):
+    """ENOSPC, which a write reports without the file's name: the path is put back."""
+    import contextlib
+    import errno
+
+    from albert_tf import files
+    from albert_tf.errors import one_line
+    from albert_tf.presets import weights
+
+    class Full:
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files, "atomic_open", lambda path, mode: contextlib.nullcontext(Full()))
+    path = tmp_path / "model.weights.h5"
+    with pytest.raises(OSError) as error:
+        weights.save(path, {"w": np.ones([4], np.float32)})
+    assert one_line(error.value) == (
+        f"no space left on the device writing {path}: free some space and rerun (finished work is kept)", 1)
+    assert list(tmp_path.iterdir()) == []

@@ -6,7 +6,9 @@ resumed run plots the whole run, not only its last part. One panel a kind of val
 (`loss`, `mlm_loss`, a split's `dev/loss`), the other metrics (`mlm_accuracy`, `sop_accuracy`,
 a task's `dev/accuracy`, `dev/f1`, ...) and the learning rate; counts and throughput are left to
 TensorBoard. Train values are the mean over the updates of each compiled loop, logged at its last
-step; eval values are whole evaluations.
+step; eval values are whole evaluations. A picture is never worth a failed run: an event file that
+cannot be read is left out, and a PNG that cannot be written is not written, each with a warning
+naming the file.
 
 Example:
     >>> plot_curves("runs/demo/model")
@@ -18,6 +20,9 @@ from __future__ import annotations
 import logging
 import os
 
+from absl import logging as absl_logging
+
+from albert_tf.errors import reason
 from albert_tf.files import atomic_open
 from albert_tf.summaries import read_scalars
 
@@ -75,6 +80,10 @@ def plot_curves(output_dir: str) -> str | None:
     axes[-1].set_xlabel("step")
     figure.suptitle(os.path.basename(os.path.normpath(output_dir)) or output_dir)
     path = os.path.join(output_dir, CURVES_FILE)
-    with atomic_open(path, "wb") as f:  # a gs:// folder too
-        figure.savefig(f, format="png")
+    try:
+        with atomic_open(path, "wb") as f:  # a gs:// folder too
+            figure.savefig(f, format="png")
+    except OSError as error:  # a full disk: the run's results come first
+        absl_logging.warning("%s was not written (%s)", path, error.strerror or reason(error))
+        return None
     return path

@@ -9,7 +9,6 @@ dataset is built, and each file's record count is checked again as it is read.
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import struct
 from typing import Sequence
@@ -21,6 +20,7 @@ from albert_tf.files import expand_patterns, tfrecord_compression
 from albert_tf.features import (
     EXAMPLE_WEIGHT,
     PRETRAINING_METADATA_FILE,
+    read_pretraining_metadata,
     pretraining_feature_spec,
     serialize_example,
 )
@@ -52,11 +52,7 @@ def check_complete(files: Sequence[str]) -> None:
         path = os.path.join(folder, METADATA_FILE)
         if not tf.io.gfile.exists(path):
             continue
-        try:
-            with tf.io.gfile.GFile(path) as f:
-                complete = json.load(f).get("complete")
-        except (ValueError, AttributeError, tf.errors.OpError) as error:
-            raise UserError(f"{path} is not readable JSON ({error}); is this folder data-prep output?") from None
+        complete = read_pretraining_metadata(path).get("complete")
         if complete is False:
             raise UserError(
                 f"{path} says the data-prep run that wrote these files did not finish (complete: false): "

@@ -42,6 +42,7 @@ import tensorflow as tf
 from albert_tf.features import classification_feature_spec, pretraining_feature_spec
 from albert_tf.graph_tokenizer import AlbertGraphTokenizer
 from albert_tf.length_buckets import bucket_lengths, check_bucket_lengths
+from albert_tf.validation import check_positions
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 SIGNATURES = ("serving_default", "serve_examples", "serve_text", "tokenize")
@@ -72,9 +73,7 @@ def check_length(model, max_seq_length: int):
     if not isinstance(max_seq_length, int) or max_seq_length < 4:
         raise ValueError(f"max_seq_length must be an integer >= 4 (room for [CLS] A [SEP] B [SEP]), "
                          f"got {max_seq_length!r}")
-    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-    if limit is not None and max_seq_length > limit:
-        raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings ({limit})")
+    check_positions(max_seq_length, getattr(getattr(model, "config", None), "max_position_embeddings", None))
     if not model.built:
         model.build()
 

@@ -23,6 +23,28 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 
+def read_pretraining_metadata(path: str) -> dict:
+    """The object of a `pretraining_data.json` (local or gs://...); a UserError naming the file when
+    it is not JSON, or not the object data prep writes."""
+    import json
+
+    from albert_tf.errors import UserError
+    from albert_tf.files import files_for
+
+    with files_for(path).open(path, "rb") as f:
+        raw = f.read()
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise UserError(f"{path}: not valid JSON: not UTF-8 ({error.reason} at byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise UserError(f"{path}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    if not isinstance(value, dict) or not isinstance(value.get("settings", {}), dict):
+        raise UserError(f"{path} holds {type(value).__name__ if not isinstance(value, dict) else 'settings that are not an object'}, "
+                        "not what albert-create-pretraining-data writes (an object of settings, counts and complete)")
+    return value
+
+
 def pretraining_feature_layout(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, tuple[str, int]]:
     """The pretraining record's features as (kind, length): "int64" or "float" lists."""
     require_positive_ints({"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq})

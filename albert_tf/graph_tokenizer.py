@@ -39,6 +39,22 @@ def _regex_class(ranges: list[tuple[int, int]]) -> str:
     return "[" + "".join(parts) + "]"
 
 
+def _lower(texts: tf.Tensor) -> tf.Tensor:
+    """Unicode lower case of a string tensor (any shape), every character kept.
+
+    `tf.strings.lower(..., encoding="utf-8")` ends a string at its first NUL, which Python's
+    `str.lower` keeps (and the release's SentencePiece then reads as `<unk>`): the parts between
+    NULs are lowered apart and joined again. A NUL is neither cased nor case-ignorable, so no
+    part's case depends on another's. (`reduce_join`'s separator is a C string, so each part
+    carries its NUL and the last one is cut off.)
+    """
+    parts = tf.strings.split(tf.reshape(texts, [-1]), "\x00")  # [N, None]
+    ended = parts.with_flat_values(tf.strings.lower(parts.flat_values, encoding="utf-8") + "\x00")
+    joined = tf.strings.reduce_join(ended, axis=1)
+    length = tf.strings.length(joined)
+    return tf.reshape(tf.strings.substr(joined, tf.zeros_like(length), length - 1), tf.shape(texts))
+
+
 class AlbertGraphTokenizer(tf.Module):
     """Tokenizes and packs batches of strings inside a TensorFlow graph.
 
@@ -114,7 +130,7 @@ class AlbertGraphTokenizer(tf.Module):
         texts = tf_text.normalize_utf8(texts, "NFKD")
         texts = tf.strings.regex_replace(texts, self._combining, "")
         if self.do_lower_case:
-            texts = tf.strings.lower(texts, encoding="utf-8")
+            texts = _lower(texts)
         return texts
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
@@ -151,7 +167,7 @@ class AlbertGraphTokenizer(tf.Module):
         counts = tf.strings.length(pieces, unit="UTF8_CHAR")  # normalised characters per character
         normalized = tf.strings.reduce_join(pieces, axis=1)
         if self.do_lower_case:
-            normalized = tf.strings.lower(normalized, encoding="utf-8")
+            normalized = _lower(normalized)
         # origin[b, j]: the original character of normalised character j.
         positions = tf.broadcast_to(tf.range(width, dtype=tf.int32)[None], tf.shape(dense))
         origin = tf.RaggedTensor.from_row_lengths(

@@ -258,7 +258,10 @@ def io_description(flatbuffer: bytes) -> dict:
 
 class LiteRTModel:
     """A LiteRT model called like the Keras one: a dict of int arrays in, a dict of float32 arrays
-    out. Inputs of batch B > 1 run one row at a time (the model's batch is 1).
+    out. Inputs of batch B > 1 run one row at a time (the model's batch is 1); a batch of 0 gives
+    empty outputs. Inputs of another length, and ids outside the vocabulary (negative ones, and
+    where the export's config.json is beside the model file, ids of vocab_size and above), are a
+    ValueError naming them, as the SavedModel refuses them.
 
     Example:
         >>> model = LiteRTModel("exported/model.tflite")
@@ -270,13 +273,43 @@ class LiteRTModel:
         self._runner = self.interpreter.get_signature_runner("serving_default")
         self.input_shape = [int(n) for n in self._runner.get_input_details()["input_ids"]["shape"]]
         self.input_names = [d["name"] for d in self.interpreter.get_input_details()]
+        self.vocab_size = None
+        if not isinstance(model, bytes):
+            from albert_tf.presets.folder import CONFIG
+
+            config = os.path.join(os.path.dirname(os.fspath(model)), CONFIG)
+            if os.path.isfile(config):
+                with open(config, encoding="utf-8") as f:
+                    self.vocab_size = json.load(f).get("vocab_size")
+
+    def _check(self, inputs: dict[str, np.ndarray]) -> bool:
+        """Whether the inputs are batched; a ValueError naming the input that does not fit."""
+        row = self.input_shape[1:]
+        batched = inputs["input_ids"].ndim == len(self.input_shape)
+        for name, value in inputs.items():
+            if list(value.shape[1:] if batched else value.shape) != row or value.shape != inputs["input_ids"].shape:
+                raise ValueError(f"the model takes {name} of shape {self.input_shape} (or [B, {', '.join(map(str, row))}] "
+                                 f"for B rows, or {row} for one), got {list(value.shape)}")
+        ids = inputs["input_ids"]
+        # The words of the encoder's own checks (AlbertEmbeddings), which the SavedModel raises.
+        for bad, rule in ((ids < 0, "input_ids must be >= 0"),
+                          (ids >= (self.vocab_size or np.iinfo(np.int32).max),
+                           f"input_ids must be < vocab_size ({self.vocab_size})")):
+            if bad.any():
+                where = tuple(int(i) for i in np.argwhere(bad)[0])
+                raise ValueError(f"{rule}: input_ids{list(where)} is {ids[where]}")
+        return batched
 
     def __call__(self, features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        rank = len(self.input_shape)
+        missing = [k for k in self.input_names if k not in features]
+        if missing:
+            raise ValueError(f"the model takes {', '.join(self.input_names)}; missing: {', '.join(missing)}")
         inputs = {k: np.asarray(features[k], np.int32) for k in self.input_names}
-        batched = inputs["input_ids"].ndim == rank
+        batched = self._check(inputs)
         if not batched:
             inputs = {k: v[None] for k, v in inputs.items()}
+        if len(inputs["input_ids"]) == 0:
+            return {k: np.zeros([0, *d["shape"][1:]], d["dtype"]) for k, d in self._runner.get_output_details().items()}
         rows = [self._runner(**{k: v[i: i + 1] for k, v in inputs.items()}) for i in range(len(inputs["input_ids"]))]
         outputs = {k: np.concatenate([row[k] for row in rows]) for k in rows[0]}
         return outputs if batched else {k: v[0] for k, v in outputs.items()}

@@ -18,9 +18,12 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
+from google.protobuf import message
 from tensorflow.core.framework import summary_pb2, types_pb2
 from tensorflow.core.util import event_pb2
 
+from albert_tf.errors import reason
 from albert_tf.tfrecord import read_records
 
 # TensorBoard's scalar plugin metadata, written by hand: tf.summary.scalar lives in the tensorboard
@@ -50,16 +53,18 @@ def read_scalars(folder: str) -> dict[str, list[tuple[int, float]]]:
     Read in the order they were written: a point at a step at or before the last one kept (a run
     resumed from an earlier checkpoint redoing the steps after it, an evaluation repeated at the
     same step) replaces the points from that step on, as TensorBoard drops a restarted run's
-    orphans. No folder, or no event file, gives {}.
+    orphans. No folder, or no event file, gives {}. An event file that cannot be read (damaged
+    inside, unreadable) is left out with a warning naming it: these are a record to look at,
+    never a reason to fail the run that reads them.
     """
     points = []  # (wall time, order read, tag, step, value)
     for path in sorted(tf.io.gfile.glob(os.path.join(folder, "events.out.tfevents.*"))):
-        # Read in Python (one event a scalar: a long run's thousands cost tf.data seconds), up to
-        # a record that a killed run left half-written.
-        with tf.io.gfile.GFile(path, "rb") as f:
-            records = read_records(f, cut_short_ok=True)
-        for record in records:
-            event = event_pb2.Event.FromString(record)
+        try:
+            events = _read_events(path)
+        except (ValueError, OSError, tf.errors.OpError, message.DecodeError) as error:
+            logging.warning("event file %s cannot be read (%s): its scalars are left out", path, reason(error))
+            continue
+        for event in events:
             for value in event.summary.value:
                 number = _scalar(value)
                 if number is not None:
@@ -71,6 +76,13 @@ def read_scalars(folder: str) -> dict[str, list[tuple[int, float]]]:
             kept = series[tag] = {s: v for s, v in kept.items() if s < step}
         kept[step] = number
     return {tag: sorted(kept.items()) for tag, kept in series.items()}
+
+
+def _read_events(path: str) -> list:
+    # Read in Python (one event a scalar: a long run's thousands cost tf.data seconds), up to a
+    # record that a killed run left half-written.
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return [event_pb2.Event.FromString(record) for record in read_records(f, cut_short_ok=True)]
 
 
 def _scalar(value) -> float | None:

@@ -27,16 +27,41 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.errors import UserError
 from albert_tf.model_base import BackboneAlias
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.presets.folder import TEXT_CLASSIFIER_TASK as TASK_CLASS
 from albert_tf.text_preprocessor import AlbertTextPreprocessor
+from albert_tf.validation import check_positions
 
 _TOKENIZE_CHUNK = 1024  # strings tokenized per call of the in-graph preprocessor
 
 
 def _is_pair(x) -> bool:
     return isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], str)
+
+
+def _class_names(labels, num_classes: int) -> list[str] | None:
+    """`labels` as a list of class names, one a class, or None; a ValueError naming both counts."""
+    if labels is None:
+        return None
+    if isinstance(labels, str):
+        labels = [labels]
+    names = [str(label) for label in labels]
+    if len(names) != num_classes:
+        raise UserError(f"{len(names)} labels for {num_classes} classes: give one name a class, in class-id order")
+    return names
+
+
+def _texts(x, name: str) -> np.ndarray:
+    """A list of strings as a numpy array of str; anything else in it (None, a number, bytes) is an
+    error naming its place: `str(None)` would be classified as the text "None"."""
+    texts = list(x)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise UserError(f"{name}[{index}] is {text!r} ({type(text).__name__}), not a string: "
+                            "AlbertTextClassifier reads texts (str)")
+    return np.asarray(texts, dtype=object).astype(str)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -56,9 +81,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
         self.classifier = classifier
         self.preprocessor = preprocessor
         # The class names (for export and conversion), in class-id order; None: unnamed.
-        self.labels = None if labels is None else [str(label) for label in labels]
-        if self.labels is not None and len(self.labels) != classifier.num_labels:
-            raise ValueError(f"{len(self.labels)} labels for {classifier.num_labels} classes")
+        self.labels = _class_names(labels, classifier.num_labels)
 
     def _backbone_encoder(self):
         return self.classifier.encoder
@@ -123,9 +146,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
 
     @classmethod
     def _build(cls, config, vocab, num_classes, sequence_length, dropout_rate, labels=None, **kwargs):
-        if sequence_length > config.max_position_embeddings:
-            raise ValueError(f"sequence_length {sequence_length} exceeds the model's max_position_embeddings "
-                             f"({config.max_position_embeddings})")
+        check_positions(sequence_length, config.max_position_embeddings, "sequence_length")
         classifier = AlbertClassifier(config, num_classes, dropout_rate, dtype=kwargs.pop("dtype", None))
         model = cls(classifier, AlbertTextPreprocessor(vocab, sequence_length), labels=labels, **kwargs)
         model.build()
@@ -167,8 +188,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
                 return features if len(element) == 1 else (features, *element[1:])
 
             return x.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
-        texts = tuple(np.asarray(t, dtype=object).astype(str) for t in x) if _is_pair(x) else \
-            np.asarray(x, dtype=object).astype(str)
+        texts, y = self._checked(x, y)
         size = len(texts[0]) if _is_pair(x) else len(texts)
         chunks = []
         for begin in range(0, size, _TOKENIZE_CHUNK):
@@ -180,6 +200,42 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
         if shuffle:
             dataset = dataset.shuffle(size, seed=seed, reshuffle_each_iteration=True)
         return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+    def _checked(self, x, y):
+        """Texts as numpy arrays of str (a pair: two of one length) and labels as an array, checked.
+
+        A lone string is a batch of one, as keras-hub's preprocessors take one unbatched string
+        (`predict("A gem.")` gives logits [1, C]); its label may be a lone number too. Labels of a
+        classifier are class ids (integers, floats only if whole) below `num_classes`.
+        """
+        if isinstance(x, str):
+            x, y = [x], (None if y is None else np.reshape(y, [-1]))
+        if _is_pair(x):
+            texts = (_texts(x[0], "x[0]"), _texts(x[1], "x[1]"))
+            if len(texts[0]) != len(texts[1]):
+                raise UserError(f"the pair x holds {len(texts[0])} first texts and {len(texts[1])} second ones")
+        else:
+            texts = _texts(x, "x")
+        size = len(texts[0]) if _is_pair(x) else len(texts)
+        if y is None:
+            return texts, None
+        if size == 0:
+            raise UserError("x holds no text: nothing to train or evaluate on")
+        labels = np.asarray(y)
+        if labels.ndim != 1 or len(labels) != size:
+            raise UserError(f"y holds {labels.size} labels (shape {list(labels.shape)}) for {size} texts: "
+                            "give one label a text")
+        if self.num_classes == 1:
+            if labels.dtype.kind not in "biuf":
+                raise UserError(f"y holds {labels.dtype} values: a regressor's labels are numbers")
+            return texts, labels.astype(np.float32)
+        whole = labels.dtype.kind in "iu" or (labels.dtype.kind == "f" and np.all(np.mod(labels, 1) == 0))
+        bad = np.flatnonzero((labels < 0) | (labels >= self.num_classes) | (np.mod(labels, 1) != 0)) if \
+            labels.dtype.kind in "iuf" else [0]
+        if not whole or len(bad):
+            raise UserError(f"y[{bad[0]}] is {labels[bad[0]].item()!r}: a classifier's labels are class ids, the "
+                            f"integers 0 to {self.num_classes - 1}")
+        return texts, labels.astype(np.int32)
 
     def fit(self, x=None, y=None, batch_size=32, shuffle=True, seed=None, validation_data=None, **kwargs):
         """`keras.Model.fit` on raw strings [N] (or a pair of [N] string lists) and labels [N]."""
@@ -193,7 +249,12 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
         return super().evaluate(self._dataset(x, y, batch_size), **kwargs)
 
     def predict(self, x, batch_size=32, **kwargs):
-        """Logits [N, num_classes] of raw strings (or a pair of string lists)."""
+        """Logits [N, num_classes] of raw strings (or a pair of string lists); a lone string is a
+        batch of one, and no text gives [0, num_classes]."""
+        if not isinstance(x, tf.data.Dataset):
+            texts, _ = self._checked(x, None)
+            if len(texts[0] if _is_pair(x) else texts) == 0:
+                return np.zeros([0, self.num_classes], np.float32)
         return super().predict(self._dataset(x, batch_size=batch_size), **kwargs)
 
     # ---- serving -----------------------------------------------------------------------------
@@ -204,8 +265,8 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
         `labels`, name the classes); a regressor returns its `score`."""
         from albert_tf.export import export_saved_model
 
-        labels = labels if labels is not None else self.labels
-        names = None if labels is None else tf.constant(list(labels))
+        labels = _class_names(labels, self.num_classes) if labels is not None else self.labels
+        names = None if labels is None else tf.constant(labels)
         classifier = self.classifier
 
         def outputs_fn(inputs, training):

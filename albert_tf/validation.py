@@ -5,6 +5,15 @@ from __future__ import annotations
 from typing import Mapping
 
 
+def check_positions(max_seq_length: int, max_position_embeddings: int | None, flag: str = "--max_seq_length") -> None:
+    """Refuses a sequence length over the model's positions: a FlagError (exit code 2) naming `flag`."""
+    if max_position_embeddings is not None and max_seq_length > max_position_embeddings:
+        from albert_tf.errors import FlagError
+
+        raise FlagError(f"{flag} {max_seq_length} exceeds the model's max_position_embeddings "
+                        f"({max_position_embeddings})")
+
+
 def require_positive_ints(values: Mapping[str, object], owner: str = "") -> None:
     """Raises ValueError naming the first value that is not a positive integer.
 

@@ -321,8 +321,8 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
     settings = config.settings()
     is_local = "://" not in output_dir
     if is_local:
-        os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)
         saved = local.check_output_dir(output_dir, settings, config)
+        os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)  # after the check: a refused run adds nothing
         local._remove_incomplete(output_dir)
         done = local._complete_shards(output_dir, config)
     else:

@@ -25,8 +25,10 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
+from absl import logging
+
 from albert_tf.errors import one_line
-from albert_tf.features import PRETRAINING_METADATA_FILE
+from albert_tf.features import PRETRAINING_METADATA_FILE, read_pretraining_metadata
 from albert_tf.files import (
     PartialFile,
     compression_suffix,
@@ -142,6 +144,7 @@ class _ShardWriter:
             "shard": os.path.basename(self.path),
             **self.generator.stats.to_dict(),
             "input": input_stats.to_dict(),
+            "bytes": os.path.getsize(self._out.partial),  # a rerun checks the shard it keeps against it
         }
         write_json(self.stats_path, record)  # before the shard: a shard without counts is redone
         self._out.commit()
@@ -254,8 +257,7 @@ def check_output_dir(output_dir: str, settings: dict, config: GenerationConfig) 
     )
     metadata = None
     if os.path.exists(metadata_path):
-        with open(metadata_path) as f:
-            metadata = json.load(f)
+        metadata = read_pretraining_metadata(metadata_path)
     if not shards and metadata is None:
         return None
     if metadata is None:
@@ -296,14 +298,24 @@ def _input_change(saved: dict, settings: dict) -> str:
     return f"{new['path']} changed since: sha256 {digest} there, {new['sha256'][:12]} now"
 
 
-def _complete_shards(output_dir: str, config: GenerationConfig) -> dict[int, dict]:
+def _complete_shards(output_dir: str, config: GenerationConfig, warn: bool = False) -> dict[int, dict]:
+    """The shards that are complete, by index: their file and counts are there, and the file has the
+    size its counts recorded (a shard cut short or changed since is made again; `warn` says so)."""
     complete = {}
     for index in range(config.num_output_shards):
         name = config.shard_name(index)
-        stats_path = os.path.join(output_dir, STATS_DIR, name + ".json")
-        if os.path.exists(os.path.join(output_dir, name)) and os.path.exists(stats_path):
-            with open(stats_path) as f:
-                complete[index] = json.load(f)
+        path, stats_path = os.path.join(output_dir, name), os.path.join(output_dir, STATS_DIR, name + ".json")
+        if not (os.path.exists(path) and os.path.exists(stats_path)):
+            continue
+        with open(stats_path) as f:
+            record = json.load(f)
+        size = os.path.getsize(path)
+        if record.get("bytes", size) != size:
+            if warn:
+                logging.warning("%s is %s bytes, %s when it was made (cut short or changed since): making it again",
+                                path, f"{size:,}", f"{record['bytes']:,}")
+            continue
+        complete[index] = record
     return complete
 
 
@@ -322,15 +334,16 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
         raise ValueError(f"num_workers must be positive, got {num_workers}")
     prepare_output_dir(output_dir)
     settings = config.settings()
-    os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)
     metadata = check_output_dir(output_dir, settings, config)
+    os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)  # after the check: a refused run adds nothing
     created_metadata = metadata is None
     metadata_path = os.path.join(output_dir, METADATA_FILE)
     _remove_incomplete(output_dir)
     if created_metadata:
         write_json(metadata_path, {"settings": settings, "complete": False})
 
-    pending = [i for i in range(config.num_output_shards) if i not in _complete_shards(output_dir, config)]
+    complete = _complete_shards(output_dir, config, warn=True)
+    pending = [i for i in range(config.num_output_shards) if i not in complete]
     started = time.monotonic()
     try:
         if pending:

@@ -36,6 +36,7 @@ from albert_tf import training
 from albert_tf.config import AlbertConfig
 from albert_tf.features import EXAMPLE_WEIGHT
 from albert_tf.files import write_json
+from albert_tf.validation import check_positions
 from finetune import inputs
 from finetune.cache import CachedFeatures
 from finetune.task import FinetuningTask
@@ -96,9 +97,7 @@ class Finetuning(training.TrainingLoop):
     """One fine-tuning run of `task`'s model on the training loop, with prediction."""
 
     def __init__(self, config: AlbertConfig, task: FinetuningTask, options: FinetuneOptions, strategy=None):
-        if options.max_seq_length > config.max_position_embeddings:
-            raise ValueError(f"max_seq_length {options.max_seq_length} exceeds the model's "
-                             f"max_position_embeddings ({config.max_position_embeddings})")
+        check_positions(options.max_seq_length, config.max_position_embeddings)
         self.task = task
         super().__init__(config, options, strategy, optimizer_name="adamw")
         self._forward = tf.function(self._forward_impl, jit_compile=options.jit_compile)

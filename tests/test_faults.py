@@ -311,6 +311,11 @@ def test_squad_serve_text_answers_empty_contexts_and_batches_and_refuses_a_misma
         assert out[key].numpy().tolist()[2] == pytest.approx(value.numpy().tolist()[0], abs=1e-5), key
     if version_2:
         assert out["no_answer_probability"].numpy()[:2].tolist() == [1.0, 1.0]
+    # Issue 40 item 1: a context starting with NUL was served as an empty one.
+    nul = serve(question=tf.constant(["Where?"]), context=tf.constant(["\x00The cat sat."]))
+    assert 0 <= nul["char_start"].numpy()[0] < nul["char_end"].numpy()[0] <= 13
+    if version_2:
+        assert nul["no_answer_probability"].numpy()[0] < 1.0
     none = serve(question=tf.constant([], tf.string), context=tf.constant([], tf.string))
     assert {k: tuple(v.shape) for k, v in none.items()} == {k: (0, *out[k].shape[1:]) for k in out}  # [0] and [0, k]
     assert "SQuAD serve_text got 2 questions and 1 contexts: give one context for each question" in _serve_error(

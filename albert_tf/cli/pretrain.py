@@ -14,7 +14,6 @@ line sums the run up: its metrics, where it started (fresh, or resumed from whic
 which step), the curves and the export.
 """
 
-import json
 import os
 
 from absl import flags
@@ -105,7 +104,7 @@ def load_config():
 def record_lengths() -> tuple[int, int]:
     """--max_seq_length and --max_predictions_per_seq, each read from the records' own
     pretraining_data.json (written by albert-create-pretraining-data) when not given."""
-    from albert_tf.features import PRETRAINING_METADATA_FILE
+    from albert_tf.features import PRETRAINING_METADATA_FILE, read_pretraining_metadata
 
     given = {"max_seq_length": FLAGS.max_seq_length, "max_predictions_per_seq": FLAGS.max_predictions_per_seq}
     if None not in given.values():
@@ -118,8 +117,7 @@ def record_lengths() -> tuple[int, int]:
         missing = [f"--{name}" for name, value in given.items() if value is None]
         raise FlagError(f"give {' and '.join(missing)}: no {PRETRAINING_METADATA_FILE} beside the records of "
                         f"--input_file={FLAGS.input_file} to read it from")
-    with open(metadata) as f:
-        settings = json.load(f)["settings"]
+    settings = read_pretraining_metadata(metadata)["settings"]
     return tuple(settings[name] if value is None else value for name, value in given.items())
 
 

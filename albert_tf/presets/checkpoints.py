@@ -35,6 +35,11 @@ def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
     """
     prepare_output_dir(output_dir, create=write)  # a file, or not writable: one line naming the flag
     path = os.path.join(output_dir, CONFIG_FILE)
+    orphans = sorted(os.path.basename(p) for p in tf.io.gfile.glob(os.path.join(output_dir, "ckpt-*.index")))
+    if orphans and not tf.train.latest_checkpoint(output_dir):
+        logging.warning("%s holds checkpoints (%s) but not their index file `checkpoint`: they are not resumed "
+                        "from; restore that file to resume, or delete them", output_dir,
+                        ", ".join(orphans[:3]) + (", ..." if len(orphans) > 3 else ""))
     if tf.io.gfile.exists(path) and tf.train.latest_checkpoint(output_dir):
         with tf.io.gfile.GFile(path) as f:
             saved = AlbertConfig.from_dict(json.load(f), source=path)

@@ -3,9 +3,11 @@
 The cache is `ALBERT_TF_HOME` (default `~/.cache/albert_tf`). A download is written to
 `<target>.download` and renamed once complete (and, where a sha256 was given, checked), so a killed
 download resumes where it stopped (an HTTP Range request) and a finished file is never partial. A
-lock file per target makes a second process wait for the first and then use its file. Network reads
-time out after `ALBERT_TF_TIMEOUT` seconds (default 20), so a dead network fails within seconds
-instead of hanging; `ALBERT_TF_OFFLINE=1` never touches the network.
+lock file per target makes a second process wait for the first (saying so once) and then use its
+file. A network that gives less than `MIN_BYTES` in `ALBERT_TF_TIMEOUT` seconds (default 20) fails,
+so a dead or dripping connection fails within seconds instead of hanging; the bar moves as bytes
+arrive. `ALBERT_TF_OFFLINE=1` never touches the network. A URL with a user name or password is
+refused, and the password is never printed.
 
 http(s) goes through urllib; any other scheme (gs://, ...) through tf.io.gfile.
 """
@@ -18,13 +20,15 @@ import hashlib
 import os
 import socket
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
 from albert_tf.errors import UserError, reason
 
-CHUNK = 1 << 20
+CHUNK = 1 << 16  # the most one read waits for: a slow connection still moves the bar
+MIN_BYTES = 1 << 16  # what a connection must give in ALBERT_TF_TIMEOUT seconds
 PARTIAL_SUFFIX = ".download"
 HINT = ("to use a local copy, pass its path instead: the tarball, its unpacked folder or a converted "
         "preset folder (docs/presets.md)")
@@ -40,7 +44,35 @@ def offline() -> bool:
 
 
 def timeout() -> float:
-    return float(os.environ.get("ALBERT_TF_TIMEOUT", "20"))
+    """ALBERT_TF_TIMEOUT in seconds (default 20): a positive number (0 would make sockets non-blocking)."""
+    value = os.environ.get("ALBERT_TF_TIMEOUT", "20")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = None
+    if seconds is None or not 0 < seconds < float("inf"):
+        raise UserError(f"ALBERT_TF_TIMEOUT={value!r} is not a number of seconds above 0 (unset, it is 20)",
+                        exit_code=2)
+    return seconds
+
+
+def without_password(url: str) -> str:
+    """`url` with its password (if any) shown as `***`."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def check_url(url: str) -> None:
+    """Refuses a URL with a user name or password: it would be kept in the cache's names and echoed in
+    messages, and urllib does not send it anyway."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        raise UserError(f"{without_password(url)}: a URL with a user name or password is not supported; "
+                        "download the file yourself and pass its path (the tarball, its unpacked folder or a "
+                        "converted preset folder)")
 
 
 def split_checksum(url: str) -> tuple[str, str | None]:
@@ -50,7 +82,7 @@ def split_checksum(url: str) -> tuple[str, str | None]:
         return url, None
     key, _, value = fragment.partition("=")
     if key != "sha256" or len(value) != 64 or any(c not in "0123456789abcdef" for c in value.lower()):
-        raise UserError(f"{url}: the part after '#' must be sha256=<64 hex digits>")
+        raise UserError(f"{without_password(url)}: the part after '#' must be sha256=<64 hex digits>")
     return base, value.lower()
 
 
@@ -72,7 +104,12 @@ def locked(path: str):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         handle = open(path, "a")
     with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another process to finish its download or conversion into the cache ({path})",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -90,6 +127,7 @@ def sha256_of(path: str) -> str:
 def fetch(url: str, target: str, sha256: str | None = None, progress: bool = True) -> str:
     """Downloads `url` to `target` unless it is there already; resumes a partial download; checks
     `sha256` before the file takes its name (a mismatch removes it). Call under `locked`."""
+    check_url(url)
     if os.path.isfile(target):
         return target
     if offline():
@@ -119,8 +157,8 @@ def fetch(url: str, target: str, sha256: str | None = None, progress: bool = Tru
 
 
 def _why(error: BaseException) -> str:
-    if isinstance(error, urllib.error.HTTPError):
-        return f"HTTP {error.code} {error.reason}"
+    if isinstance(error, urllib.error.HTTPError):  # a redirect loop's reason is three lines
+        return f"HTTP {error.code} {' '.join(str(error.reason).split())}"
     if isinstance(error, urllib.error.URLError):
         return reason(error.reason) if isinstance(error.reason, BaseException) else str(error.reason)
     if isinstance(error, socket.timeout):
@@ -173,9 +211,7 @@ def _fetch_http(url: str, partial: str, progress: bool) -> None:
         length = response.headers.get("Content-Length")
         total = have + int(length) if length is not None else None
         with _PartialFile(partial, have) as f, _bar(total, have, url, progress) as bar:
-            while chunk := response.read(CHUNK):
-                f.write(chunk)
-                bar.update(len(chunk))
+            _copy(response.read1, f, bar)
         if total is not None and os.path.getsize(partial) != total:
             raise ConnectionError(f"the connection closed after {os.path.getsize(partial)} of {total} bytes; "
                                   "rerun to resume")
@@ -190,6 +226,20 @@ def _fetch_gfile(url: str, partial: str, progress: bool) -> None:
             _bar(total, have, url, progress) as bar:
         if have:
             source.seek(have)
-        while chunk := source.read(CHUNK):
-            f.write(chunk)
-            bar.update(len(chunk))
+        _copy(source.read, f, bar)
+
+
+def _copy(read, file, bar) -> None:
+    """`read(CHUNK)` into `file` until the end; a connection giving less than MIN_BYTES in a window of
+    ALBERT_TF_TIMEOUT seconds fails (each read's own timeout never ends a drip of a byte at a time)."""
+    window = timeout()
+    started, got = time.monotonic(), 0
+    while chunk := read(CHUNK):
+        file.write(chunk)
+        bar.update(len(chunk))
+        got += len(chunk)
+        if got >= MIN_BYTES:
+            started, got = time.monotonic(), 0
+        elif time.monotonic() - started > window:
+            raise ConnectionError(f"less than {MIN_BYTES // 1024} KiB in {window:g} s: the connection is too slow or "
+                                  "stalled; rerun to resume (ALBERT_TF_TIMEOUT sets the seconds)")

@@ -160,18 +160,18 @@ def write(folder: str | os.PathLike, config: AlbertConfig, encoder: dict, spm_mo
           task: dict | None = None, task_weights: dict | None = None) -> str:
     """Writes a preset folder from tensors by name (`encoder`: below the encoder; `task_weights`:
     the task's others). `folder` must be new or empty."""
-    from albert_tf.files import prepare_output_dir, write_json
+    from albert_tf.files import locked_run_folder, prepare_output_dir, write_json
 
     folder = os.fspath(folder)
     prepare_output_dir(folder, create=False, empty=True)
     check_vocabulary(spm_model_file, config)
-    os.makedirs(folder, exist_ok=True)
-    weights_module.save(os.path.join(folder, WEIGHTS), encoder)
-    if task is not None:
-        weights_module.save(os.path.join(folder, TASK_WEIGHTS), task_weights or {})
-        write_json(os.path.join(folder, TASK_CONFIG), task)
-    shutil.copyfile(spm_model_file, os.path.join(folder, VOCAB))
-    write_json(os.path.join(folder, CONFIG), config.to_dict())  # last: a folder with it is complete
+    with locked_run_folder(folder):  # a write that fails (a full disk) leaves the folder as it was
+        weights_module.save(os.path.join(folder, WEIGHTS), encoder)
+        if task is not None:
+            weights_module.save(os.path.join(folder, TASK_WEIGHTS), task_weights or {})
+            write_json(os.path.join(folder, TASK_CONFIG), task)
+        shutil.copyfile(spm_model_file, os.path.join(folder, VOCAB))
+        write_json(os.path.join(folder, CONFIG), config.to_dict())  # last: a folder with it is complete
     return folder
 
 

@@ -56,15 +56,27 @@ def values(variables: dict) -> dict[str, np.ndarray]:
 
 
 def save(path: str | os.PathLike, tensors: dict[str, np.ndarray]) -> None:
-    """Writes tensors by name as one HDF5 file (written aside and renamed)."""
+    """Writes tensors by name as one HDF5 file (written aside and renamed).
+
+    The file is made in memory and written with Python's I/O. HDF5 writing to a full disk fails
+    in its caches, as RuntimeErrors h5py raises while closing, and then crashes the process; the
+    write of a finished image fails as an OSError that names the file (a full disk, a file size
+    limit), and nothing is left. The cost is one copy of the weights in memory while saving.
+    """
     import h5py
 
-    from albert_tf.files import atomic_path
+    from albert_tf.files import atomic_open
 
-    with atomic_path(path) as partial:
-        with h5py.File(partial, "w") as f:
-            for name in sorted(tensors):
-                f.create_dataset(name, data=np.asarray(tensors[name]))
+    with h5py.File(f"{os.fspath(path)}-{id(tensors)}", "w", driver="core", backing_store=False) as f:
+        for name in sorted(tensors):
+            f.create_dataset(name, data=np.asarray(tensors[name]))
+        f.flush()
+        image = f.id.get_file_image()
+    try:
+        with atomic_open(path, "wb") as out:
+            out.write(image)
+    except OSError as error:  # a write's error names no file
+        raise OSError(error.errno, error.strerror, os.fspath(path)) from None
 
 
 def read(path: str | os.PathLike) -> dict[str, np.ndarray]:

@@ -313,3 +313,23 @@ def test_records_compressed_as_gzip_are_read_under_either_gzip_suffix(tmp_path):
     expected = next(iter(pretraining_dataset(plain, batch_size=4, max_seq_length=PRETRAINING_SEQ,
                                              max_predictions_per_seq=PRETRAINING_PREDICTIONS, is_training=False)))
     np.testing.assert_array_equal(batch["input_ids"], expected["input_ids"])
+
+
+def test_checkpoints_without_their_index_file_are_named_in_one_warning(tmp_path, caplog):
+    """Issue 40: a run folder whose `checkpoint` file was lost (a partial copy) started again from
+    step 0 without a word."""
+    from albert_tf import pretraining
+    from albert_tf.presets import checkpoints
+
+    checkpoints.check_output_dir(str(tmp_path), TINY, write=True)
+    run = pretraining.Pretraining(TINY, pretraining_options(tmp_path))
+    run.save()
+    with caplog.at_level("WARNING"):
+        checkpoints.check_output_dir(str(tmp_path), TINY, write=True)
+    assert caplog.records == []  # with its index: resumed, no word
+    (tmp_path / "checkpoint").unlink()
+    with caplog.at_level("WARNING"):
+        checkpoints.check_output_dir(str(tmp_path), TINY, write=True)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path} holds checkpoints (ckpt-0.index) but not their index file `checkpoint`: they are not resumed "
+        "from; restore that file to resume, or delete them"]

@@ -3,6 +3,7 @@ run's redone steps replace the abandoned ones, a run without evaluation still pl
 is a PNG of a sensible size."""
 
 import struct
+import sys
 
 import pytest
 import tensorflow as tf
@@ -90,3 +91,60 @@ def test_an_event_file_cut_short_by_a_kill_gives_its_whole_records(tmp_path):
     (events,) = (tmp_path / "train").glob("events.out.tfevents.*")
     events.write_bytes(events.read_bytes()[:-3])  # the last record's footer half-written
     assert summaries.read_scalars(str(tmp_path / "train")) == {"loss": [(1, 2.0), (2, 1.5)]}
+
+
+def _damage(events):
+    """Flips a byte of the first record's length: its CRC then fails (`bad TFRecord length CRC`)."""
+    data = bytearray(events.read_bytes())
+    data[0] ^= 0xFF
+    events.write_bytes(bytes(data))
+
+
+@pytest.mark.faults
+def test_a_damaged_event_file_is_left_out_naming_it_and_the_run_ends_well(tmp_path, monkeypatch, capfd):
+    """Issue 40 item 3: a damaged event file of an earlier run failed every later run at its very end
+    (exit 1, `bad TFRecord length CRC`, no file named), after the training had been done."""
+    from absl import logging as absl_logging
+
+    from albert_tf.cli import entry_point, pretrain
+    from tests.albert_tf.tiny import TINY
+    from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, write_pretraining_records
+
+    out = tmp_path / "run"
+    _write(out, "train", {1: {"loss": 9.0}})  # an earlier run's record, then damaged
+    (events,) = (out / "train").glob("events.out.tfevents.*")
+    _damage(events)
+    config = tmp_path / "tiny.json"
+    TINY.to_json_file(config)
+    records = write_pretraining_records(tmp_path / "train.tfrecord", 8)
+    monkeypatch.setattr(sys, "argv", [
+        "albert-pretrain", f"--input_file={records}", f"--output_dir={out}", f"--albert_config_file={config}",
+        f"--max_seq_length={PRETRAINING_SEQ}", f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}",
+        "--train_batch_size=4", "--num_train_steps=2", "--nojit_compile", "--noprogress_bar"])
+    monkeypatch.setattr(entry_point, "_verbose_flag", [False])
+    monkeypatch.setattr(absl_logging.get_absl_handler().python_handler, "stream", sys.stderr)  # capfd's
+    with pytest.raises(SystemExit) as exited:
+        pretrain.run()
+    captured = capfd.readouterr()
+    assert exited.value.code in (None, 0), captured.err
+    warnings = [line for line in captured.err.splitlines() if "cannot be read" in line]
+    assert len(warnings) == 1 and warnings[0].endswith(
+        f"event file {events} cannot be read (bad TFRecord length CRC): its scalars are left out")
+    assert "step 2" in captured.out and f"curves {out / 'curves.png'}" in captured.out
+    assert _png_size(out / "curves.png")[0] > 0
+    assert summaries.read_scalars(str(out / "train"))["loss"][-1][0] == 2  # this run's points are drawn
+    assert events.exists()  # the record itself is left as it was
+
+
+@pytest.mark.faults
+def test_a_picture_that_cannot_be_written_is_a_warning(tmp_path, monkeypatch, caplog):
+    _write(tmp_path, "train", {1: {"loss": 2.0}})
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device", str(tmp_path / "curves.png"))
+
+    monkeypatch.setattr(curves, "atomic_open", full)
+    assert curves.plot_curves(str(tmp_path)) is None
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"{tmp_path / 'curves.png'} was not written (No space left on device)"]
+    assert not (tmp_path / "curves.png").exists()

@@ -112,3 +112,29 @@ def test_round_trips_through_a_saved_model_with_the_model_as_an_asset(tmp_path, 
 def test_refuses_bytes_that_are_not_a_model():
     with pytest.raises(ValueError, match="not a readable SentencePiece model"):
         AlbertGraphTokenizer(b"not a model")
+
+
+# Every C0 control and DEL, alone, between words, at each end and repeated. The release's
+# SentencePiece (nmt_nfkc) removes most of them, reads \t \n \v \f \r and \x1c-\x1f as spaces (as
+# str.split does before it), and keeps NUL, which no piece holds: an <unk>.
+CONTROL_TEXTS = [
+    text
+    for code in [*range(32), 127]
+    for c in [chr(code)]
+    for text in (c, f"A{c}B c{c}", f"{c}Hello World", f"x{c}{c}y", f"ΑΣ{c}b")
+] + ["a\x00 " + "a long text that follows the NUL " * 8, "\x00The Normans were the people of Normandy."]
+
+
+@pytest.mark.faults
+def test_c0_controls_and_nul_give_the_python_ids_and_offsets(tokenizers):
+    """Issue 40 item 1: tf.strings.lower ended a string at its first NUL, so `"a\\x00 <text>"` was
+    served as `"a"` and a context starting with NUL held no token."""
+    python_tokenizer, graph_tokenizer = tokenizers
+    texts = tf.constant(CONTROL_TEXTS)
+    assert graph_tokenizer.tokenize(texts).to_list() == python_tokenizer.encode_batch(CONTROL_TEXTS)
+    assert [t.decode() for t in graph_tokenizer.normalize(texts).numpy()] == [
+        python_tokenizer.normalize(t) for t in CONTROL_TEXTS]
+    ids, starts, ends = tf.function(graph_tokenizer.tokenize_with_offsets)(texts)
+    got = list(zip(ids.to_list(), starts.to_list(), ends.to_list()))
+    assert got == [tuple(python_tokenizer.encode_with_offsets(t)) for t in CONTROL_TEXTS]
+    assert len(got[-2][0]) > 30 and python_tokenizer.unk_id in got[-1][0]  # the text after NUL is read

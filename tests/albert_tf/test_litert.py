@@ -6,6 +6,7 @@ base in dynamic int8 fits in 14 MB."""
 import itertools
 import json
 import pathlib
+import re
 
 import keras
 import numpy as np
@@ -385,3 +386,33 @@ def test_squad_tools_dynamic_int8_gives_the_float_answers_on_200_dev_questions(d
     agreement = np.mean([int8_answers[e.qas_id] == float_answers[e.qas_id] for e in examples])
     print(f"dynamic int8: {agreement:.1%} of 200 answers the float model's")
     assert agreement >= 0.97, f"{agreement:.1%} of the answers agree"
+
+
+@pytest.mark.faults
+def test_litert_model_refuses_what_the_saved_model_refuses(tmp_path):
+    """Issue 40's LiteRT items: the wrong length was a reshape error, id -1 ran (the SavedModel
+    refuses it), and an empty batch was an IndexError."""
+    keras.utils.set_random_seed(0)
+    model = AlbertClassifier(CONFIG, num_labels=3)
+    model.build()
+    folder = pathlib.Path(litert.export_litert(model, tmp_path / "litert", TINY_VOCAB, SEQ))
+    lite = litert.LiteRTModel(folder / litert.MODEL_FILE)
+    features = _features([2, SEQ])
+    with pytest.raises(ValueError) as error:
+        lite({k: v[:, :8] for k, v in features.items()})
+    assert str(error.value) == f"the model takes input_ids of shape [1, {SEQ}] (or [B, {SEQ}] for B rows, or [{SEQ}] for one), got [2, 8]"
+    with pytest.raises(ValueError) as error:
+        lite({**features, "segment_ids": features["segment_ids"][:1]})
+    assert str(error.value).endswith("got [1, 16]") and str(error.value).startswith("the model takes segment_ids")
+    for bad, rule in ((-1, "input_ids must be >= 0"), (300, "input_ids must be < vocab_size (300)")):
+        ids = features["input_ids"].copy()
+        ids[1, 3] = bad
+        with pytest.raises(ValueError) as error:
+            lite({**features, "input_ids": ids})
+        assert str(error.value) == f"{rule}: input_ids[1, 3] is {bad}"
+        with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(rule)):  # the Keras model's (SavedModel's) rule
+            model({k: tf.constant(v) for k, v in {**features, "input_ids": ids}.items()})
+    empty = lite({k: v[:0] for k, v in features.items()})
+    assert {k: v.shape for k, v in empty.items()} == {"logits": (0, 3), "probability": (0, 3)}
+    assert lite({k: v[0] for k, v in features.items()})["logits"].shape == (3,)  # one unbatched row
+    assert litert.LiteRTModel((folder / litert.MODEL_FILE).read_bytes()).vocab_size is None

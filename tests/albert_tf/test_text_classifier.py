@@ -146,3 +146,43 @@ def test_class_names_are_kept_and_reach_hugging_faces_id2label(preset, tmp_path)
     assert renamed.labels == ["bad", "good"]
     with pytest.raises(ValueError, match="3 labels for 2 classes"):
         AlbertTextClassifier.from_preset(saved, labels=["a", "b", "c"])
+
+
+@pytest.mark.faults
+def test_wrong_input_from_python_is_one_clear_error(preset, tmp_path):
+    """Issue 40 item 6 and the Python API's poor items: export(labels=) of the wrong count served
+    until an unnamed class came up; [None, 1] was classified as the texts "None" and "1"; a label
+    0.5 was read as 0; a lone string and fit([], []) gave TensorFlow's internals."""
+    from albert_tf.errors import UserError
+
+    classifier = AlbertTextClassifier.from_preset(preset, num_classes=2, sequence_length=SEQ)
+    classifier.compile(jit_compile=False)
+    with pytest.raises(UserError) as error:
+        classifier.export(tmp_path / "export", labels=["bad", "good", "neutral"])
+    assert str(error.value) == "3 labels for 2 classes: give one name a class, in class-id order"
+    assert not (tmp_path / "export").exists()
+    with pytest.raises(UserError) as error:
+        classifier.predict([None, 1], verbose=0)
+    assert str(error.value) == "x[0] is None (NoneType), not a string: AlbertTextClassifier reads texts (str)"
+    with pytest.raises(UserError) as error:
+        classifier.predict((["a"], [b"b"]), verbose=0)
+    assert str(error.value) == "x[1][0] is b'b' (bytes), not a string: AlbertTextClassifier reads texts (str)"
+    with pytest.raises(UserError) as error:
+        classifier.fit(["A gem.", "Dull."], [1, 0.5], epochs=1, verbose=0)
+    assert str(error.value) == "y[1] is 0.5: a classifier's labels are class ids, the integers 0 to 1"
+    with pytest.raises(UserError) as error:
+        classifier.fit(["A gem.", "Dull."], [1, 2], epochs=1, verbose=0)
+    assert str(error.value) == "y[1] is 2: a classifier's labels are class ids, the integers 0 to 1"
+    with pytest.raises(UserError) as error:
+        classifier.fit(["A gem.", "Dull."], [1], epochs=1, verbose=0)
+    assert str(error.value) == "y holds 1 labels (shape [1]) for 2 texts: give one label a text"
+    with pytest.raises(UserError) as error:
+        classifier.fit([], [], epochs=1, verbose=0)
+    assert str(error.value) == "x holds no text: nothing to train or evaluate on"
+    # A lone string is a batch of one (keras-hub's preprocessors take one unbatched string); no text, no rows.
+    one = classifier.predict("What a delight.", verbose=0)
+    assert one.shape == (1, 2)
+    np.testing.assert_allclose(one, classifier.predict(["What a delight."], verbose=0), atol=1e-6, rtol=0)
+    assert classifier.predict([], verbose=0).shape == (0, 2)
+    history = classifier.fit("A gem.", 1.0, epochs=1, verbose=0)  # a whole float is a class id
+    assert len(history.history["loss"]) == 1

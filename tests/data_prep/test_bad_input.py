@@ -175,3 +175,47 @@ def test_a_read_only_output_dir_is_refused_before_the_input_is_read(spm_model):
         config = _config(top / "missing.txt", spm_model)  # never opened: the output_dir fails first
         assert as_another_user(lambda: run_generation(config, str(top / "out"), progress=False)) == (
             f"--output_dir {top / 'out'} is not writable (Permission denied)")
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("[]", "holds list, not what albert-create-pretraining-data writes (an object of settings, counts and complete)"),
+    ("{", ": not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
+])
+def test_a_description_that_is_not_an_object_is_named_and_nothing_is_added(content, problem, tmp_path, spm_model,
+                                                                         data_dir, capsys):
+    """Issue 40: `[]` gave a 29-34 line traceback and bad JSON named no file; the refused run left an
+    empty shard_stats/."""
+    from albert_tf.datasets import check_complete
+    from albert_tf.errors import UserError
+    from tests.helpers import run_create_pretraining_data
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / METADATA_FILE).write_text(content)
+    corpus = data_dir / "corpus" / "gutenberg" / "blake-poems.txt"
+    expected = f"{out / METADATA_FILE}{'' if problem.startswith(':') else ' '}{problem}"
+    code = run_create_pretraining_data([f"--input_file={corpus}", f"--output_dir={out}",
+                                        f"--spm_model_file={spm_model}", "--noprogress"])
+    assert (code, capsys.readouterr().err.splitlines()) == (1, [f"error: {expected}"])
+    assert _files(out) == [METADATA_FILE] and (out / METADATA_FILE).read_text() == content
+    with pytest.raises(UserError) as error:  # albert-pretrain reading records beside it
+        check_complete([str(out / "pretrain-00000-of-00001.tfrecord")])
+    assert str(error.value) == expected
+
+
+def test_a_rerun_makes_again_a_shard_cut_short_since_saying_so(tmp_path, spm_model, data_dir, caplog):
+    """Issue 40: a rerun reported success over a truncated shard, whose size nothing checked."""
+    corpus = data_dir / "corpus" / "gutenberg" / "blake-poems.txt"
+    config = _config(corpus, spm_model, num_output_shards=2)
+    out = tmp_path / "out"
+    run_generation(config, str(out), progress=False)
+    made = {p.name: p.read_bytes() for p in out.glob("pretrain-*")}
+    cut = out / "pretrain-00001-of-00002.tfrecord"
+    cut.write_bytes(made[cut.name][:-100])
+    result = run_generation(config, str(out), progress=False)
+    assert result["generated_shards"] == 1
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"{cut} is {len(made[cut.name]) - 100:,} bytes, {len(made[cut.name]):,} when it was made (cut short or "
+        "changed since): making it again"]
+    assert {p.name: p.read_bytes() for p in out.glob("pretrain-*")} == made
+    assert run_generation(config, str(out), progress=False)["generated_shards"] == 0  # whole: kept

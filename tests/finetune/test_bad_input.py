@@ -123,3 +123,25 @@ def test_an_unusable_output_or_cache_dir_is_refused_up_front_naming_the_flag(tmp
         module.finetune([*common, f"--output_dir={tmp_path / 'run'}", f"--cache_dir={tmp_path / 'a_file'}"])
     assert str(error.value) == f"--cache_dir {tmp_path / 'a_file'} is a file, not a folder"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_a_max_seq_length_over_the_models_positions_is_a_flag_error(tmp_path, small_data_dir, monkeypatch, capsys):
+    """Issue 40: it exited 1 and spelled the flag without its dashes."""
+    import json
+
+    from albert_tf.cli import entry_point
+    from tests.albert_tf.tiny import TINY
+
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(TINY.replace(vocab_size=30000).to_dict()))  # max_position_embeddings 32
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", [
+        "albert-finetune-glue", "--task=MRPC", f"--data_dir={small_data_dir / 'glue'}", f"--output_dir={out}",
+        f"--albert_config_file={config}", f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}",
+        "--max_seq_length=48", "--do_train"])
+    monkeypatch.setattr(entry_point, "_verbose_flag", [False])
+    with pytest.raises(SystemExit) as exited:
+        cli.run()
+    assert (exited.value.code, capsys.readouterr().err.splitlines()[-1]) == (
+        2, "error: --max_seq_length 48 exceeds the model's max_position_embeddings (32)")
+    assert not out.exists()

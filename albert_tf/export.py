@@ -39,7 +39,9 @@ from typing import Callable, Mapping, Sequence
 import keras
 import tensorflow as tf
 
+from albert_tf.choices import PRECISIONS
 from albert_tf.features import classification_feature_spec, pretraining_feature_spec
+from albert_tf.files import atomic_folder
 from albert_tf.graph_tokenizer import AlbertGraphTokenizer
 from albert_tf.length_buckets import bucket_lengths, check_bucket_lengths
 
@@ -65,6 +67,44 @@ def serving_variables(model) -> tuple[list, list]:
     ids = {id(v) for v in trainable}
     others = [unwrap(v) for v in model.variables if id(unwrap(v)) not in ids]
     return trainable, others
+
+
+def check_precision(precision: str, format: str = "saved_model") -> None:
+    """`precision` is one of `PRECISIONS`, and float32 for a LiteRT model: LiteRT has no bfloat16
+    kernels (its smaller weights are `--quantization`'s float16 and int8)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision != "float32" and format != "saved_model":
+        raise ValueError(f"LiteRT has no {precision} kernels: export LiteRT models in float32 and pick "
+                         f"their --quantization (float16, dynamic_int8, full_int8)")
+
+
+def at_precision(model, precision: str):
+    """`model` to serve at `precision`: itself for "float32"; for "bfloat16" a copy under Keras'
+    "bfloat16" policy holding its weights rounded to bf16 (bf16 weights and matmuls; LayerNorm,
+    softmax logits and every output stay float32, `albert_tf.layers.common.float32_policy`). On a
+    CPU with AVX512_BF16 or AMX, and on GPUs from Ampere on, it serves about 1.5-2x faster than
+    float32 (docs/serving.md); elsewhere bf16 matmuls are emulated and slower.
+
+    The model must be a Keras model whose `get_config` rebuilds it (every model of albert_tf and
+    of finetune/ does). A text classifier converts as its classifier.
+    """
+    check_precision(precision)
+    if precision == "float32":
+        return model
+    model = getattr(model, "classifier", None) if _is_text_classifier(model) else model
+    if not model.built:
+        model.build()
+    copy = type(model).from_config({**model.get_config(), "dtype": precision})
+    copy.build()
+    copy.set_weights(model.get_weights())  # assigning casts each to its variable's dtype
+    return copy
+
+
+def _is_text_classifier(model) -> bool:
+    from albert_tf.models import AlbertClassifier
+
+    return isinstance(getattr(model, "classifier", None), AlbertClassifier)
 
 
 def check_length(model, max_seq_length: int):
@@ -98,7 +138,9 @@ def prepare(model, spm_model_file: str | os.PathLike, max_seq_length: int,
 
 def save(model, output_dir: str | os.PathLike, serving: tf.Module, signatures: Mapping,
          tokenizer: AlbertGraphTokenizer, stored: Mapping[str, object], reusable_call=None) -> str:
-    """Writes the SavedModel of every task: the root object holds the task's `serving` module (its
+    """Writes the SavedModel of every task into `output_dir`, which must be missing or empty (a whole
+    folder written aside and renamed when complete: `albert_tf.files.atomic_folder`; a killed export
+    leaves nothing a rerun trips on). The root object holds the task's `serving` module (its
     functions; the model itself is not tracked there, which would save every weight twice), the
     model's variables as plain lists (TF-Hub's reusable-SavedModel attributes), the SentencePiece
     asset `vocab_file`, and each of `stored` (the export's settings: `max_seq_length`, ...) as a
@@ -115,16 +157,22 @@ def save(model, output_dir: str | os.PathLike, serving: tf.Module, signatures: M
     for name, value in stored.items():
         setattr(root, name, tf.Variable(value, trainable=False, name=name))
     output_dir = os.fspath(output_dir)
-    tf.io.gfile.makedirs(output_dir)
-    tf.saved_model.save(root, output_dir, signatures=dict(signatures))
+    with atomic_folder(output_dir) as folder:
+        tf.saved_model.save(root, folder, signatures=dict(signatures))
+        write_config(model, folder)
+    return output_dir
+
+
+def write_config(model, folder: str) -> None:
+    """The model's config in an export's folder, of either format, under the run folder's name
+    (albert_config.json): every artifact carries its config, so fine-tuning from it or serving it
+    needs no other flag."""
     config = getattr(model, "config", None)
     if config is not None:
-        # Every artifact carries its config: fine-tuning from this export needs no other flag.
         from albert_tf.files import write_json
         from albert_tf.presets.checkpoints import CONFIG_FILE
 
-        write_json(os.path.join(output_dir, CONFIG_FILE), config.to_dict())
-    return output_dir
+        write_json(os.path.join(folder, CONFIG_FILE), config.to_dict())
 
 
 class _Exported(tf.Module):

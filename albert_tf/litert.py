@@ -6,7 +6,7 @@
                      ([1, num_choices, max_seq_length] for multiple choice) -> the task's outputs
     model_io.json    its inputs and outputs in the interpreter's order: name, dtype, shape, index
     spiece.model     the SentencePiece model the ids come from (the on-device tokenizer's)
-    config.json      the encoder's AlbertConfig
+    albert_config.json  the encoder's AlbertConfig (every export's config: `export.write_config`)
 
 for the encoder (`pooled_output`, `sequence_output`), the GLUE classifier (`logits`, and
 `probability`, their softmax, unless it is a regressor), SQuAD v1.1's span model (`end_logits`,
@@ -100,10 +100,6 @@ def task_outputs(model, max_seq_length: int) -> TaskOutputs:
     if task in ("encoder", "squad"):  # pooled_output, sequence_output; end_logits, start_logits
         return TaskOutputs(task, INPUTS, shape, lambda inputs: dict(model(inputs, training=False)))
     return TaskOutputs(task, INPUTS, shape, lambda inputs: softmax_too(model(inputs, training=False)))
-
-
-def input_shape(model, max_seq_length: int) -> list[int]:
-    return list(task_outputs(model, max_seq_length).shape)
 
 
 def _calibration(representative_data, outputs: TaskOutputs):
@@ -299,32 +295,31 @@ def export_litert(model, output_dir: str | os.PathLike, spm_model_file: str | os
                   *, quantization: str = "none", representative_data=None, do_lower_case: bool = True,
                   outputs: TaskOutputs | None = None) -> str:
     """Writes `model` as `<output_dir>/model.tflite` with `model_io.json`, `spiece.model` and
-    `config.json` beside it (see the module); returns `output_dir`.
+    `albert_config.json` beside it (see the module); returns `output_dir`, which must be missing or
+    empty.
 
-    Each file is written aside and renamed when complete; the conversion runs before any is.
+    The conversion runs before anything is written; the folder is written aside and renamed when
+    complete (`albert_tf.files.atomic_folder`).
     `outputs`: the model's `TaskOutputs` where it is not one of albert_tf's models (`convert`).
 
     Example:
         >>> export_litert(classifier, "on_device", "30k-clean.model", 128, quantization="dynamic_int8")
     """
-    from albert_tf.files import atomic_path, write_json
-    from albert_tf.presets.folder import CONFIG, VOCAB
+    from albert_tf.files import atomic_folder, write_json
+    from albert_tf.presets.folder import VOCAB
 
     model = _unwrap(model)
     outputs = outputs or task_outputs(model, max_seq_length)
-    config = getattr(model, "config", None)
     export.prepare(model, spm_model_file, max_seq_length, do_lower_case)  # the checks of every export
     flatbuffer = convert(model, max_seq_length, quantization, representative_data, outputs)
     output_dir = os.fspath(output_dir)
-    os.makedirs(output_dir, exist_ok=True)
-    with atomic_path(os.path.join(output_dir, VOCAB)) as partial:
-        shutil.copyfile(spm_model_file, partial)
-    if config is not None:
-        write_json(os.path.join(output_dir, CONFIG), config.to_dict())
-    description = {"task": outputs.task, "quantization": quantization, "max_seq_length": max_seq_length,
-                   "do_lower_case": do_lower_case, "vocab_file": VOCAB, **io_description(flatbuffer)}
-    write_json(os.path.join(output_dir, IO_FILE), description, sort_keys=False)
-    with atomic_path(os.path.join(output_dir, MODEL_FILE)) as partial:
-        with open(partial, "wb") as f:
+    with atomic_folder(output_dir) as folder:
+        os.makedirs(folder)
+        shutil.copyfile(spm_model_file, os.path.join(folder, VOCAB))
+        export.write_config(model, folder)
+        description = {"task": outputs.task, "quantization": quantization, "max_seq_length": max_seq_length,
+                       "do_lower_case": do_lower_case, "vocab_file": VOCAB, **io_description(flatbuffer)}
+        write_json(os.path.join(folder, IO_FILE), description, sort_keys=False)
+        with open(os.path.join(folder, MODEL_FILE), "wb") as f:
             f.write(flatbuffer)
     return output_dir

@@ -158,7 +158,7 @@ class RaceTask(FinetuningTask):
 
     # ---- serving and runs --------------------------------------------------------------------
 
-    def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir):
+    def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir, results):
         from finetune.race.export import export_race_model
 
         return export_race_model(model, export_dir, spm_model_file, max_seq_length, self.max_qa_length)

@@ -8,12 +8,12 @@
     spiece.model     the SentencePiece model the ids come from (the on-device tokenizer's)
     albert_config.json  the encoder's AlbertConfig (every export's config: `export.write_config`)
 
-for the encoder (`pooled_output`, `sequence_output`), the GLUE classifier (`logits`, and
-`probability`, their softmax, unless it is a regressor), SQuAD v1.1's span model (`end_logits`,
-`start_logits`, in the order TFLite Task Library's BertQuestionAnswerer reads them) and RACE's
-multiple-choice model (`logits`, `probability` over the choices). A model of another task (SQuAD
-v2.0's answerability head, in finetune/) gives its inputs and outputs as a `TaskOutputs`. The
-checks (lengths, vocabulary) are every export's: `albert_tf.export.prepare`.
+for the encoder (`pooled_output`, `sequence_output`) and the classifier (`logits`, and
+`probability`, their softmax, unless it is a regressor). A fine-tuning task owns its model's
+outputs and gives them as a `TaskOutputs` (`FinetuningTask.litert_outputs`): SQuAD v1.1's span
+model (`end_logits`, `start_logits`, in the order TFLite Task Library's BertQuestionAnswerer reads
+them), SQuAD v2.0's answerability head, RACE's multiple choice (`logits`, `probability` over the
+choices). The checks (lengths, vocabulary) are every export's: `albert_tf.export.prepare`.
 
 The model is traced at batch 1 with Keras' LayerNorm formula (`common.keras_layer_norm`): the
 fused CPU form goes through `FusedBatchNormV3`, which LiteRT has no builtin kernel for. The
@@ -56,8 +56,8 @@ FULL_INT8_MASK_BIAS = -50.0
 class TaskOutputs:
     """What a task's LiteRT model is: `task` (its name in model_io.json), its int32 `inputs` in
     order, each of `shape`, and `outputs_fn`, the outputs by name of a dict of those inputs (the
-    model's outputs are in the order of their names). The models of albert_tf have theirs
-    (`task_outputs`); a task of finetune/ with another model gives its own."""
+    model's outputs are in the order of their names). The encoder and classifier have theirs
+    (`task_outputs`); a fine-tuning task gives its model's (`FinetuningTask.litert_outputs`)."""
 
     task: str
     inputs: tuple[str, ...]
@@ -66,16 +66,16 @@ class TaskOutputs:
 
 
 def task_of(model) -> str:
-    """"encoder", "classifier", "squad" or "race": which task's outputs `model` gives."""
+    """"encoder" or "classifier": the albert_tf models whose LiteRT outputs this module knows; a
+    fine-tuning task's model gives its own (`FinetuningTask.litert_outputs`)."""
     from albert_tf.encoder import AlbertEncoder
-    from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
+    from albert_tf.models import AlbertClassifier
 
-    for cls, task in ((AlbertEncoder, "encoder"), (AlbertClassifier, "classifier"),
-                      (AlbertSpanLabeler, "squad"), (AlbertMultipleChoice, "race")):
+    for cls, task in ((AlbertEncoder, "encoder"), (AlbertClassifier, "classifier")):
         if isinstance(model, cls):
             return task
-    raise ValueError(f"no LiteRT export for a {type(model).__name__}: give an AlbertEncoder, AlbertClassifier, "
-                     "AlbertSpanLabeler (SQuAD v1.1) or AlbertMultipleChoice (RACE), or its TaskOutputs")
+    raise ValueError(f"no LiteRT outputs known for a {type(model).__name__}: give an AlbertEncoder or "
+                     "AlbertClassifier, or the model's TaskOutputs (a fine-tuning task's litert_outputs)")
 
 
 def _unwrap(model):
@@ -86,20 +86,23 @@ def _unwrap(model):
     return inner if isinstance(inner, AlbertClassifier) else model
 
 
-def task_outputs(model, max_seq_length: int) -> TaskOutputs:
-    """The `TaskOutputs` of an albert_tf model (see `task_of`)."""
-    def softmax_too(logits):
-        outputs = {"logits": logits}
-        if logits.shape[-1] > 1:  # a regressor's one output is its score
-            outputs["probability"] = tf.nn.softmax(logits, axis=-1)
-        return outputs
+def logits_and_probability(logits) -> dict:
+    """A classifier's LiteRT outputs: `logits` and, unless it is a regressor (one output, its
+    score), `probability`, their softmax."""
+    outputs = {"logits": logits}
+    if logits.shape[-1] > 1:
+        outputs["probability"] = tf.nn.softmax(logits, axis=-1)
+    return outputs
 
+
+def task_outputs(model, max_seq_length: int) -> TaskOutputs:
+    """The `TaskOutputs` of an albert_tf encoder or classifier (see `task_of`)."""
     model = _unwrap(model)
     task = task_of(model)
-    shape = (1, model.num_choices, max_seq_length) if task == "race" else (1, max_seq_length)
-    if task in ("encoder", "squad"):  # pooled_output, sequence_output; end_logits, start_logits
-        return TaskOutputs(task, INPUTS, shape, lambda inputs: dict(model(inputs, training=False)))
-    return TaskOutputs(task, INPUTS, shape, lambda inputs: softmax_too(model(inputs, training=False)))
+    if task == "encoder":  # pooled_output, sequence_output
+        return TaskOutputs(task, INPUTS, (1, max_seq_length), lambda inputs: dict(model(inputs, training=False)))
+    return TaskOutputs(task, INPUTS, (1, max_seq_length),
+                       lambda inputs: logits_and_probability(model(inputs, training=False)))
 
 
 def _calibration(representative_data, outputs: TaskOutputs):
@@ -118,17 +121,18 @@ def _calibration(representative_data, outputs: TaskOutputs):
 
 def convert(model, max_seq_length: int, quantization: str = "none", representative_data=None,
             outputs: TaskOutputs | None = None) -> bytes:
-    """`model` (encoder, classifier, span labeler or multiple choice) as a LiteRT flatbuffer.
+    """`model` as a LiteRT flatbuffer.
 
     Args:
-        model: a built task model (or an `AlbertTextClassifier`).
+        model: a built encoder or classifier (or an `AlbertTextClassifier`), or another model with
+            its `outputs`.
         max_seq_length: the fixed length T of the int32 [1, T] inputs.
         quantization: one of `QUANTIZATIONS`.
         representative_data: for "full_int8": feature dicts (`input_ids`, `input_mask`,
             `segment_ids`, each [T], [1, T] or the multiple-choice [C, T]) of the task's training
             texts, or a callable returning a fresh iterable of them; the first
             `CALIBRATION_EXAMPLES` are read.
-        outputs: the model's `TaskOutputs` where it is not one of albert_tf's models.
+        outputs: the model's `TaskOutputs` where it is not an encoder or classifier.
     """
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")

@@ -43,8 +43,9 @@ Serving and runs
         evaluation `results` give (not state left on the task). The SavedModel is
         `export_saved_model(..., results)`: by default
         `serving_outputs(model)` on every signature of `albert_tf.export` (token ids, serialized
-        tf.Examples, raw text); a task with other text inputs overrides it. The LiteRT model's
-        outputs are the model's own (`albert_tf.litert`) unless `litert_outputs` gives others.
+        tf.Examples, raw text); a task with other text inputs overrides it with its own
+        `albert_tf.export.ServingModule`. The LiteRT model's outputs are the task's
+        `litert_outputs` (a classifier's: `albert_tf.litert`'s).
     `default_options(**given)`: the task's hparams (the paper's hyperparameters) for the option
         fields `HPARAM_FIELDS`, with the values the user gave.
     `run_info()`: what `output_dir/task.json` records, so that a run of another task (or another
@@ -207,8 +208,8 @@ class FinetuningTask:
                                   outputs_fn=self.serving_outputs(model), text_segments=self.text_segments)
 
     def litert_outputs(self, model, max_seq_length: int):
-        """The LiteRT model's `albert_tf.litert.TaskOutputs`; None: the model is one of albert_tf's,
-        which knows its own."""
+        """The LiteRT model's `albert_tf.litert.TaskOutputs`: each task owns its model's outputs.
+        None: the model is an encoder or classifier, whose outputs albert_tf.litert knows."""
         return None
 
     def default_options(self, **given) -> dict:

@@ -191,10 +191,10 @@ class SquadTask(FinetuningTask):
                                     top_k=self.export_top_k)
 
     def litert_outputs(self, model, max_seq_length):
-        if not self.version_2:
-            return None  # AlbertSpanLabeler: albert_tf.litert knows its start and end logits
         from albert_tf.litert import INPUTS, TaskOutputs
 
+        if not self.version_2:  # end_logits, start_logits: BertQuestionAnswerer's order
+            return TaskOutputs("squad", INPUTS, (1, max_seq_length), lambda inputs: dict(model(inputs, training=False)))
         # The answerability head's beam and answer-class logit, on p_mask beside the ids.
         return TaskOutputs("squad_v2", (*INPUTS, "p_mask"), (1, max_seq_length),
                            lambda inputs: model(inputs, training=False))

@@ -30,6 +30,16 @@ TASKS = {
 }
 
 
+def _task_outputs(task, model):
+    """The LiteRT outputs of the task that owns the model: None for albert_tf's encoder and
+    classifier, SQuAD's and RACE's from their fine-tuning tasks."""
+    from finetune.race.task import RaceTask
+    from finetune.squad.task import SquadTask
+
+    owners = {"squad": lambda: SquadTask(), "race": lambda: RaceTask(max_qa_length=8)}
+    return owners[task]().litert_outputs(model, SEQ) if task in owners else None
+
+
 def _features(shape, seed=0):
     rng = np.random.default_rng(seed)
     mask = np.ones(shape, np.int32)
@@ -65,7 +75,7 @@ def test_float32_equals_the_keras_model_and_the_saved_model(task, tmp_path):
     make, output_names = TASKS[task]
     model = make()
     model.build()
-    folder = litert.export_litert(model, tmp_path / "litert", TINY_VOCAB, SEQ)
+    folder = litert.export_litert(model, tmp_path / "litert", TINY_VOCAB, SEQ, outputs=_task_outputs(task, model))
     flatbuffer = (tmp_path / "litert" / litert.MODEL_FILE).read_bytes()
     assert litert.custom_ops(flatbuffer) == []  # no Flex (Select TF) op: stock LiteRT runs it
     description = json.loads((tmp_path / "litert" / litert.IO_FILE).read_text())
@@ -187,7 +197,8 @@ def test_dynamic_int8_span_model_gives_the_float_models_answers(tmp_path):
     for i in range(100):
         features, starts, ends = _span_batch(32, seed=100 + i)
         step(features, starts, ends)
-    litert.export_litert(model, tmp_path, TINY_VOCAB, SEQ, quantization="dynamic_int8")
+    litert.export_litert(model, tmp_path, TINY_VOCAB, SEQ, quantization="dynamic_int8",
+                         outputs=_task_outputs("squad", model))
     lite = litert.LiteRTModel(tmp_path / litert.MODEL_FILE)
     features, starts, ends = _span_batch(200, seed=9)
     want = model(features, training=False)

@@ -32,3 +32,5 @@ WORKER_TIMEOUT_S = 60.0
 # The exports' formats and a LiteRT model's quantizations (albert_tf.export, albert_tf.litert).
 EXPORT_FORMATS = ("saved_model", "litert")
 QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
+# A SavedModel's serving precision (`albert_tf.export.at_precision`); LiteRT's is its quantization.
+PRECISIONS = ("float32", "bfloat16")

@@ -25,9 +25,10 @@ A consumer needs only tensorflow and tensorflow_text (for the SentencePiece op);
 
 This module is also the one export path of every task and format: `prepare` makes the checks of
 every export (the length against the positions, the vocabulary against the embedding table) and
-the graph tokenizer, `save` assembles and writes every SavedModel's root object (variables,
-vocabulary asset, stored settings, config). A task adds only its signatures: the encoder's and
-classifier's are here, SQuAD's in finetune/squad/serving.py, RACE's in finetune/race/export.py;
+the graph tokenizer, `write` assembles and writes every SavedModel's root object (variables,
+vocabulary asset, stored settings, config) from a task's `ServingModule`, the one export contract:
+the encoder's and classifier's (`TokenServing`) is here, SQuAD's in finetune/squad/serving.py,
+RACE's in finetune/race/export.py;
 `albert_tf.litert` writes the LiteRT format after the same `prepare`.
 """
 
@@ -39,7 +40,9 @@ from typing import Callable, Mapping, Sequence
 import keras
 import tensorflow as tf
 
+from albert_tf.choices import PRECISIONS
 from albert_tf.features import classification_feature_spec, pretraining_feature_spec
+from albert_tf.files import atomic_folder
 from albert_tf.graph_tokenizer import AlbertGraphTokenizer
 from albert_tf.length_buckets import bucket_lengths, check_bucket_lengths
 from albert_tf.validation import check_positions
@@ -68,6 +71,44 @@ def serving_variables(model) -> tuple[list, list]:
     return trainable, others
 
 
+def check_precision(precision: str, format: str = "saved_model") -> None:
+    """`precision` is one of `PRECISIONS`, and float32 for a LiteRT model: LiteRT has no bfloat16
+    kernels (its smaller weights are `--quantization`'s float16 and int8)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision != "float32" and format != "saved_model":
+        raise ValueError(f"LiteRT has no {precision} kernels: export LiteRT models in float32 and pick "
+                         f"their --quantization (float16, dynamic_int8, full_int8)")
+
+
+def at_precision(model, precision: str):
+    """`model` to serve at `precision`: itself for "float32"; for "bfloat16" a copy under Keras'
+    "bfloat16" policy holding its weights rounded to bf16 (bf16 weights and matmuls; LayerNorm,
+    softmax logits and every output stay float32, `albert_tf.layers.common.float32_policy`). On a
+    CPU with AVX512_BF16 or AMX, and on GPUs from Ampere on, it serves about 1.5-2x faster than
+    float32 (docs/serving.md); elsewhere bf16 matmuls are emulated and slower.
+
+    The model must be a Keras model whose `get_config` rebuilds it (every model of albert_tf and
+    of finetune/ does). A text classifier converts as its classifier.
+    """
+    check_precision(precision)
+    if precision == "float32":
+        return model
+    model = getattr(model, "classifier", None) if _is_text_classifier(model) else model
+    if not model.built:
+        model.build()
+    copy = type(model).from_config({**model.get_config(), "dtype": precision})
+    copy.build()
+    copy.set_weights(model.get_weights())  # assigning casts each to its variable's dtype
+    return copy
+
+
+def _is_text_classifier(model) -> bool:
+    from albert_tf.models import AlbertClassifier
+
+    return isinstance(getattr(model, "classifier", None), AlbertClassifier)
+
+
 def check_length(model, max_seq_length: int):
     """`max_seq_length` against the model's positions; builds the model."""
     if not isinstance(max_seq_length, int) or max_seq_length < 4:
@@ -94,13 +135,40 @@ def prepare(model, spm_model_file: str | os.PathLike, max_seq_length: int,
     return tokenizer
 
 
-def save(model, output_dir: str | os.PathLike, serving: tf.Module, signatures: Mapping,
-         tokenizer: AlbertGraphTokenizer, stored: Mapping[str, object], reusable_call=None) -> str:
-    """Writes the SavedModel of every task: the root object holds the task's `serving` module (its
+class ServingModule(tf.Module):
+    """The one export contract (Model Garden's ExportModule shape): what a task's SavedModel serves.
+
+    A task's serving module derives from it and gives
+    - `signatures()`: the SavedModel's signatures by name (concrete functions), traced once;
+    - `stored()`: the export's settings (`max_seq_length`, ...), saved as variables of the root;
+    - `reusable_call`: the TF-Hub `__call__(inputs, training)` where the module is reusable (None:
+      not reusable);
+    and `write(model, output_dir, module, tokenizer)` writes it. The encoder's and classifier's is
+    `TokenServing` here, SQuAD's `finetune.squad.serving.SquadServer`, RACE's
+    `finetune.race.export.RaceServing`. Its attributes are what `tf.saved_model.save` tracks: a
+    module keeps the model in a non-tracked way (the root saves the weights once, as plain lists).
+    A task's LiteRT outputs are its own too: `FinetuningTask.litert_outputs`.
+    """
+
+    reusable_call = None
+
+    def signatures(self) -> dict:
+        raise NotImplementedError
+
+    def stored(self) -> dict:
+        return {}
+
+
+def write(model, output_dir: str | os.PathLike, serving: ServingModule, tokenizer: AlbertGraphTokenizer) -> str:
+    """Writes the SavedModel of every task into `output_dir`, which must be missing or empty (a whole
+    folder written aside and renamed when complete: `albert_tf.files.atomic_folder`; a killed export
+    leaves nothing a rerun trips on). The root object holds the task's `serving` module (its
     functions; the model itself is not tracked there, which would save every weight twice), the
     model's variables as plain lists (TF-Hub's reusable-SavedModel attributes), the SentencePiece
-    asset `vocab_file`, and each of `stored` (the export's settings: `max_seq_length`, ...) as a
-    variable; the model's config goes beside as albert_config.json. Returns the output directory."""
+    asset `vocab_file`, and each of `serving.stored()` as a variable; the model's config goes beside
+    (`write_config`). Returns the output directory."""
+    signatures = serving.signatures()
+    reusable_call, stored = serving.reusable_call, serving.stored()
     trainable, others = serving_variables(model)
     root = tf.train.Checkpoint()
     root.serving = serving
@@ -113,20 +181,27 @@ def save(model, output_dir: str | os.PathLike, serving: tf.Module, signatures: M
     for name, value in stored.items():
         setattr(root, name, tf.Variable(value, trainable=False, name=name))
     output_dir = os.fspath(output_dir)
-    tf.io.gfile.makedirs(output_dir)
-    tf.saved_model.save(root, output_dir, signatures=dict(signatures))
-    config = getattr(model, "config", None)
-    if config is not None:
-        # Every artifact carries its config: fine-tuning from this export needs no other flag.
-        from albert_tf.files import write_json
-        from albert_tf.presets.checkpoints import CONFIG_FILE
-
-        write_json(os.path.join(output_dir, CONFIG_FILE), config.to_dict())
+    with atomic_folder(output_dir) as folder:
+        tf.saved_model.save(root, folder, signatures=dict(signatures))
+        write_config(model, folder)
     return output_dir
 
 
-class _Exported(tf.Module):
-    """The object that `tf.saved_model.save` writes; its attributes become the SavedModel's."""
+def write_config(model, folder: str) -> None:
+    """The model's config in an export's folder, of either format, under the run folder's name
+    (albert_config.json): every artifact carries its config, so fine-tuning from it or serving it
+    needs no other flag."""
+    config = getattr(model, "config", None)
+    if config is not None:
+        from albert_tf.files import write_json
+        from albert_tf.presets.checkpoints import CONFIG_FILE
+
+        write_json(os.path.join(folder, CONFIG_FILE), config.to_dict())
+
+
+class TokenServing(ServingModule):
+    """The serving module of token-level models (encoder, pretrainer, classifiers): the signatures
+    of this module's docstring on `outputs_fn`."""
 
     def __init__(self, outputs_fn: OutputsFn, tokenizer: AlbertGraphTokenizer,
                  max_seq_length: int, extra_inputs: Mapping[str, tf.io.FixedLenFeature],
@@ -145,6 +220,10 @@ class _Exported(tf.Module):
             **{k: classification_feature_spec(max_seq_length)[k] for k in SEQUENCE_INPUTS},
             **self._extra,
         }
+
+    def stored(self):
+        return {"max_seq_length": self._max_seq_length, "do_lower_case": self._tokenizer.do_lower_case,
+                "length_buckets": self._length_buckets}
 
     def outputs(self, inputs, training=False):
         inputs = {k: tf.cast(v, tf.int32) for k, v in inputs.items()}
@@ -191,7 +270,7 @@ class _Exported(tf.Module):
         features = tf.io.parse_example(serialized, self._example_spec)
         return {k: tf.cast(v, tf.int32) for k, v in features.items()}
 
-    def build_functions(self):
+    def signatures(self):
         """Traces the signatures and the reusable `__call__`; returns the signature map.
 
         The model and the tokenizer are each traced once, as nested functions that the signatures
@@ -234,7 +313,7 @@ class _Exported(tf.Module):
         call = tf.function(call, autograph=False)
         for training in (False, True):
             call.get_concrete_function(input_specs, training=training)
-        self.__call__ = call
+        self.__call__ = self.reusable_call = call
         return signatures
 
 
@@ -293,11 +372,8 @@ def export_saved_model(
                       else check_bucket_lengths(length_buckets, max_seq_length))
     if outputs_fn is None:
         outputs_fn = lambda inputs, training: model(inputs, training=training)  # noqa: E731
-    module = _Exported(outputs_fn, tokenizer, max_seq_length, extra_inputs, length_buckets, text_segments)
-    signatures = module.build_functions()
-    return save(model, output_dir, module, signatures, tokenizer, reusable_call=module.__call__,
-                stored={"max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
-                        "length_buckets": length_buckets})
+    module = TokenServing(outputs_fn, tokenizer, max_seq_length, extra_inputs, length_buckets, text_segments)
+    return write(model, output_dir, module, tokenizer)
 
 
 def export_encoder(encoder, output_dir, spm_model_file, max_seq_length: int, **kwargs) -> str:

@@ -4,13 +4,15 @@ preparing an output folder.
 - **Written aside, then renamed.** A file is written as `<path>.incomplete-<pid>` and renamed to
   `path` only when complete; on an error the partial file is removed. A reader (another worker, a
   rerun, a later tool) never sees half a file, and a killed run leaves only `*.incomplete-*`
-  files, which `remove_partials` clears: `atomic_path`, `atomic_open`, `write_json`, `PartialFile`.
+  files, which `remove_partials` clears: `atomic_path`, `atomic_open`, `write_json`, `PartialFile`;
+  a whole folder (an export) the same way: `atomic_folder`.
 - **Globs.** `expand_patterns("a/*.txt,b.txt")`: comma-separated globs, each one's matches sorted,
   in the order given; folders are not matches; a glob that matches nothing is an error naming it.
 - **Compression from the name.** `.gz`/`.gzip` is gzip, `.bz2` bzip2, `.xz` xz, anything else
   none: `compression_of`, `tfrecord_compression`, `open_decompressed`.
 - **Output folders.** `prepare_output_dir(path)`: created if missing, refused in one line naming
-  the flag when it is a file, cannot be created, or cannot be written.
+  the flag when it is a file, cannot be created, or cannot be written (or, for a tool that writes a
+  whole folder, holds files other than a killed run's partial ones).
 - **One run a folder.** `locked_run_folder(path)`: every tool that writes a run folder holds its
   lock (`.run.lock`: pid and host, `flock`) while it runs; a second run is refused in one line
   naming the holder, a killed holder's lock is taken over, and a failed run leaves the folder as
@@ -195,6 +197,82 @@ def remove_partials(folder: str, fs=None) -> list[str]:
     return found
 
 
+def _dead_partial(name: str) -> bool:
+    """Whether partial `name` (ending in -<pid>) was left by a process no longer running here."""
+    try:
+        pid = int(name.rsplit("-", 1)[1])
+        os.kill(pid, 0)
+    except (ValueError, IndexError, ProcessLookupError):
+        return True
+    except PermissionError:  # another user's live process
+        return False
+    return False
+
+
+def _remove(path: str) -> None:
+    import shutil
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def holds_files(path: str | os.PathLike) -> bool:
+    """Whether local folder `path` holds anything but a run's lock and partial files (what an
+    export or a conversion, which write a whole folder, refuse to write into)."""
+    path = os.fspath(path)
+    return os.path.isdir(path) and any(name != LOCK_FILE and not is_partial(name) for name in os.listdir(path))
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike, replace: bool = False) -> Iterator[str]:
+    """The rule above for a whole folder (an export: files that only make sense together). Yields
+    the folder to write, beside `path` under its partial name; when the block ends without an error
+    it becomes `path`, when it raises it is removed. `path` must be missing or hold nothing but a
+    lock and partial files (a `UserError` naming it otherwise), unless `replace`: then the previous
+    folder is replaced once the new one is complete, never before. Partial folders that killed
+    runs left beside `path` are removed first. A path with a scheme (gs://...) is written in place:
+    object stores cannot rename folders.
+    """
+    path = os.fspath(path).rstrip("/") or "/"
+    if is_url(path):
+        if not replace and files_for(path).glob(os.path.join(path, "*")):
+            raise UserError(f"{path} is not empty: write into a new or empty folder")
+        yield path
+        return
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"{path} is a file, not a folder")
+    if not replace and holds_files(path):
+        raise UserError(f"{path} is not empty: write into a new or empty folder")
+    parent, base = os.path.split(os.path.abspath(path))
+    for name in os.listdir(parent) if os.path.isdir(parent) else ():
+        if name.startswith(base) and name[len(base):].split(PARTIAL_SUFFIX)[0] in ("", ".old") \
+                and is_partial(name) and _dead_partial(name):
+            _remove(os.path.join(parent, name))
+    staging = partial_path(path)
+    try:
+        yield staging
+    except BaseException:
+        _remove(staging)
+        raise
+    if not os.path.exists(path):
+        os.rename(staging, path)
+    elif replace:
+        old = partial_path(path + ".old")
+        os.rename(path, old)
+        os.rename(staging, path)
+        _remove(old)
+    else:  # an empty folder, e.g. one a tool holds the lock of
+        for name in os.listdir(path):
+            if is_partial(name):
+                _remove(os.path.join(path, name))
+        for name in os.listdir(staging):
+            os.rename(os.path.join(staging, name), os.path.join(path, name))
+        os.rmdir(staging)
+
+
 # ---- globs -----------------------------------------------------------------------------------------
 
 
@@ -286,8 +364,7 @@ def prepare_output_dir(
     fs = fs or files_for(path)
     if fs.exists(path) and not fs.isdir(path):
         raise FlagError(f"--{flag} {path} is a file, not a folder")
-    if empty and fs.isdir(path) and (fs.glob(os.path.join(path, "*")) if is_url(path)
-                                     else set(os.listdir(path)) - {LOCK_FILE}):
+    if empty and fs.isdir(path) and (fs.glob(os.path.join(path, "*")) if is_url(path) else holds_files(path)):
         raise FlagError(f"--{flag} {path} is not empty")
     if is_url(path):
         if create:

@@ -6,14 +6,14 @@
                      ([1, num_choices, max_seq_length] for multiple choice) -> the task's outputs
     model_io.json    its inputs and outputs in the interpreter's order: name, dtype, shape, index
     spiece.model     the SentencePiece model the ids come from (the on-device tokenizer's)
-    config.json      the encoder's AlbertConfig
+    albert_config.json  the encoder's AlbertConfig (every export's config: `export.write_config`)
 
-for the encoder (`pooled_output`, `sequence_output`), the GLUE classifier (`logits`, and
-`probability`, their softmax, unless it is a regressor), SQuAD v1.1's span model (`end_logits`,
-`start_logits`, in the order TFLite Task Library's BertQuestionAnswerer reads them) and RACE's
-multiple-choice model (`logits`, `probability` over the choices). A model of another task (SQuAD
-v2.0's answerability head, in finetune/) gives its inputs and outputs as a `TaskOutputs`. The
-checks (lengths, vocabulary) are every export's: `albert_tf.export.prepare`.
+for the encoder (`pooled_output`, `sequence_output`) and the classifier (`logits`, and
+`probability`, their softmax, unless it is a regressor). A fine-tuning task owns its model's
+outputs and gives them as a `TaskOutputs` (`FinetuningTask.litert_outputs`): SQuAD v1.1's span
+model (`end_logits`, `start_logits`, in the order TFLite Task Library's BertQuestionAnswerer reads
+them), SQuAD v2.0's answerability head, RACE's multiple choice (`logits`, `probability` over the
+choices). The checks (lengths, vocabulary) are every export's: `albert_tf.export.prepare`.
 
 The model is traced at batch 1 with Keras' LayerNorm formula (`common.keras_layer_norm`): the
 fused CPU form goes through `FusedBatchNormV3`, which LiteRT has no builtin kernel for. The
@@ -56,8 +56,8 @@ FULL_INT8_MASK_BIAS = -50.0
 class TaskOutputs:
     """What a task's LiteRT model is: `task` (its name in model_io.json), its int32 `inputs` in
     order, each of `shape`, and `outputs_fn`, the outputs by name of a dict of those inputs (the
-    model's outputs are in the order of their names). The models of albert_tf have theirs
-    (`task_outputs`); a task of finetune/ with another model gives its own."""
+    model's outputs are in the order of their names). The encoder and classifier have theirs
+    (`task_outputs`); a fine-tuning task gives its model's (`FinetuningTask.litert_outputs`)."""
 
     task: str
     inputs: tuple[str, ...]
@@ -66,16 +66,16 @@ class TaskOutputs:
 
 
 def task_of(model) -> str:
-    """"encoder", "classifier", "squad" or "race": which task's outputs `model` gives."""
+    """"encoder" or "classifier": the albert_tf models whose LiteRT outputs this module knows; a
+    fine-tuning task's model gives its own (`FinetuningTask.litert_outputs`)."""
     from albert_tf.encoder import AlbertEncoder
-    from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
+    from albert_tf.models import AlbertClassifier
 
-    for cls, task in ((AlbertEncoder, "encoder"), (AlbertClassifier, "classifier"),
-                      (AlbertSpanLabeler, "squad"), (AlbertMultipleChoice, "race")):
+    for cls, task in ((AlbertEncoder, "encoder"), (AlbertClassifier, "classifier")):
         if isinstance(model, cls):
             return task
-    raise ValueError(f"no LiteRT export for a {type(model).__name__}: give an AlbertEncoder, AlbertClassifier, "
-                     "AlbertSpanLabeler (SQuAD v1.1) or AlbertMultipleChoice (RACE), or its TaskOutputs")
+    raise ValueError(f"no LiteRT outputs known for a {type(model).__name__}: give an AlbertEncoder or "
+                     "AlbertClassifier, or the model's TaskOutputs (a fine-tuning task's litert_outputs)")
 
 
 def _unwrap(model):
@@ -86,24 +86,23 @@ def _unwrap(model):
     return inner if isinstance(inner, AlbertClassifier) else model
 
 
-def task_outputs(model, max_seq_length: int) -> TaskOutputs:
-    """The `TaskOutputs` of an albert_tf model (see `task_of`)."""
-    def softmax_too(logits):
-        outputs = {"logits": logits}
-        if logits.shape[-1] > 1:  # a regressor's one output is its score
-            outputs["probability"] = tf.nn.softmax(logits, axis=-1)
-        return outputs
+def logits_and_probability(logits) -> dict:
+    """A classifier's LiteRT outputs: `logits` and, unless it is a regressor (one output, its
+    score), `probability`, their softmax."""
+    outputs = {"logits": logits}
+    if logits.shape[-1] > 1:
+        outputs["probability"] = tf.nn.softmax(logits, axis=-1)
+    return outputs
 
+
+def task_outputs(model, max_seq_length: int) -> TaskOutputs:
+    """The `TaskOutputs` of an albert_tf encoder or classifier (see `task_of`)."""
     model = _unwrap(model)
     task = task_of(model)
-    shape = (1, model.num_choices, max_seq_length) if task == "race" else (1, max_seq_length)
-    if task in ("encoder", "squad"):  # pooled_output, sequence_output; end_logits, start_logits
-        return TaskOutputs(task, INPUTS, shape, lambda inputs: dict(model(inputs, training=False)))
-    return TaskOutputs(task, INPUTS, shape, lambda inputs: softmax_too(model(inputs, training=False)))
-
-
-def input_shape(model, max_seq_length: int) -> list[int]:
-    return list(task_outputs(model, max_seq_length).shape)
+    if task == "encoder":  # pooled_output, sequence_output
+        return TaskOutputs(task, INPUTS, (1, max_seq_length), lambda inputs: dict(model(inputs, training=False)))
+    return TaskOutputs(task, INPUTS, (1, max_seq_length),
+                       lambda inputs: logits_and_probability(model(inputs, training=False)))
 
 
 def _calibration(representative_data, outputs: TaskOutputs):
@@ -122,17 +121,18 @@ def _calibration(representative_data, outputs: TaskOutputs):
 
 def convert(model, max_seq_length: int, quantization: str = "none", representative_data=None,
             outputs: TaskOutputs | None = None) -> bytes:
-    """`model` (encoder, classifier, span labeler or multiple choice) as a LiteRT flatbuffer.
+    """`model` as a LiteRT flatbuffer.
 
     Args:
-        model: a built task model (or an `AlbertTextClassifier`).
+        model: a built encoder or classifier (or an `AlbertTextClassifier`), or another model with
+            its `outputs`.
         max_seq_length: the fixed length T of the int32 [1, T] inputs.
         quantization: one of `QUANTIZATIONS`.
         representative_data: for "full_int8": feature dicts (`input_ids`, `input_mask`,
             `segment_ids`, each [T], [1, T] or the multiple-choice [C, T]) of the task's training
             texts, or a callable returning a fresh iterable of them; the first
             `CALIBRATION_EXAMPLES` are read.
-        outputs: the model's `TaskOutputs` where it is not one of albert_tf's models.
+        outputs: the model's `TaskOutputs` where it is not an encoder or classifier.
     """
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
@@ -332,32 +332,31 @@ def export_litert(model, output_dir: str | os.PathLike, spm_model_file: str | os
                   *, quantization: str = "none", representative_data=None, do_lower_case: bool = True,
                   outputs: TaskOutputs | None = None) -> str:
     """Writes `model` as `<output_dir>/model.tflite` with `model_io.json`, `spiece.model` and
-    `config.json` beside it (see the module); returns `output_dir`.
+    `albert_config.json` beside it (see the module); returns `output_dir`, which must be missing or
+    empty.
 
-    Each file is written aside and renamed when complete; the conversion runs before any is.
+    The conversion runs before anything is written; the folder is written aside and renamed when
+    complete (`albert_tf.files.atomic_folder`).
     `outputs`: the model's `TaskOutputs` where it is not one of albert_tf's models (`convert`).
 
     Example:
         >>> export_litert(classifier, "on_device", "30k-clean.model", 128, quantization="dynamic_int8")
     """
-    from albert_tf.files import atomic_path, write_json
-    from albert_tf.presets.folder import CONFIG, VOCAB
+    from albert_tf.files import atomic_folder, write_json
+    from albert_tf.presets.folder import VOCAB
 
     model = _unwrap(model)
     outputs = outputs or task_outputs(model, max_seq_length)
-    config = getattr(model, "config", None)
     export.prepare(model, spm_model_file, max_seq_length, do_lower_case)  # the checks of every export
     flatbuffer = convert(model, max_seq_length, quantization, representative_data, outputs)
     output_dir = os.fspath(output_dir)
-    os.makedirs(output_dir, exist_ok=True)
-    with atomic_path(os.path.join(output_dir, VOCAB)) as partial:
-        shutil.copyfile(spm_model_file, partial)
-    if config is not None:
-        write_json(os.path.join(output_dir, CONFIG), config.to_dict())
-    description = {"task": outputs.task, "quantization": quantization, "max_seq_length": max_seq_length,
-                   "do_lower_case": do_lower_case, "vocab_file": VOCAB, **io_description(flatbuffer)}
-    write_json(os.path.join(output_dir, IO_FILE), description, sort_keys=False)
-    with atomic_path(os.path.join(output_dir, MODEL_FILE)) as partial:
-        with open(partial, "wb") as f:
+    with atomic_folder(output_dir) as folder:
+        os.makedirs(folder)
+        shutil.copyfile(spm_model_file, os.path.join(folder, VOCAB))
+        export.write_config(model, folder)
+        description = {"task": outputs.task, "quantization": quantization, "max_seq_length": max_seq_length,
+                       "do_lower_case": do_lower_case, "vocab_file": VOCAB, **io_description(flatbuffer)}
+        write_json(os.path.join(folder, IO_FILE), description, sort_keys=False)
+        with open(os.path.join(folder, MODEL_FILE), "wb") as f:
             f.write(flatbuffer)
     return output_dir

@@ -2,7 +2,7 @@
 bench's rows).
 
 Each variant replaces methods of `AlbertAttention` or `AlbertTransformerBlock` while its model is
-traced; all models then run interleaved, the order rotating between repeats, and the table gives
+traced; all models then run interleaved, in a fresh random order each repeat, and the table gives
 each variant's median time over the shipped layers'. Variants:
   fused_qkv: one [H, 3H] product over the query, key and value kernels instead of three [H, H].
   no_mask:   the padding bias replaced by zeros (less work than shipped: a floor for mask handling).

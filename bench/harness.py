@@ -1,5 +1,5 @@
 """What the scripts of bench/ and experiments/ share: where things are, a quiet TensorFlow on a set
-number of threads, `--repeats`, interleaved timing and its medians, and Markdown tables.
+number of threads, `--repeats`, interleaved timing in a fresh random order and its medians and quartiles, and Markdown tables.
 
 Importing it puts this checkout first on sys.path, so that a script measures the code beside it
 whether or not (and wherever) the package is installed. Nothing else happens on import: a script
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import random
 import statistics
 import sys
 import time
@@ -72,34 +73,80 @@ def add_repeats(parser: argparse.ArgumentParser, default: int) -> None:
 
 
 def interleaved_times(calls: dict[tuple[Hashable, str], Callable[[], object]], repeats: int,
-                      progress: bool = False) -> dict[tuple[Hashable, str], list[float]]:
+                      progress: bool = False, pause: float = 0.05,
+                      seed: int = 0) -> dict[tuple[Hashable, str], list[float]]:
     """Seconds of `repeats` runs of every call, keyed (row, system) as `calls` is; each call must
     wait for its own work (`.numpy()`).
 
     Every repeat runs each row's systems back to back, so a change of load on a shared machine hits
-    them alike, and the order of the systems rotates from one repeat to the next: whoever runs right
-    after PyTorch shares the CPU with its OpenMP threads, which keep spinning a while after their
-    work, and a fixed order would hand that penalty to the same system every time.
+    them alike, in a fresh random order each repeat (drawn from `seed`): no system runs after the
+    same predecessor every time. Before each call the harness sleeps `pause` seconds, so that the
+    threads a system leaves busy after its work (PyTorch's OpenMP pool, ONNX Runtime's spinning
+    workers) have gone idle before the next one starts: under a fixed order that leftover load
+    fell on the same system in every round (on the Xeon of issue 43, the SavedModel took 140 ms
+    right after an ONNX Runtime call against 121 ms after a pause). Peers that can be told not to
+    spin are told so where they are made (`onnxruntime_session`).
     """
+    rng = random.Random(seed)
     rows = list(dict.fromkeys(row for row, _ in calls))
     names = list(dict.fromkeys(name for _, name in calls))
     times = {key: [] for key in calls}
     for repeat in range(repeats):
-        order = names[repeat % len(names):] + names[:repeat % len(names)]
         for row in rows:
+            order = [name for name in names if (row, name) in calls]
+            rng.shuffle(order)
             for name in order:
-                if (row, name) in calls:
-                    began = time.perf_counter()
-                    calls[row, name]()
-                    times[row, name].append(time.perf_counter() - began)
+                if pause:
+                    time.sleep(pause)
+                began = time.perf_counter()
+                calls[row, name]()
+                times[row, name].append(time.perf_counter() - began)
         if progress:
             print(f"repeat {repeat + 1}/{repeats} done", flush=True)
     return times
 
 
+def onnxruntime_session(path, threads: int):
+    """An ONNX Runtime CPU session on `threads` intra-op threads whose workers do not spin after a
+    call (they would slow whatever system runs next; `interleaved_times`)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 def medians(times: dict) -> dict:
     """The median of every list of `times`, under the same keys."""
     return {key: statistics.median(values) for key, values in times.items()}
+
+
+def quartiles(values) -> tuple[float, float, float]:
+    """The first quartile, median and third quartile of `values` (the tables' median and IQR)."""
+    first, median, third = statistics.quantiles(values, n=4, method="inclusive")
+    return first, median, third
+
+
+def cpu_model() -> str:
+    """The CPU's model name as `lscpu` gives it (every table names it: int8 and bf16 ratios differ
+    between CPUs), with the flags that decide those ratios where it has them."""
+    name, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and name == "unknown CPU":
+                    name = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    wanted = [("avx512_vnni", "AVX-512 VNNI"), ("avx512_bf16", "AVX512_BF16"), ("amx_bf16", "AMX")]
+    extras = [label for flag, label in wanted if flag in flags]
+    return f"{name} ({', '.join(extras)})" if extras else name
 
 
 def print_table(header: list[str], rows: list[list[object]]) -> None:

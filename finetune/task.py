@@ -39,10 +39,13 @@ Results
 
 Serving and runs
     `export(model, spm_model_file, max_seq_length, export_dir, format, quantization, ...)`: a
-        SavedModel or a LiteRT model. The SavedModel is `export_saved_model(...)`: by default
+        SavedModel or a LiteRT model, at a serving precision, with the settings the run's
+        evaluation `results` give (not state left on the task). The SavedModel is
+        `export_saved_model(..., results)`: by default
         `serving_outputs(model)` on every signature of `albert_tf.export` (token ids, serialized
-        tf.Examples, raw text); a task with other text inputs overrides it. The LiteRT model's
-        outputs are the model's own (`albert_tf.litert`) unless `litert_outputs` gives others.
+        tf.Examples, raw text); a task with other text inputs overrides it with its own
+        `albert_tf.export.ServingModule`. The LiteRT model's outputs are the task's
+        `litert_outputs` (a classifier's: `albert_tf.litert`'s).
     `default_options(**given)`: the task's hparams (the paper's hyperparameters) for the option
         fields `HPARAM_FIELDS`, with the values the user gave.
     `run_info()`: what `output_dir/task.json` records, so that a run of another task (or another
@@ -159,41 +162,54 @@ class FinetuningTask:
         return lambda inputs, training: model(inputs, training=training)
 
     def export(self, model, spm_model_file: str, max_seq_length: int, export_dir: str, format: str = "saved_model",
-               quantization: str = "none", calibration=None) -> str:
+               quantization: str = "none", calibration=None, precision: str = "float32",
+               results: Mapping[str, Mapping[str, float]] | None = None) -> str:
         """The task model as a SavedModel (`export_saved_model`) or, with `format="litert"`, a LiteRT
         model of `quantization` (`albert_tf.litert.export_litert`; full int8 calibrated on
-        `calibration`, the `CachedFeatures` of the training split), replacing what `export_dir`
-        held; returns the folder."""
+        `calibration`, the `CachedFeatures` of the training split); returns the folder.
+
+        `precision`: the SavedModel's weights and matmuls, "float32" or "bfloat16"
+        (`albert_tf.export.at_precision`). `results`: this run's evaluation results by split, which
+        a task may read settings of its export from (SQuAD v2.0's null-score threshold). What
+        `export_dir` held is replaced only once the new export is complete.
+        """
         import tensorflow as tf
+
+        from albert_tf.export import at_precision, check_precision
+        from albert_tf.files import atomic_folder
 
         if format not in EXPORT_FORMATS:
             raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {format!r}")
-        if tf.io.gfile.exists(export_dir):
-            tf.io.gfile.rmtree(export_dir)
-        if format == "saved_model":
-            return self.export_saved_model(model, spm_model_file, max_seq_length, os.fspath(export_dir))
-        from albert_tf.litert import export_litert
+        check_precision(precision, format)
+        model = at_precision(model, precision)
+        with atomic_folder(export_dir, replace=True) as folder:
+            if format == "saved_model":
+                self.export_saved_model(model, spm_model_file, max_seq_length, folder, results or {})
+                return os.fspath(export_dir)
+            from albert_tf.litert import export_litert
 
-        def records():  # the first training records, read when the converter calibrates
-            spec = calibration.feature_spec()
-            for serialized in tf.data.TFRecordDataset(str(calibration.path)).as_numpy_iterator():
-                yield {k: v.numpy() for k, v in tf.io.parse_single_example(serialized, spec).items()}
+            def records():  # the first training records, read when the converter calibrates
+                spec = calibration.feature_spec()
+                for serialized in tf.data.TFRecordDataset(str(calibration.path)).as_numpy_iterator():
+                    yield {k: v.numpy() for k, v in tf.io.parse_single_example(serialized, spec).items()}
 
-        return export_litert(model, export_dir, spm_model_file, max_seq_length, quantization=quantization,
-                             representative_data=records if calibration is not None else None,
-                             outputs=self.litert_outputs(model, max_seq_length))
+            export_litert(model, folder, spm_model_file, max_seq_length, quantization=quantization,
+                          representative_data=records if calibration is not None else None,
+                          outputs=self.litert_outputs(model, max_seq_length))
+        return os.fspath(export_dir)
 
-    def export_saved_model(self, model, spm_model_file: str, max_seq_length: int, export_dir: str) -> str:
+    def export_saved_model(self, model, spm_model_file: str, max_seq_length: int, export_dir: str,
+                           results: Mapping[str, Mapping[str, float]]) -> str:
         """The task's SavedModel: by default `serving_outputs(model)` on every signature of
-        `albert_tf.export` (token ids, serialized tf.Examples, raw text)."""
+        `albert_tf.export` (token ids, serialized tf.Examples, raw text). `results`: `export`'s."""
         from albert_tf.export import export_saved_model
 
         return export_saved_model(model, export_dir, spm_model_file, max_seq_length,
                                   outputs_fn=self.serving_outputs(model), text_segments=self.text_segments)
 
     def litert_outputs(self, model, max_seq_length: int):
-        """The LiteRT model's `albert_tf.litert.TaskOutputs`; None: the model is one of albert_tf's,
-        which knows its own."""
+        """The LiteRT model's `albert_tf.litert.TaskOutputs`: each task owns its model's outputs.
+        None: the model is an encoder or classifier, whose outputs albert_tf.litert knows."""
         return None
 
     def default_options(self, **given) -> dict:

@@ -25,7 +25,9 @@ from finetune.race.features import SEQUENCE_FEATURES, check_lengths, graph_featu
 from finetune.race.readers import LETTERS, NUM_OPTIONS
 
 
-class _RaceServing(tf.Module):
+class RaceServing(export.ServingModule):
+    """RACE's serving module (`albert_tf.export.ServingModule`): the signatures above."""
+
     def __init__(self, model, tokenizer: AlbertGraphTokenizer, max_seq_length: int, max_qa_length: int):
         super().__init__()
         # The model is not tracked: its variables are saved once, through the root's lists.
@@ -34,6 +36,9 @@ class _RaceServing(tf.Module):
         self._max_seq_length = max_seq_length
         self._max_qa_length = max_qa_length
         self._letters = tf.constant(LETTERS)
+
+    def stored(self):
+        return {"max_seq_length": self._max_seq_length, "max_qa_length": self._max_qa_length}
 
     def outputs(self, inputs):
         logits = tf.cast(self._model({k: tf.cast(inputs[k], tf.int32) for k in SEQUENCE_FEATURES},
@@ -81,6 +86,4 @@ def export_race_model(model, export_dir: str | os.PathLike, spm_model_file: str 
     SavedModel with the signatures of this module's docstring; returns `export_dir`."""
     check_lengths(max_seq_length, max_qa_length)
     tokenizer = export.prepare(model, spm_model_file, max_seq_length, do_lower_case)
-    serving = _RaceServing(model, tokenizer, max_seq_length, max_qa_length)
-    return export.save(model, export_dir, serving, serving.signatures(), tokenizer,
-                       stored={"max_seq_length": max_seq_length, "max_qa_length": max_qa_length})
+    return export.write(model, export_dir, RaceServing(model, tokenizer, max_seq_length, max_qa_length), tokenizer)

@@ -158,10 +158,16 @@ class RaceTask(FinetuningTask):
 
     # ---- serving and runs --------------------------------------------------------------------
 
-    def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir):
+    def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir, results):
         from finetune.race.export import export_race_model
 
         return export_race_model(model, export_dir, spm_model_file, max_seq_length, self.max_qa_length)
+
+    def litert_outputs(self, model, max_seq_length):
+        from albert_tf.litert import INPUTS, TaskOutputs, logits_and_probability
+
+        return TaskOutputs("race", INPUTS, (1, model.num_choices, max_seq_length),
+                           lambda inputs: logits_and_probability(model(inputs, training=False)))
 
     def default_options(self, **given):
         return {**HPARAMS[self.hparams], **{k: v for k, v in given.items() if v is not None}}

@@ -56,8 +56,9 @@ def _column(value, rows, dtype=tf.int64):
     return tf.RaggedTensor.from_row_lengths(tf.fill([rows], tf.cast(value, dtype)), tf.ones([rows], tf.int64))
 
 
-class SquadServer(tf.Module):
-    """Windows, model and post-processing of raw SQuAD questions in one graph (see the module).
+class SquadServer(export.ServingModule):
+    """Windows, model and post-processing of raw SQuAD questions in one graph (see the module):
+    SQuAD's serving module (`albert_tf.export.ServingModule`).
 
     Args:
         outputs_fn: the model on a dict of int32 [R, T] `input_ids`, `input_mask`,
@@ -85,6 +86,22 @@ class SquadServer(tf.Module):
         self._n_best_size = n_best_size
         self._max_answer_length = max_answer_length
         self._threshold = null_score_diff_threshold
+
+    def stored(self):
+        return {"max_seq_length": self._settings.max_seq_length}
+
+    def signatures(self):
+        """`serve_text` (question, context) -> answers; `serving_default` on the model's int32 inputs."""
+        text_specs = (tf.TensorSpec([None], tf.string, name="question"),
+                      tf.TensorSpec([None], tf.string, name="context"))
+        serve_text = tf.function(lambda question, context: self.answer(question, context), autograph=False)
+        input_specs = {k: tf.TensorSpec([None, None], tf.int32, name=k)
+                       for k in ("input_ids", "input_mask", "segment_ids", "p_mask")}
+        serving_default = tf.function(lambda **inputs: self._outputs_fn(inputs), autograph=False)
+        return {
+            "serve_text": serve_text.get_concrete_function(*text_specs),
+            "serving_default": serving_default.get_concrete_function(**input_specs),
+        }
 
     def records(self, question, context):
         """The records of a batch of pairs, and for each: its example, char spans, max context."""
@@ -308,14 +325,4 @@ def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.
 
     server = SquadServer(outputs_fn, tokenizer, settings, version_2, n_best_size, max_answer_length,
                          null_score_diff_threshold, top_k)
-    text_specs = (tf.TensorSpec([None], tf.string, name="question"), tf.TensorSpec([None], tf.string, name="context"))
-    serve_text = tf.function(lambda question, context: server.answer(question, context), autograph=False)
-    input_specs = {k: tf.TensorSpec([None, None], tf.int32, name=k)
-                   for k in ("input_ids", "input_mask", "segment_ids", "p_mask")}
-    serving_default = tf.function(lambda **inputs: outputs_fn(inputs), autograph=False)
-    signatures = {
-        "serve_text": serve_text.get_concrete_function(*text_specs),
-        "serving_default": serving_default.get_concrete_function(**input_specs),
-    }
-    return export.save(model, output_dir, server, signatures, tokenizer,
-                       stored={"max_seq_length": settings.max_seq_length})
+    return export.write(model, output_dir, server, tokenizer)

@@ -71,7 +71,6 @@ class SquadTask(FinetuningTask):
         self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
         self.start_n_top, self.end_n_top = start_n_top, end_n_top
         self.null_score_diff_threshold = null_score_diff_threshold
-        self._export_threshold = null_score_diff_threshold
         self._results: dict[str, tuple] = {}
 
     def examples(self, split):
@@ -158,9 +157,7 @@ class SquadTask(FinetuningTask):
         dataset = self.dataset(split)
         if self.version_2:
             scores = metrics.evaluate_v2(dataset, result.answers, result.null_odds)
-            scores["null_score_diff_threshold"] = threshold
-            # The exported model answers "" where these predictions do.
-            self._export_threshold = threshold
+            scores["null_score_diff_threshold"] = threshold  # and the export's (`export_threshold`)
         else:
             scores = metrics.evaluate_v1(dataset, result.answers)
         self._results[split] = result
@@ -178,16 +175,26 @@ class SquadTask(FinetuningTask):
             paths.append(path)
         return paths
 
-    def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir):
+    def export_threshold(self, results) -> float | None:
+        """v2.0: the null-score threshold the export answers "" at: the flag's, else the one this run's
+        evaluation of its first split chose (the exported model then answers "" where those
+        predictions do), else None (never)."""
+        if not self.version_2 or self.null_score_diff_threshold is not None:
+            return self.null_score_diff_threshold
+        evaluated = results.get(self.eval_splits[0]) if self.eval_splits else None
+        return None if evaluated is None else evaluated.get("null_score_diff_threshold")
+
+    def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir, results):
         settings = features.FeatureSettings(max_seq_length, self.doc_stride, self.max_query_length)
         return serving.export_squad(model, export_dir, spm_model_file, settings, self.version_2, self.n_best_size,
-                                    self.max_answer_length, self._export_threshold, top_k=self.export_top_k)
+                                    self.max_answer_length, self.export_threshold(results),
+                                    top_k=self.export_top_k)
 
     def litert_outputs(self, model, max_seq_length):
-        if not self.version_2:
-            return None  # AlbertSpanLabeler: albert_tf.litert knows its start and end logits
         from albert_tf.litert import INPUTS, TaskOutputs
 
+        if not self.version_2:  # end_logits, start_logits: BertQuestionAnswerer's order
+            return TaskOutputs("squad", INPUTS, (1, max_seq_length), lambda inputs: dict(model(inputs, training=False)))
         # The answerability head's beam and answer-class logit, on p_mask beside the ids.
         return TaskOutputs("squad_v2", (*INPUTS, "p_mask"), (1, max_seq_length),
                            lambda inputs: model(inputs, training=False))

@@ -1,6 +1,7 @@
 """albert_tf.files: the one rule for atomic writes, globs, compression and output folders."""
 
 import gzip
+import pathlib
 import os
 import subprocess
 import sys
@@ -107,3 +108,47 @@ def test_local_files_need_no_tensorflow(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.json"), str(tmp_path / "out")],
                           check=True, cwd=repo, capture_output=True, text=True)
     assert done.stdout.strip() == "False" and (tmp_path / "out").is_dir()
+
+
+def test_a_folder_is_written_aside_and_replaces_the_old_one_only_when_complete(tmp_path):
+    target = tmp_path / "export"
+    partial = f"export.incomplete-{os.getpid()}"
+    with files.atomic_folder(target) as folder:
+        os.makedirs(folder)
+        (tmp_path / partial / "model.bin").write_text("one")
+        assert sorted(os.listdir(tmp_path)) == [partial]  # nothing at the target until complete
+    assert os.listdir(tmp_path) == ["export"] and (target / "model.bin").read_text() == "one"
+    # Without replace, a folder holding files is refused and untouched.
+    with pytest.raises(UserError, match=f"^{target} is not empty: write into a new or empty folder$"):
+        with files.atomic_folder(target):
+            pass
+    # With replace, a failed write keeps the old folder whole; a complete one replaces it.
+    with pytest.raises(RuntimeError, match="converter failed"):
+        with files.atomic_folder(target, replace=True) as folder:
+            os.makedirs(folder)
+            raise RuntimeError("converter failed")
+    assert os.listdir(tmp_path) == ["export"] and os.listdir(target) == ["model.bin"]
+    with files.atomic_folder(target, replace=True) as folder:
+        os.makedirs(folder)
+        (tmp_path / partial / "other.bin").write_text("two")
+    assert os.listdir(tmp_path) == ["export"] and os.listdir(target) == ["other.bin"]
+
+
+@pytest.mark.faults
+def test_a_killed_exports_partial_files_do_not_block_the_rerun_and_are_cleared(tmp_path):
+    """Issue 40: export and conversion refused a folder holding a killed run's partial files."""
+    target = tmp_path / "out"
+    target.mkdir()
+    dead = 2 ** 22 + 12345  # above the default pid_max: no such process
+    (target / f"model.tflite.incomplete-{dead}").write_bytes(b"half")
+    (target / files.LOCK_FILE).write_text("{}")
+    (tmp_path / f"out.incomplete-{dead}").mkdir()  # a killed run's folder written aside
+    (tmp_path / f"out.incomplete-{dead}" / "saved_model.pb").write_bytes(b"half")
+    (tmp_path / f"out.old.incomplete-{dead}").mkdir()
+    (tmp_path / "outside.incomplete-1").write_bytes(b"not ours")  # another target's: kept
+    files.prepare_output_dir(target, create=False, empty=True)  # not refused as "not empty"
+    with files.atomic_folder(target) as folder:
+        os.makedirs(folder)
+        (pathlib.Path(folder) / "model.tflite").write_bytes(b"whole")
+    assert sorted(os.listdir(tmp_path)) == ["out", "outside.incomplete-1"]
+    assert sorted(os.listdir(target)) == [files.LOCK_FILE, "model.tflite"]

@@ -31,6 +31,16 @@ TASKS = {
 }
 
 
+def _task_outputs(task, model):
+    """The LiteRT outputs of the task that owns the model: None for albert_tf's encoder and
+    classifier, SQuAD's and RACE's from their fine-tuning tasks."""
+    from finetune.race.task import RaceTask
+    from finetune.squad.task import SquadTask
+
+    owners = {"squad": lambda: SquadTask(), "race": lambda: RaceTask(max_qa_length=8)}
+    return owners[task]().litert_outputs(model, SEQ) if task in owners else None
+
+
 def _features(shape, seed=0):
     rng = np.random.default_rng(seed)
     mask = np.ones(shape, np.int32)
@@ -66,7 +76,7 @@ def test_float32_equals_the_keras_model_and_the_saved_model(task, tmp_path):
     make, output_names = TASKS[task]
     model = make()
     model.build()
-    folder = litert.export_litert(model, tmp_path / "litert", TINY_VOCAB, SEQ)
+    folder = litert.export_litert(model, tmp_path / "litert", TINY_VOCAB, SEQ, outputs=_task_outputs(task, model))
     flatbuffer = (tmp_path / "litert" / litert.MODEL_FILE).read_bytes()
     assert litert.custom_ops(flatbuffer) == []  # no Flex (Select TF) op: stock LiteRT runs it
     description = json.loads((tmp_path / "litert" / litert.IO_FILE).read_text())
@@ -188,7 +198,8 @@ def test_dynamic_int8_span_model_gives_the_float_models_answers(tmp_path):
     for i in range(100):
         features, starts, ends = _span_batch(32, seed=100 + i)
         step(features, starts, ends)
-    litert.export_litert(model, tmp_path, TINY_VOCAB, SEQ, quantization="dynamic_int8")
+    litert.export_litert(model, tmp_path, TINY_VOCAB, SEQ, quantization="dynamic_int8",
+                         outputs=_task_outputs("squad", model))
     lite = litert.LiteRTModel(tmp_path / litert.MODEL_FILE)
     features, starts, ends = _span_batch(200, seed=9)
     want = model(features, training=False)
@@ -240,10 +251,87 @@ def test_albert_export_writes_the_encoders_litert_model(tmp_path):
     np.testing.assert_allclose(got["pooled_output"], encoder(features)["pooled_output"].numpy(), atol=1e-4, rtol=0)
     for args, message in ((["--quantization=dynamic_int8"], "are for --format=litert"),
                           (["--format=litert", "--quantization=full_int8"], "needs it"),
-                          (["--format=litert", "--model=pretrainer"], "exports the encoder")):
+                          (["--format=litert", "--model=pretrainer"], "exports the encoder"),
+                          (["--format=litert", "--precision=bfloat16"], "^--precision=bfloat16 is for SavedModels: "
+                           r"LiteRT has no bfloat16 kernels \(pick --quantization=float16 or dynamic_int8 for "
+                           r"smaller weights\)$")):
         with pytest.raises(FlagError, match=message):
             _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'refused'}", *args)
         assert not (tmp_path / "refused").exists()
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("content, message", [
+    (b"", "holds no text: full int8 calibrates on training texts, one a line"),
+    (b"\n  \n", "holds no text: full int8 calibrates on training texts, one a line"),
+    (b"The old man came.\nA caf\xe9 at night.\n", "line 2 is not UTF-8 (byte 0xe9); save the texts as UTF-8"),
+    (None, "is a folder: give a text file of training texts, one a line"),
+], ids=["empty", "blank", "latin1", "folder"])
+def test_representative_texts_that_cannot_calibrate_are_one_line_naming_the_flag(content, message, tmp_path):
+    """Issue 40: an empty file failed in the converter, Latin-1 and a folder with tracebacks."""
+    from albert_tf.errors import FlagError
+
+    texts = tmp_path / "texts"
+    texts.mkdir() if content is None else texts.write_bytes(content)
+    with pytest.raises(FlagError) as raised:
+        _albert_export("--preset=albert_base_v2", f"--output_dir={tmp_path / 'out'}", "--format=litert",
+                       "--quantization=full_int8", f"--representative_texts={texts}")
+    assert str(raised.value) == f"--representative_texts {texts} {message}".replace(f"{texts} line", f"{texts}: line")
+    assert raised.value.exit_code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["texts"]  # nothing made, no preset fetched
+
+
+def test_every_format_and_precision_gives_the_keras_models_answers(trained_classifier, tmp_path):
+    """The classifier's labels on 200 dev sentences from Keras, the float32 and bfloat16 SavedModels
+    and the float32 LiteRT model; bf16's probabilities within 0.02 of float32's (stated tolerance:
+    bf16 keeps 8 bits of mantissa, a relative error of 0.4% a weight)."""
+    from albert_tf.export import at_precision
+
+    classifier, _ = trained_classifier
+    dev_texts, _ = good_bad_sentences(200, seed=7)
+    features = {k: v.numpy() for k, v in classifier.preprocessor(dev_texts).items()}
+    keras_logits = classifier.classifier(features, training=False).numpy()
+    want = np.argmax(keras_logits, -1)
+    probabilities = {}
+    for precision in ("float32", "bfloat16"):
+        model = at_precision(classifier, precision)
+        export_saved_model(model, tmp_path / precision, TINY_VOCAB, SEQ,
+                           outputs_fn=lambda inputs, training, m=model: {"logits": m(inputs, training=training)})
+        loaded = tf.saved_model.load(str(tmp_path / precision))
+        dtypes = {v.dtype for v in loaded.trainable_variables if "layer_norm" not in v.name}  # LayerNorm: float32
+        assert dtypes == {tf.float32 if precision == "float32" else tf.bfloat16}, precision
+        logits = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in features.items()})["logits"]
+        assert logits.dtype == tf.float32
+        probabilities[precision] = tf.nn.softmax(logits, -1).numpy()
+        np.testing.assert_array_equal(np.argmax(logits, -1), want, err_msg=precision)
+    np.testing.assert_allclose(probabilities["float32"], tf.nn.softmax(keras_logits, -1).numpy(), atol=1e-5)
+    assert np.abs(probabilities["bfloat16"] - probabilities["float32"]).max() <= 0.02
+    litert.export_litert(classifier, tmp_path / "litert", TINY_VOCAB, SEQ)
+    lite = litert.LiteRTModel(tmp_path / "litert" / litert.MODEL_FILE)(features)
+    np.testing.assert_array_equal(np.argmax(lite["logits"], -1), want)
+    # The float32 model is the Keras one itself, not a copy.
+    assert at_precision(classifier.classifier, "float32") is classifier.classifier
+
+
+def test_bfloat16_encoder_export_stays_within_its_tolerance_of_float32(tmp_path):
+    """Pooled outputs of the bf16 SavedModel: cosine >= 0.999 to float32's and no value off by more
+    than 0.03; the albert_tf's own CLI writes it (--precision=bfloat16) with bf16 variables."""
+    keras.utils.set_random_seed(0)
+    encoder = AlbertEncoder(CONFIG)
+    encoder.build()
+    preset = encoder.save_to_preset(tmp_path / "preset", TINY_VOCAB)
+    _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'bf16'}", "--max_seq_length=16",
+                   "--precision=bfloat16")
+    loaded = tf.saved_model.load(str(tmp_path / "bf16"))
+    assert {v.dtype for v in loaded.trainable_variables if "layer_norm" not in v.name} == {tf.bfloat16}
+    assert json.loads((tmp_path / "bf16" / "albert_config.json").read_text()) == CONFIG.to_dict()
+    features = _features([8, SEQ], seed=4)
+    got = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in features.items()})["pooled_output"]
+    want = encoder(features, training=False)["pooled_output"].numpy()
+    got = got.numpy()
+    cosine = (got * want).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(want, axis=-1)
+    assert cosine.min() >= 0.999, cosine
+    assert np.abs(got - want).max() <= 0.03
 
 
 def test_keras_layer_norm_traces_without_fused_batch_norm():

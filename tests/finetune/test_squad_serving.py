@@ -101,3 +101,16 @@ def test_served_probabilities_are_the_offline_n_best(small_data_dir, tmp_path):
         assert (got["top_k_probability"][i, len(nbest):] == 0).all()
     # A random model spreads its belief: the answers' probabilities are well inside (0, 1).
     assert 0.01 < got["probability"].min() and got["probability"].max() < 0.99
+
+
+def test_the_v2_exports_threshold_is_the_flags_else_this_runs_evaluations_not_state_left_on_the_task():
+    from finetune.squad.task import SquadTask
+
+    results = {"dev": {"exact": 80.0, "null_score_diff_threshold": -1.25}}
+    task = SquadTask(train_file="t.json", predict_file="d.json", version_2_with_negative=True)
+    assert task.export_threshold(results) == -1.25
+    assert task.export_threshold({}) is None  # no evaluation in this run: never answers ""
+    given = SquadTask(predict_file="d.json", version_2_with_negative=True, null_score_diff_threshold=0.5)
+    assert given.export_threshold(results) == 0.5
+    assert SquadTask(predict_file="d.json").export_threshold(results) is None  # v1.1 has no threshold
+    assert not hasattr(task, "_export_threshold")

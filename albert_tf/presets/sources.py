@@ -17,6 +17,7 @@ download and no conversion, offline too.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import shutil
@@ -108,8 +109,10 @@ def _unpack(archive: str, into: str, source: str) -> None:
     try:
         with tarfile.open(archive, "r:*") as tar:
             tar.extractall(into, filter="data")  # no absolute paths, no links out, no devices
-    except (tarfile.TarError, EOFError, zlib.error) as error:
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
         raise UserError(f"{source}: not a readable tar archive ({reason(error)})") from None
+    except OSError as error:  # writing what it unpacks (a full disk), which names no file
+        raise download.cache_write_error(into, error) from None
 
 
 def _release_folder(unpacked: str, source: str) -> str:

@@ -229,10 +229,11 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
             if labels.dtype.kind not in "biuf":
                 raise UserError(f"y holds {labels.dtype} values: a regressor's labels are numbers")
             return texts, labels.astype(np.float32)
-        whole = labels.dtype.kind in "iu" or (labels.dtype.kind == "f" and np.all(np.mod(labels, 1) == 0))
-        bad = np.flatnonzero((labels < 0) | (labels >= self.num_classes) | (np.mod(labels, 1) != 0)) if \
-            labels.dtype.kind in "iuf" else [0]
-        if not whole or len(bad):
+        if labels.dtype.kind in "iuf":
+            bad = np.flatnonzero((labels < 0) | (labels >= self.num_classes) | (np.mod(labels, 1) != 0))
+        else:  # strings, booleans, objects
+            bad = [0]
+        if len(bad):
             raise UserError(f"y[{bad[0]}] is {labels[bad[0]].item()!r}: a classifier's labels are class ids, the "
                             f"integers 0 to {self.num_classes - 1}")
         return texts, labels.astype(np.int32)

@@ -86,15 +86,20 @@ def split_checksum(url: str) -> tuple[str, str | None]:
     return base, value.lower()
 
 
+def cache_write_error(path: str, error: OSError) -> UserError:
+    """The one line for the disk refusing a write of `path` in the cache (a full disk, a read-only
+    or misplaced ALBERT_TF_HOME): a local fault, not a download failing."""
+    return UserError(f"cannot write {path} in the cache ({reason(error)}); free space or set "
+                     f"ALBERT_TF_HOME to a writable folder (now {home()})")
+
+
 @contextlib.contextmanager
 def writing_in_cache(path: str):
-    """Names `path` and the cache in one line when the disk refuses a write there (a full disk, a
-    read-only or misplaced ALBERT_TF_HOME): a local fault, not a download failing."""
+    """Names `path` and the cache in one line when the disk refuses a write there."""
     try:
         yield
     except OSError as error:
-        raise UserError(f"cannot write {path} in the cache ({reason(error)}); free space or set "
-                        f"ALBERT_TF_HOME to a writable folder (now {home()})") from None
+        raise cache_write_error(path, error) from None
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ download and no conversion, offline too.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import shutil
@@ -150,8 +151,10 @@ def _unpack(archive: str, into: str, source: str, max_bytes: int | None = None) 
                 if total > max_bytes:
                     raise UserError(f"{source}: unpacks to more than {max_bytes} bytes, far over any release")
                 tar.extract(member, into, filter="data")  # no absolute paths, no links out, no devices
-    except (tarfile.TarError, EOFError, zlib.error) as error:
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
         raise UserError(f"{source}: not a readable tar archive ({reason(error)})") from None
+    except OSError as error:  # writing what it unpacks (a full disk), which names no file
+        raise download.cache_write_error(into, error) from None
 
 
 def _release_folder(unpacked: str, source: str) -> str:

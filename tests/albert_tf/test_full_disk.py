@@ -121,3 +121,27 @@ def test_a_full_disk_is_the_one_line_of_a_full_disk_naming_the_weights_file(tmp_
     assert one_line(error.value) == (
         f"no space left on the device writing {path}: free some space and rerun (finished work is kept)", 1)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_unpacking_a_release_into_a_full_cache_names_the_folder(release, tmp_path):
+    """Issue 40: a full cache disk while a tarball was unpacked said `[Errno 27] File too large`, no path."""
+    import re
+    import tarfile
+
+    tarball = tmp_path / "albert_tiny.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(release, arcname="albert_tiny")
+    cache = tmp_path / "cache"
+    script = f"""
+from albert_tf.presets import sources
+try:
+    sources.resolve({str(tarball)!r}, progress=False)
+except ValueError as error:
+    print(error)
+"""
+    code, _, stdout = _run(["-c", script], {"ALBERT_TF_HOME": str(cache)})
+    assert code == 0 and re.fullmatch(
+        rf"cannot write {re.escape(str(cache))}/tmp/albert_tiny-\w+\.\w+/unpacked in the cache \(\[Errno 27\] File "
+        rf"too large\); free space or set ALBERT_TF_HOME to a writable folder \(now {re.escape(str(cache))}\)",
+        stdout.splitlines()[-1]), stdout
+    assert os.listdir(cache / "tmp") == [] and not (cache / "presets").exists()

@@ -9,7 +9,7 @@ batch so that the gradients summed across replicas are those of the global batch
 does not depend on how many replicas (or accumulated micro-batches) share a batch.
 
 `TrainingOptions` is what every run is told, `TrainingLoop` what every run holds (strategy,
-schedule, model and optimizer, checkpoints, the compiled loop), and `run_loop(run, dataset_fn)`
+model and optimizer (whose schedule is the one logged), checkpoints, the compiled loop), and `run_loop(run, dataset_fn)`
 drives it from Python; a task supplies its options, model, loss and metric names:
 `albert_tf.pretraining`, finetune/trainer.py. Replicas share batches by `albert_tf.replicas`,
 scalars go through `albert_tf.summaries`, the run folder's rules are `albert_tf.presets.checkpoints`'.
@@ -120,7 +120,7 @@ class TrainingLoop:
     """The state of one training run: model, optimizer, checkpoints and the compiled loop.
 
     It owns everything that pretraining and fine-tuning do alike: the per-replica batch, the
-    learning-rate schedule, the seed, the model and optimizer built under the strategy's scope
+    the seed, the model and optimizer built under the strategy's scope
     (with fp16 loss scaling), the checkpoint and its manager, resumption, the distributed input and
     the compiled loop of `steps_per_loop` updates. A task subclasses it and supplies:
 
@@ -158,9 +158,6 @@ class TrainingLoop:
         # The strategy's own answer: True on the one worker whose checkpoints and summaries are
         # kept (the chief, or worker 0 where there is none), and on every single-worker strategy.
         self.is_chief = self.strategy.extended.should_checkpoint
-        self.schedule = optimization.WarmupPolynomialDecay(
-            options.learning_rate, options.num_train_steps, options.num_warmup_steps
-        )
         self._check_output_dir()
 
         keras.utils.set_random_seed(options.seed)
@@ -367,7 +364,9 @@ class TrainingLoop:
         return {k: float(v) for k, v in metrics.items()}
 
     def learning_rate_at(self, step: int) -> float:
-        return float(self.schedule(step))
+        """The rate of update `step`, asked of the optimizer (the inner one under loss scaling)."""
+        optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        return float(optimizer.learning_rate_of_update(step))
 
 
 @contextlib.contextmanager

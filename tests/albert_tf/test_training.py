@@ -106,6 +106,30 @@ def test_the_loop_rates_each_update_as_the_release_does(tmp_path):
     assert used[0] == pytest.approx(4e-3) and used[-1] == 0.0
 
 
+def test_the_logged_rate_is_the_optimizers_schedule(tmp_path, monkeypatch):
+    """The rate written to the summaries is read from the optimizer's own schedule: given another
+    decay (power 2 where the loop's default is linear), the log follows it, in warmup and in decay."""
+    import functools
+
+    from albert_tf import optimization, training
+
+    monkeypatch.setattr(optimization, "create_optimizer", functools.partial(optimization.create_optimizer, power=2.0))
+    logged = {}
+    monkeypatch.setattr(training, "write_scalars",
+                        lambda writer, metrics, step: logged.__setitem__(step, metrics["learning_rate"]))
+    run = pretraining.Pretraining(CONFIG, options(tmp_path, num_train_steps=6, num_warmup_steps=2,
+                                                  save_checkpoints_steps=6))
+    training.run_loop(run, random_dataset_fn())
+    assert sorted(logged) == [1, 2, 3, 4, 5, 6]
+    used = []
+    for k in range(1, 7):  # the rate the optimizer gives update k, read before it (k - 1 updates made)
+        run.optimizer.iterations.assign(k - 1)
+        used.append(float(run.optimizer.learning_rate))
+    np.testing.assert_allclose([logged[k] for k in range(1, 7)], used, rtol=1e-6, atol=1e-12)
+    # the release's shape: update 1 in warmup (2e-2 / 2), then the decay over all 6 steps, squared
+    np.testing.assert_allclose(used, [1e-2] + [2e-2 * (1 - k / 6) ** 2 for k in range(2, 7)], rtol=1e-6, atol=1e-12)
+
+
 def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
     first = pretraining.Pretraining(CONFIG, options(tmp_path))
     trajectory(first, 3)

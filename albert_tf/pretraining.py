@@ -253,6 +253,11 @@ def pretrain(
         eval_dataset_fn = file_dataset_fn(eval_files, options, is_training=False, vocab_size=config.vocab_size)
 
     run = Pretraining(config, options, strategy)
+    if options.spm_model_file and run.is_chief:
+        # Only now that the folder's check has passed: a run refused there overwrites nothing.
+        from albert_tf.presets.checkpoints import keep_run_vocabulary
+
+        keep_run_vocabulary(options.spm_model_file, options.output_dir)
     run.restore_or_initialize()
     evaluate = None
     if eval_dataset_fn is not None:

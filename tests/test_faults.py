@@ -8,6 +8,7 @@ other bad-input tests.
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 
 from albert_tf.errors import UserError
 from albert_tf.files import LOCK_FILE, locked_run_folder
+from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.faults
 
@@ -360,6 +362,31 @@ def test_pretraining_from_a_checkpoint_of_another_model_is_one_line_and_leaves_n
         f"error: init_checkpoint {checkpoint} does not match the model: encoder/embeddings/"
         "embedding_hidden_mapping_in/kernel has shape [8, 16] there, [8, 32] here; ") and line.endswith(" more")
     assert not out.exists()
+
+
+def test_a_pretraining_run_refused_for_another_config_keeps_the_old_runs_vocabulary(tmp_path, tiny_run):
+    """Issue 39: the vocabulary was copied in before the folder's check, over the old run's."""
+    from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, write_pretraining_records
+    from tests.albert_tf.tiny import TINY
+
+    folder, _ = tiny_run
+    out = tmp_path / "run"
+    shutil.copytree(folder, out)
+    old_vocab = (REPO_ROOT / "tests" / "fixtures" / "export" / "tiny_spm.model").read_bytes()
+    (out / "spiece.model").write_bytes(old_vocab)
+    before = {name: (out / name).read_bytes() for name in os.listdir(out) if (out / name).is_file()}
+    records = write_pretraining_records(tmp_path / "train.tfrecord", 8)
+    config = tmp_path / "wide.json"
+    config.write_text(json.dumps(TINY.replace(hidden_size=32, intermediate_size=64).to_dict()))
+    code, line, count = _tool("albert_tf.cli.pretrain", f"--input_file={records}", f"--output_dir={out}",
+                              f"--albert_config_file={config}",
+                              f"--spm_model_file={REPO_ROOT / 'tests' / 'fixtures' / 'data_prep' / 'tiny_vocab.model'}",
+                              f"--max_seq_length={PRETRAINING_SEQ}", f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}",
+                              "--train_batch_size=4", "--num_train_steps=2", "--nojit_compile", "--noprogress_bar")
+    assert (code, count) == (1, 1), line
+    assert line == (f"error: output_dir {out} holds checkpoints of another config: hidden_size 16 there vs 32 here, "
+                    "intermediate_size 32 there vs 64 here; use a fresh output_dir or the same config")
+    assert {name: (out / name).read_bytes() for name in os.listdir(out) if (out / name).is_file()} == before
 
 
 def test_export_of_a_missing_checkpoint_without_a_vocabulary_names_the_checkpoint(tmp_path):

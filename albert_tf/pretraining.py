@@ -37,9 +37,6 @@ from albert_tf.training import DatasetFn, TrainingLoop, TrainingOptions, input_e
 
 TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
 
-# The release adds this to the sum of masked_lm_weights, so a batch without predictions gives 0.
-_WEIGHT_EPSILON = 1e-5
-
 EXPORT_DIR = "export"  # <output_dir>/export: the encoder's SavedModel
 
 
@@ -156,22 +153,14 @@ class Pretraining(TrainingLoop):
     def _denominators(self, ctx, features):
         weights = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
         return {
-            "weight": ctx.all_reduce(tf.distribute.ReduceOp.SUM, weights) + _WEIGHT_EPSILON,
+            "mlm_weight": ctx.all_reduce(tf.distribute.ReduceOp.SUM, weights),
             "examples": tf.constant(float(self.options.train_batch_size)),
         }
 
     def _loss_parts(self, features, denominators):
         outputs = self.model(features, training=True)
         sums = pretraining_sums(features, outputs["mlm_logits"], outputs["sop_logits"])
-        return {
-            "mlm_loss": sums["mlm_ce"] / denominators["weight"],
-            "sop_loss": sums["sop_ce"] / denominators["examples"],
-            "mlm_accuracy": sums["mlm_hits"] / denominators["weight"],
-            "sop_accuracy": sums["sop_hits"] / denominators["examples"],
-        }
-
-    def _total_loss(self, parts):
-        return parts["mlm_loss"] + parts["sop_loss"]
+        return losses_from_sums(sums, **denominators)
 
     # ---- evaluation --------------------------------------------------------------------------
 

@@ -74,7 +74,6 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 import numpy as np
 
 from albert_tf.choices import EXPORT_FORMATS
-from albert_tf.features import EXAMPLE_WEIGHT
 
 if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not load it
     import tensorflow as tf
@@ -202,8 +201,3 @@ class FinetuningTask:
 
     def run_info(self) -> dict:
         return {"task": self.name}
-
-
-def weights_of(features: Mapping[str, tf.Tensor]) -> tf.Tensor:
-    """Each row's weight: 1 for a record, 0 for a filler of the last evaluation batch."""
-    return features[EXAMPLE_WEIGHT]

@@ -1,8 +1,8 @@
-"""The one fine-tuning trainer: any `finetune.task.FinetuningTask` on albert_tf's training loop.
+"""The one fine-tuning trainer: any `finetune.task.FinetuningTask` on albert_tf's trainer.
 
-`FinetuneOptions` extends the loop's options with fine-tuning's own; `Finetuning` supplies
-`albert_tf.training.TrainingLoop` with the task's model and loss (each replica's share of the
-global batch's sums) and the release's AdamW; strategies, XLA, mixed precision, checkpoints in
+`FinetuneOptions` extends the loop's options with fine-tuning's own; `Finetuning` is
+`albert_tf.training.Trainer` (the task's model and loss, each replica's share of the global
+batch's sums, and the release's AdamW) with fine-tuning's input and prediction; strategies, XLA, mixed precision, checkpoints in
 `output_dir` (with dropout's seed states), resumption on the data the interrupted run would have
 read next, TensorBoard summaries and curves.png, the progress bar and the Python driver are the
 loop's, as in pretraining.
@@ -92,42 +92,18 @@ def check_task_of_output_dir(output_dir: str, task: FinetuningTask, write: bool)
         write_json(path, info, sort_keys=False)
 
 
-class Finetuning(training.TrainingLoop):
-    """One fine-tuning run of `task`'s model on the training loop, with prediction."""
+class Finetuning(training.Trainer):
+    """One fine-tuning run of `task`'s model on the trainer, with its input and prediction."""
 
     def __init__(self, config: AlbertConfig, task: FinetuningTask, options: FinetuneOptions, strategy=None):
         if options.max_seq_length > config.max_position_embeddings:
             raise ValueError(f"max_seq_length {options.max_seq_length} exceeds the model's "
                              f"max_position_embeddings ({config.max_position_embeddings})")
-        self.task = task
-        super().__init__(config, options, strategy, optimizer_name="adamw")
+        super().__init__(config, task, options, strategy)
         self._forward = tf.function(self._forward_impl, jit_compile=options.jit_compile)
         # Length-bucketed batches differ in their last axis: traced once for any length (after the
         # first), not once a bucket; XLA still compiles one program a shape.
         self._predict_step = tf.function(self._predict_step_fn, reduce_retracing=True)
-
-    def _check_output_dir(self):
-        super()._check_output_dir()
-        check_task_of_output_dir(self.options.output_dir, self.task, write=self.is_chief)
-
-    def _create_model(self, dtype):
-        # The run's folder keeps the encoder's own config; only the model trained here has the
-        # fine-tuning dropout.
-        config = self.config
-        if self.options.encoder_dropout is not None:
-            config = dataclasses.replace(config, hidden_dropout_prob=self.options.encoder_dropout,
-                                         attention_probs_dropout_prob=self.options.encoder_dropout)
-        return self.task.build_model(config, self.options, dtype)
-
-    @property
-    def metric_names(self) -> tuple[str, ...]:
-        return tuple(self.task.train_metric_names)
-
-    def _loss_parts(self, batch, denominators):
-        sums = self.task.loss_sums(self.model, batch, training=True)
-        # Normalised by the global batch: the sum over replicas is the batch's mean.
-        batch_size = float(self.options.train_batch_size)
-        return {name: sums[name] / batch_size for name in self.metric_names}
 
     def write_copy(self, name: str) -> str:
         """Writes the whole state as checkpoint `name` in output_dir (every worker takes part; only

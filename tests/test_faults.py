@@ -206,7 +206,7 @@ def test_a_refused_fine_tuning_run_leaves_nothing_in_a_new_output_dir(tmp_path, 
 def test_fine_tuning_from_a_checkpoint_of_another_width_leaves_nothing_in_a_new_output_dir(
         tmp_path, small_data_dir, monkeypatch, capsys):
     """Item 7: the refusal came after albert_config.json, spiece.model and task.json were written."""
-    from albert_tf import pretraining
+    from albert_tf import pretraining, training
     from albert_tf.presets import checkpoints
     from tests.helpers import pretraining_options
     from tests.albert_tf.tiny import TINY
@@ -214,7 +214,7 @@ def test_fine_tuning_from_a_checkpoint_of_another_width_leaves_nothing_in_a_new_
     narrow = TINY.replace(vocab_size=300)
     pretrained = tmp_path / "pretrained"
     checkpoints.check_output_dir(str(pretrained), narrow, write=True)
-    pretraining.Pretraining(narrow, pretraining_options(pretrained)).save()
+    training.Trainer(narrow, pretraining.PretrainingTask(), pretraining_options(pretrained)).save()
     wide = tmp_path / "wide.json"
     wide.write_text(json.dumps(narrow.replace(hidden_size=32, intermediate_size=64).to_dict()))
     vocab = pathlib.Path(__file__).parent / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -332,13 +332,13 @@ def _tool(module, *args):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A pretraining run folder of the tiny config: albert_config.json and one checkpoint, no vocabulary."""
-    from albert_tf import pretraining
+    from albert_tf import pretraining, training
     from albert_tf.presets import checkpoints
     from tests.helpers import pretraining_options
     from tests.albert_tf.tiny import TINY
 
     folder = tmp_path_factory.mktemp("pretrain") / "run"
-    run = pretraining.Pretraining(TINY, pretraining_options(folder))
+    run = training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(folder))
     checkpoints.check_output_dir(str(folder), TINY, write=True)
     return folder, run.save()
 

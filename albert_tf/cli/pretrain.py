@@ -200,7 +200,7 @@ def pretrain(strategies, pretraining):
                                                worker_timeout_s=FLAGS.worker_timeout_s)
     except ValueError as error:
         raise FlagError(f"--strategy={FLAGS.strategy}: {error}") from error
-    result = pretraining.pretrain(config, options, strategy=strategy)
+    result = pretraining.run_pretraining(config, options, strategy=strategy)
     print(summary_line(result), flush=True)
 
 

@@ -121,7 +121,7 @@ def save(model, output_dir: str | os.PathLike, serving: tf.Module, signatures: M
     if config is not None:
         # Every artifact carries its config: fine-tuning from this export needs no other flag.
         from albert_tf.files import write_json
-        from albert_tf.presets.checkpoints import CONFIG_FILE
+        from albert_tf.run_folder import CONFIG_FILE
 
         write_json(os.path.join(output_dir, CONFIG_FILE), config.to_dict())
     return output_dir
@@ -324,7 +324,7 @@ def load_model(kind: str, preset: str | None = None, checkpoint: str | None = No
     checkpoint) or a checkpoint prefix in it. What albert-export exports."""
     from albert_tf.encoder import AlbertEncoder
     from albert_tf.errors import UserError
-    from albert_tf.presets.checkpoints import CONFIG_FILE, load_init_checkpoint
+    from albert_tf.run_folder import CONFIG_FILE, load_init_checkpoint
     from albert_tf.presets.loader import init_config
     from albert_tf.pretrainer import AlbertPretrainer
 

@@ -233,7 +233,7 @@ def run_pretraining(
     run = Trainer(config, PretrainingTask(), options, strategy)
     if options.spm_model_file and run.is_chief:
         # Only now that the folder's check has passed: a run refused there overwrites nothing.
-        from albert_tf.presets.checkpoints import keep_run_vocabulary
+        from albert_tf.run_folder import keep_run_vocabulary
 
         keep_run_vocabulary(options.spm_model_file, options.output_dir)
     run.restore_or_initialize(initial_weights(options))

@@ -14,7 +14,7 @@ holds (strategy, model and optimizer, whose schedule is the one logged, checkpoi
 loop), and `run_loop(trainer, dataset_fn)` drives it from Python. The tasks:
 `albert_tf.pretraining.PretrainingTask` (masked-LM and sentence order) and fine-tuning's
 `finetune.task.FinetuningTask`. Replicas share batches by `albert_tf.replicas`, scalars go through
-`albert_tf.summaries`, the run folder's rules are `albert_tf.presets.checkpoints`'.
+`albert_tf.summaries`, the run folder's rules are `albert_tf.run_folder`'.
 
 Checkpoints (model, optimizer, step and dropout's seed states) are written every
 `save_checkpoints_steps`; a rerun with the same `output_dir` resumes from the latest one, and
@@ -44,7 +44,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.curves import plot_curves
 from albert_tf.errors import FlagError, UserError, reason
 from albert_tf.preemption import PreemptionWatcher
-from albert_tf.presets.checkpoints import check_output_dir, checkpoint_key
+from albert_tf.run_folder import check_output_dir, checkpoint_key
 from albert_tf.presets.weights import model_weights
 from albert_tf.replicas import replica_batch_size, share_overflow, worker_id
 from albert_tf.strategies import lost_workers_named

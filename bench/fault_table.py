@@ -190,7 +190,7 @@ def main():
          "--checkpoint=runs/nope", "--output_dir=exp1", folder=scratch / "exp1")
     subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         from albert_tf import AlbertConfig, pretraining, training
-        from albert_tf.presets.checkpoints import check_output_dir
+        from albert_tf.run_folder import check_output_dir
         config = AlbertConfig(**{{**{CONFIG!r}, "vocab_size": 300}})
         options = pretraining.PretrainingOptions(output_dir="small", input_file="x", train_batch_size=4,
                                               eval_batch_size=4, max_seq_length=16, max_predictions_per_seq=2,

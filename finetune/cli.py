@@ -310,7 +310,7 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
 
     from albert_tf.tokenizer import AlbertTokenizer
     from albert_tf.presets import loader as initialization
-    from albert_tf.presets.checkpoints import keep_run_vocabulary
+    from albert_tf.run_folder import keep_run_vocabulary
     from finetune import trainer
 
     source_given = F.init_checkpoint or F.preset or F.albert_config_file

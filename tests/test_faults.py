@@ -207,13 +207,13 @@ def test_fine_tuning_from_a_checkpoint_of_another_width_leaves_nothing_in_a_new_
         tmp_path, small_data_dir, monkeypatch, capsys):
     """Item 7: the refusal came after albert_config.json, spiece.model and task.json were written."""
     from albert_tf import pretraining, training
-    from albert_tf.presets import checkpoints
+    from albert_tf import run_folder
     from tests.helpers import pretraining_options
     from tests.albert_tf.tiny import TINY
 
     narrow = TINY.replace(vocab_size=300)
     pretrained = tmp_path / "pretrained"
-    checkpoints.check_output_dir(str(pretrained), narrow, write=True)
+    run_folder.check_output_dir(str(pretrained), narrow, write=True)
     training.Trainer(narrow, pretraining.PretrainingTask(), pretraining_options(pretrained)).save()
     wide = tmp_path / "wide.json"
     wide.write_text(json.dumps(narrow.replace(hidden_size=32, intermediate_size=64).to_dict()))
@@ -333,13 +333,13 @@ def _tool(module, *args):
 def tiny_run(tmp_path_factory):
     """A pretraining run folder of the tiny config: albert_config.json and one checkpoint, no vocabulary."""
     from albert_tf import pretraining, training
-    from albert_tf.presets import checkpoints
+    from albert_tf import run_folder
     from tests.helpers import pretraining_options
     from tests.albert_tf.tiny import TINY
 
     folder = tmp_path_factory.mktemp("pretrain") / "run"
     run = training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(folder))
-    checkpoints.check_output_dir(str(folder), TINY, write=True)
+    run_folder.check_output_dir(str(folder), TINY, write=True)
     return folder, run.save()
 
 

@@ -126,7 +126,7 @@ def record_lengths() -> tuple[int, int]:
 def run_vocabulary() -> str | None:
     """--spm_model_file (the run keeps it in its folder once the folder is its own); or the one a
     previous run of the folder kept."""
-    from albert_tf.presets.checkpoints import RUN_VOCAB
+    from albert_tf.run_folder import RUN_VOCAB
 
     if FLAGS.spm_model_file:
         return FLAGS.spm_model_file

@@ -133,16 +133,16 @@ def test_a_learning_rate_that_cannot_train_is_refused(tmp_path, learning_rate):
 
 def test_a_failed_first_run_does_not_lock_its_output_dir(tmp_path):
     from albert_tf import pretraining, training
-    from albert_tf.presets import checkpoints
+    from albert_tf import run_folder
 
-    checkpoints.check_output_dir(str(tmp_path), TINY, write=True)  # a first run that died before saving
+    run_folder.check_output_dir(str(tmp_path), TINY, write=True)  # a first run that died before saving
     wider = TINY.replace(intermediate_size=64)
-    checkpoints.check_output_dir(str(tmp_path), wider, write=True)
-    assert '"intermediate_size": 64' in (tmp_path / checkpoints.CONFIG_FILE).read_text()
+    run_folder.check_output_dir(str(tmp_path), wider, write=True)
+    assert '"intermediate_size": 64' in (tmp_path / run_folder.CONFIG_FILE).read_text()
     run = training.Trainer(wider, pretraining.PretrainingTask(), pretraining_options(tmp_path))
     run.save()
     with pytest.raises(ValueError, match="holds checkpoints of another config: intermediate_size 64 there vs 32"):
-        checkpoints.check_output_dir(str(tmp_path), TINY, write=True)
+        run_folder.check_output_dir(str(tmp_path), TINY, write=True)
 
 
 def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_path, caplog):
@@ -168,14 +168,14 @@ def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_p
 
 def test_a_checkpoint_of_another_model_is_named_as_such_not_as_damaged(tmp_path, caplog):
     from albert_tf import pretraining, training
-    from albert_tf.presets import checkpoints
+    from albert_tf import run_folder
     from albert_tf.errors import UserError
 
     training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path)).save()
     # The run folder's config was replaced (a copied folder, an edited file): it now describes
     # another model than its checkpoints.
     wider = TINY.replace(intermediate_size=48)
-    (tmp_path / checkpoints.CONFIG_FILE).write_text(json.dumps(wider.to_dict()))
+    (tmp_path / run_folder.CONFIG_FILE).write_text(json.dumps(wider.to_dict()))
     with pytest.raises(UserError) as error:
         training.Trainer(wider, pretraining.PretrainingTask(), pretraining_options(tmp_path)).restore_or_initialize()
     assert re.fullmatch(
@@ -243,12 +243,12 @@ def test_fill_mask_checks_the_text_against_the_models_own_length(data_dir):
 
 
 def test_an_output_dir_that_is_a_file_is_named(tmp_path):
-    from albert_tf.presets import checkpoints
+    from albert_tf import run_folder
     from albert_tf.errors import FlagError
 
     (tmp_path / "run").write_text("not a folder")
     with pytest.raises(FlagError, match=f"^--output_dir {tmp_path / 'run'} is a file, not a folder$"):
-        checkpoints.check_output_dir(str(tmp_path / "run"), TINY, write=True)
+        run_folder.check_output_dir(str(tmp_path / "run"), TINY, write=True)
 
 
 def test_strategy_tpu_without_a_tpu_is_a_flag_error(monkeypatch):

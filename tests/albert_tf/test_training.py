@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import pretraining, replicas, training
-from albert_tf.presets import checkpoints
+from albert_tf import run_folder
 from albert_tf.presets.weights import model_weights
 from albert_tf.pretrainer import pretraining_sums
 from tests.helpers import LOOP_CONFIG as CONFIG
@@ -325,7 +325,7 @@ def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupt
     assert run.restore_or_initialize() == last_step
     reader = tf.train.load_checkpoint(last)
     for key, variable in model_weights(run.model).items():
-        np.testing.assert_array_equal(variable.numpy(), reader.get_tensor(checkpoints.checkpoint_key(key)))
+        np.testing.assert_array_equal(variable.numpy(), reader.get_tensor(run_folder.checkpoint_key(key)))
 
     # ...and, finishing, ends where an uninterrupted run with the same seed ends.
     resumed = pretraining.run_pretraining(CONFIG, opts)
@@ -383,7 +383,7 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path):
               "segment_ids": tf.constant([[0, 0, 1, 1]])}
     exported = serving(**inputs)
     fresh = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "fresh"))
-    checkpoints.load_init_checkpoint(fresh.model, str(output_dir))
+    run_folder.load_init_checkpoint(fresh.model, str(output_dir))
     expected = fresh.model.encoder(inputs)
     for name in ("sequence_output", "pooled_output"):
         np.testing.assert_allclose(exported[name].numpy(), expected[name].numpy(), atol=1e-5)

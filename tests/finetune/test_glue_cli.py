@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.tokenizer import AlbertTokenizer
-from albert_tf.presets.checkpoints import CONFIG_FILE
+from albert_tf.run_folder import CONFIG_FILE
 from albert_tf.presets.weights import model_weights
 from finetune.glue import cli
 from albert_tf.models import AlbertClassifier as GlueClassifier

@@ -21,7 +21,7 @@ from albert_tf.presets import weights as preset_weights
 from albert_tf.features import EXAMPLE_WEIGHT
 from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, classifier_sums
 from albert_tf.tokenizer import AlbertTokenizer
-from albert_tf.presets.checkpoints import CONFIG_FILE
+from albert_tf.run_folder import CONFIG_FILE
 from albert_tf.presets.weights import model_weights
 from albert_tf.presets import loader as initialization
 from finetune import cache, cli, inputs, trainer

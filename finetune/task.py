@@ -82,6 +82,7 @@ if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not 
     import tensorflow as tf
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
+TASK_FILE = "task.json"  # in a run's output_dir: the task that wrote it (`FinetuningTask.run_info`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,9 +207,24 @@ class FinetuningTask(TrainingTask):
         raise NotImplementedError
 
     def check_output_dir(self, output_dir: str, write: bool) -> None:
-        from finetune.trainer import check_task_of_output_dir
+        """Refuses an output_dir holding another task's checkpoints: their heads have other shapes,
+        or worse, the same shape and other label meanings (RTE vs QNLI); records `run_info()`."""
+        import json
 
-        check_task_of_output_dir(output_dir, self, write)
+        import tensorflow as tf
+
+        from albert_tf.files import write_json
+
+        path = os.path.join(output_dir, TASK_FILE)
+        info = self.run_info()
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path) as f:
+                saved = json.load(f)
+            if saved.get("task") != info["task"]:
+                raise ValueError(f"output_dir {output_dir} holds a {saved.get('task')} run, not {info['task']}; "
+                                 f"use a fresh output_dir")
+        elif write:
+            write_json(path, info, sort_keys=False)
 
     def denominators(self, ctx, batch, options) -> dict:
         return {"examples": float(options.train_batch_size)}

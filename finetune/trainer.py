@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from typing import Optional
@@ -35,12 +34,10 @@ import tensorflow as tf
 from albert_tf import training
 from albert_tf.config import AlbertConfig
 from albert_tf.features import EXAMPLE_WEIGHT
-from albert_tf.files import write_json
 from finetune import inputs
 from finetune.cache import CachedFeatures
 from finetune.task import FinetuningTask
 
-TASK_FILE = "task.json"
 # Where the task cuts batches to length buckets, evaluation and prediction (and training, with
 # `group_by_length`) order the records of each window of this many batches by length
 # (`finetune.inputs.make_dataset`'s `sort_window`).
@@ -75,21 +72,6 @@ class FinetuneOptions(training.TrainingOptions):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {value}")
-
-
-def check_task_of_output_dir(output_dir: str, task: FinetuningTask, write: bool):
-    """Refuses an output_dir holding another task's checkpoints: their heads have other shapes, or
-    worse, the same shape and other label meanings (RTE vs QNLI)."""
-    path = os.path.join(output_dir, TASK_FILE)
-    info = task.run_info()
-    if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            saved = json.load(f)
-        if saved.get("task") != info["task"]:
-            raise ValueError(f"output_dir {output_dir} holds a {saved.get('task')} run, not {info['task']}; "
-                             f"use a fresh output_dir")
-    elif write:
-        write_json(path, info, sort_keys=False)
 
 
 class Finetuning(training.Trainer):

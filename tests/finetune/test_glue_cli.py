@@ -23,7 +23,7 @@ from finetune.glue import cli
 from albert_tf.models import AlbertClassifier as GlueClassifier
 from albert_tf.presets.loader import init_vocab_size, initialize_encoder
 from finetune.glue.readers import read_examples
-from finetune.trainer import TASK_FILE
+from finetune.task import TASK_FILE
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
 TINY_VOCAB = TESTS / "fixtures" / "data_prep" / "tiny_vocab.model"

@@ -194,7 +194,7 @@ def write_config(model, folder: str) -> None:
     config = getattr(model, "config", None)
     if config is not None:
         from albert_tf.files import write_json
-        from albert_tf.presets.checkpoints import CONFIG_FILE
+        from albert_tf.run_folder import CONFIG_FILE
 
         write_json(os.path.join(folder, CONFIG_FILE), config.to_dict())
 
@@ -398,7 +398,7 @@ def load_model(kind: str, preset: str | None = None, checkpoint: str | None = No
     checkpoint) or a checkpoint prefix in it. What albert-export exports."""
     from albert_tf.encoder import AlbertEncoder
     from albert_tf.errors import UserError
-    from albert_tf.presets.checkpoints import CONFIG_FILE, load_init_checkpoint
+    from albert_tf.run_folder import CONFIG_FILE, load_init_checkpoint
     from albert_tf.presets.loader import init_config
     from albert_tf.pretrainer import AlbertPretrainer
 

@@ -157,13 +157,19 @@ class _ReleasedUpdateRule:
         config.update(self._release_config())
         return config
 
-    def _get_current_learning_rate(self):
-        # Keras rates an update with the schedule at `iterations`, the number of updates already
-        # made, so update k would use lr(k - 1) and the first one lr(0) = 0. The release's update k
-        # uses lr(k): its rate is read with the global step that the same training op increments.
+    def learning_rate_of_update(self, k):
+        """The rate of update `k` (from 1): what the update applies and what the loop logs.
+
+        Keras rates an update with the schedule at `iterations`, the number of updates already
+        made, so update k would use lr(k - 1) and the first one lr(0) = 0. The release's update k
+        uses lr(k): its rate is read with the global step that the same training op increments.
+        """
         if isinstance(self._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
-            return self._learning_rate(self._iterations + 1)
-        return super()._get_current_learning_rate()
+            return self._learning_rate(k)
+        return self._learning_rate
+
+    def _get_current_learning_rate(self):
+        return self.learning_rate_of_update(self._iterations + 1)
 
     def _apply_weight_decay(self, variables):
         # Keras's decoupled decay would shrink the weights outside the update; the release adds the

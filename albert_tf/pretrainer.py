@@ -47,21 +47,28 @@ def pretraining_sums(features, mlm_logits, sop_logits):
     }
 
 
-def losses_from_sums(sums):
+# The release adds this to the sum of masked_lm_weights, so a batch without predictions gives 0.
+WEIGHT_EPSILON = 1e-5
+
+
+def losses_from_sums(sums, mlm_weight=None, examples=None):
     """The released losses and metrics from `pretraining_sums` (of one batch, or added up).
 
     MLM: the weighted cross-entropy divided by the sum of the weights (+1e-5, as released, so a
     batch without predictions gives 0); SOP: the mean cross-entropy; total loss = MLM + SOP.
+    `mlm_weight` and `examples` replace the sums' own normalisers: a replica's share of a global
+    batch is divided by the whole batch's, so that the replicas' shares add up to its losses.
     """
-    weight = sums["mlm_weight"] + 1e-5
+    weight = (sums["mlm_weight"] if mlm_weight is None else mlm_weight) + WEIGHT_EPSILON
+    examples = sums["examples"] if examples is None else examples
     mlm_loss = sums["mlm_ce"] / weight
-    sop_loss = sums["sop_ce"] / sums["examples"]
+    sop_loss = sums["sop_ce"] / examples
     return {
         "mlm_loss": mlm_loss,
         "sop_loss": sop_loss,
         "loss": mlm_loss + sop_loss,
         "mlm_accuracy": sums["mlm_hits"] / weight,
-        "sop_accuracy": sums["sop_hits"] / sums["examples"],
+        "sop_accuracy": sums["sop_hits"] / examples,
     }
 
 

@@ -1,19 +1,20 @@
-"""Pretraining on the training loop: an `AlbertPretrainer` trained on masked-LM plus
-sentence-order loss, as Model Garden keeps its masked-LM task apart from its trainer.
+"""Pretraining as a task of the one trainer: `PretrainingTask` trains an `AlbertPretrainer` (the
+model, albert_tf.pretrainer) on masked-LM plus sentence-order loss, as Model Garden's masked_lm is
+a Task on the trainer that runs sentence_prediction.
 
-`albert_tf.training` is the loop (options, strategies' replicas, checkpoints, resumption, the
-compiled steps and the Python driver); this module adds what pretraining alone needs: its options
-(the paper's run by default), the checks of its TFRecords, the losses normalised as the release
-normalised them, evaluation, and `pretrain()`, which drives a run and exports the encoder at the
-end with `albert_tf.export` when the run knows its vocabulary.
+`albert_tf.training` is the trainer (options, strategies' replicas, checkpoints, resumption, the
+compiled steps, evaluation and the Python driver); this module adds what pretraining alone needs:
+its options (the paper's run by default), the checks of its TFRecords, its task (the losses
+normalised as the release normalised them) and `run_pretraining()`, which drives a run and exports
+the encoder at the end with `albert_tf.export` when the run knows its vocabulary.
 
 Example:
     >>> options = PretrainingOptions(output_dir="/tmp/albert", input_file="data/*.tfrecord",
     ...                              train_batch_size=64, max_seq_length=128, num_train_steps=1000,
     ...                              num_warmup_steps=100, learning_rate=1e-3,
     ...                              spm_model_file="30k-clean.model")
-    >>> result = pretrain(AlbertConfig.named("albert_base_v2"), options,
-    ...                   strategy=get_strategy("mirrored"))
+    >>> result = run_pretraining(AlbertConfig.named("albert_base_v2"), options,
+    ...                          strategy=get_strategy("mirrored"))
 """
 
 from __future__ import annotations
@@ -33,12 +34,9 @@ from albert_tf.config import AlbertConfig
 from albert_tf.errors import FlagError, UserError
 from albert_tf.files import tfrecord_compression
 from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
-from albert_tf.training import DatasetFn, TrainingLoop, TrainingOptions, input_errors_named, run_loop
+from albert_tf.training import DatasetFn, Trainer, TrainingOptions, TrainingTask, run_loop
 
 TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
-
-# The release adds this to the sum of masked_lm_weights, so a batch without predictions gives 0.
-_WEIGHT_EPSILON = 1e-5
 
 EXPORT_DIR = "export"  # <output_dir>/export: the encoder's SavedModel
 
@@ -127,76 +125,56 @@ def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_p
             raise FlagError(f"{path}: records were written with {name}={found[name]}, but --{name}={wanted[name]}")
 
 
-class Pretraining(TrainingLoop):
-    """One pretraining run: an `AlbertPretrainer` trained on masked-LM plus sentence-order loss.
+class PretrainingTask(TrainingTask):
+    """Masked-LM plus sentence-order prediction on an `AlbertPretrainer`, with the release's losses.
 
-    `pretrain()` drives it; tests use it directly to run single loops and inspect the weights.
+    Example:
+        >>> trainer = Trainer(config, PretrainingTask(), options, strategy)
+        >>> trainer.restore_or_initialize(initial_weights(options))
+        >>> run_loop(trainer, file_dataset_fn(files, options, is_training=True))
     """
 
     metric_names = TRAIN_METRICS
     progress_metrics = ("loss", "mlm_accuracy", "sop_accuracy")
 
-    def __init__(self, config: AlbertConfig, options: PretrainingOptions, strategy=None):
-        super().__init__(config, options, strategy, optimizer_name=options.optimizer)
-        self._eval_step = tf.function(self._eval_step_fn)
+    def build_model(self, config, options, dtype):
+        return AlbertPretrainer(config, dtype=dtype)
 
-    def _create_model(self, dtype):
-        return AlbertPretrainer(self.config, dtype=dtype)
+    def optimizer_name(self, options):
+        return options.optimizer
 
-    def _initializer(self):
-        path = self.options.init_checkpoint
-        if not path:
-            return None
-        from albert_tf.presets.loader import initialize_pretrainer
-
-        return lambda model: initialize_pretrainer(model, path)
-
-    # ---- steps -------------------------------------------------------------------------------
-
-    def _denominators(self, ctx, features):
+    def denominators(self, ctx, features, options):
         weights = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
         return {
-            "weight": ctx.all_reduce(tf.distribute.ReduceOp.SUM, weights) + _WEIGHT_EPSILON,
-            "examples": tf.constant(float(self.options.train_batch_size)),
+            "mlm_weight": ctx.all_reduce(tf.distribute.ReduceOp.SUM, weights),
+            "examples": tf.constant(float(options.train_batch_size)),
         }
 
-    def _loss_parts(self, features, denominators):
-        outputs = self.model(features, training=True)
+    def loss_parts(self, model, features, denominators):
+        outputs = model(features, training=True)
         sums = pretraining_sums(features, outputs["mlm_logits"], outputs["sop_logits"])
-        return {
-            "mlm_loss": sums["mlm_ce"] / denominators["weight"],
-            "sop_loss": sums["sop_ce"] / denominators["examples"],
-            "mlm_accuracy": sums["mlm_hits"] / denominators["weight"],
-            "sop_accuracy": sums["sop_hits"] / denominators["examples"],
-        }
+        return losses_from_sums(sums, **denominators)
 
-    def _total_loss(self, parts):
-        return parts["mlm_loss"] + parts["sop_loss"]
-
-    # ---- evaluation --------------------------------------------------------------------------
-
-    def _eval_replica(self, features):
-        outputs = self.model(features, training=False)
+    def validation_sums(self, model, features):
+        outputs = model(features, training=False)
         return pretraining_sums(features, outputs["mlm_logits"], outputs["sop_logits"])
 
-    def _eval_step_fn(self, features):
-        sums = self.strategy.run(self._eval_replica, args=(features,))
-        return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in sums.items()}
-
-    def evaluate(self, dataset) -> dict[str, float]:
-        """Masked-LM and SOP loss and accuracy over `dataset` (a distributed dataset)."""
-        totals = None
-        with input_errors_named():
-            for i, features in enumerate(dataset):
-                if self.options.max_eval_steps and i >= self.options.max_eval_steps:
-                    break
-                sums = {k: float(v) for k, v in self._eval_step(features).items()}
-                totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
-        if not totals:
-            raise ValueError("the eval input holds no records")
+    def metrics_from_sums(self, totals):
+        """Masked-LM and SOP loss and accuracy, and the number of examples."""
         metrics = {k: float(v) for k, v in losses_from_sums(totals).items()}
         metrics["examples"] = totals["examples"]
         return metrics
+
+
+def initial_weights(options: PretrainingOptions) -> Optional[Callable[[AlbertPretrainer], str]]:
+    """What loads a fresh run's starting weights from `options.init_checkpoint` (a run folder, a
+    checkpoint or a preset), for `Trainer.restore_or_initialize`; None: the seed's."""
+    path = options.init_checkpoint
+    if not path:
+        return None
+    from albert_tf.presets.loader import initialize_pretrainer
+
+    return lambda model: initialize_pretrainer(model, path)
 
 
 def file_dataset_fn(files: list[str], options: PretrainingOptions, is_training: bool,
@@ -221,7 +199,7 @@ def file_dataset_fn(files: list[str], options: PretrainingOptions, is_training: 
     return fn
 
 
-def pretrain(
+def run_pretraining(
     config: AlbertConfig,
     options: PretrainingOptions,
     strategy=None,
@@ -252,19 +230,24 @@ def pretrain(
         check_record_shapes(eval_files, options.max_seq_length, options.max_predictions_per_seq)
         eval_dataset_fn = file_dataset_fn(eval_files, options, is_training=False, vocab_size=config.vocab_size)
 
-    run = Pretraining(config, options, strategy)
-    run.restore_or_initialize()
+    run = Trainer(config, PretrainingTask(), options, strategy)
+    if options.spm_model_file and run.is_chief:
+        # Only now that the folder's check has passed: a run refused there overwrites nothing.
+        from albert_tf.run_folder import keep_run_vocabulary
+
+        keep_run_vocabulary(options.spm_model_file, options.output_dir)
+    run.restore_or_initialize(initial_weights(options))
     evaluate = None
     if eval_dataset_fn is not None:
         eval_data = run.distribute(eval_dataset_fn, run.per_replica_eval_batch)
-        evaluate = functools.partial(run.evaluate, eval_data)
+        evaluate = functools.partial(run.evaluate, eval_data, options.max_eval_steps)
     result = run_loop(run, train_dataset_fn, evaluate, options.eval_every_steps)
     export_dir = _export(run.model, options, export_fn) if run.is_chief else None
     return {**result, "export_dir": export_dir, "model": run.model}
 
 
 def _export(model: AlbertPretrainer, options: PretrainingOptions, export_fn) -> str | None:
-    """The end-of-run export of `pretrain` (see there); returns its folder, or None."""
+    """The end-of-run export of `run_pretraining` (see there); returns its folder, or None."""
     export_dir = os.path.join(options.output_dir, EXPORT_DIR)
     if export_fn is not None:
         export_fn(model, export_dir)

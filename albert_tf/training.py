@@ -1,5 +1,5 @@
-"""The one training loop, for pretraining and fine-tuning alike, under TPU, mirrored, multi-worker
-and one-device strategies.
+"""The one trainer and its task protocol, for pretraining and fine-tuning alike, under TPU,
+mirrored, multi-worker and one-device strategies.
 
 `model.fit` fails under MultiWorkerMirroredStrategy with Keras 3 (TensorFlow 2.21, Keras 3.15, two
 local workers: "Attempt to convert a value (PerReplica...) to a Tensor"), so this is a custom loop:
@@ -8,11 +8,13 @@ once per input context with the per-replica batch, and the losses normalised by 
 batch so that the gradients summed across replicas are those of the global batch: the trajectory
 does not depend on how many replicas (or accumulated micro-batches) share a batch.
 
-`TrainingOptions` is what every run is told, `TrainingLoop` what every run holds (strategy,
-schedule, model and optimizer, checkpoints, the compiled loop), and `run_loop(run, dataset_fn)`
-drives it from Python; a task supplies its options, model, loss and metric names:
-`albert_tf.pretraining`, finetune/trainer.py. Replicas share batches by `albert_tf.replicas`,
-scalars go through `albert_tf.summaries`, the run folder's rules are `albert_tf.presets.checkpoints`'.
+`TrainingOptions` is what every run is told; a `TrainingTask` is what it trains (model, losses,
+metrics: Model Garden's Task, one extension mechanism for every run); `Trainer` is what every run
+holds (strategy, model and optimizer, whose schedule is the one logged, checkpoints, the compiled
+loop), and `run_loop(trainer, dataset_fn)` drives it from Python. The tasks:
+`albert_tf.pretraining.PretrainingTask` (masked-LM and sentence order) and fine-tuning's
+`finetune.task.FinetuningTask`. Replicas share batches by `albert_tf.replicas`, scalars go through
+`albert_tf.summaries`, the run folder's rules are `albert_tf.run_folder`'.
 
 Checkpoints (model, optimizer, step and dropout's seed states) are written every
 `save_checkpoints_steps`; a rerun with the same `output_dir` resumes from the latest one, and
@@ -42,11 +44,12 @@ from albert_tf.config import AlbertConfig
 from albert_tf.curves import plot_curves
 from albert_tf.errors import FlagError, UserError, reason
 from albert_tf.preemption import PreemptionWatcher
-from albert_tf.presets.checkpoints import check_output_dir, checkpoint_key
+from albert_tf.run_folder import check_output_dir, checkpoint_key
 from albert_tf.presets.weights import model_weights
 from albert_tf.replicas import replica_batch_size, share_overflow, worker_id
 from albert_tf.strategies import lost_workers_named
 from albert_tf.summaries import format_metrics, summary_writer, write_scalars
+from albert_tf.training_task import TrainingTask
 from albert_tf.validation import require_positive_ints
 
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
@@ -54,7 +57,7 @@ DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainingOptions:
-    """How to run the loop: the fields that `TrainingLoop` and `run_loop` read, checked here.
+    """How to run the loop: the fields that `Trainer` and `run_loop` read, checked here.
 
     A task's options extend it with their own fields (and, where the task's run differs, their own
     defaults): `albert_tf.pretraining.PretrainingOptions`, `finetune.trainer.FinetuneOptions`. The
@@ -116,38 +119,28 @@ def _mixed_precision_policy(name: str):
     return keras.DTypePolicy(policy) if policy else None
 
 
-class TrainingLoop:
-    """The state of one training run: model, optimizer, checkpoints and the compiled loop.
+class Trainer:
+    """One training run of a `TrainingTask`: model, optimizer, checkpoints and the compiled loop.
 
-    It owns everything that pretraining and fine-tuning do alike: the per-replica batch, the
-    learning-rate schedule, the seed, the model and optimizer built under the strategy's scope
-    (with fp16 loss scaling), the checkpoint and its manager, resumption, the distributed input and
-    the compiled loop of `steps_per_loop` updates. A task subclasses it and supplies:
-
-    - `_create_model(dtype)`: the Keras model (called under the strategy's scope);
-    - `_loss_parts(batch, denominators)`: this replica's (micro-)batch share of each metric of the
-      global batch, as a dict; `_total_loss(parts)` is the loss to minimise (`parts["loss"]`
-      unless overridden);
-    - `metric_names`: the parts (and "loss") that `train_steps` reports, averaged over its steps;
-    - where needed, `_denominators(ctx, batch)` for normalisers that need every replica's batch
-      (an all-reduce), `_initializer()` for a fresh run's default starting weights and
-      `_check_output_dir()` for more than the config to record in output_dir.
-
-    `run_loop` drives it; tests and benchmarks call `train_steps` directly.
+    It owns everything that every task does alike: the per-replica batch, the seed, the task's
+    model and optimizer built under the strategy's scope (with fp16 loss scaling), the checkpoint
+    and its manager, resumption, the distributed input, the compiled loop of `steps_per_loop`
+    updates and the evaluation of summed metrics. `run_loop` drives it; tests and benchmarks call
+    `train_steps` directly.
 
     Args:
         config: the model's AlbertConfig, recorded in (and checked against) `output_dir`.
+        task: the `TrainingTask`.
         options: a `TrainingOptions` subclass.
         strategy: a tf.distribute strategy; None for the default one.
-        optimizer_name: one of `albert_tf.optimization.OPTIMIZERS`.
     """
 
-    metric_names: tuple[str, ...] = ("loss",)
     resumed_checkpoint: Optional[str] = None  # set by restore_or_initialize
     initialized_from: Optional[str] = None
 
-    def __init__(self, config: AlbertConfig, options: TrainingOptions, strategy=None, *, optimizer_name: str):
+    def __init__(self, config: AlbertConfig, task: TrainingTask, options: TrainingOptions, strategy=None):
         self.config = config
+        self.task = task
         self.options = options
         self.strategy = strategy or tf.distribute.get_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
@@ -158,17 +151,17 @@ class TrainingLoop:
         # The strategy's own answer: True on the one worker whose checkpoints and summaries are
         # kept (the chief, or worker 0 where there is none), and on every single-worker strategy.
         self.is_chief = self.strategy.extended.should_checkpoint
-        self.schedule = optimization.WarmupPolynomialDecay(
-            options.learning_rate, options.num_train_steps, options.num_warmup_steps
-        )
-        self._check_output_dir()
+        # Refuses an output_dir holding another run's checkpoints; records this run's config.
+        check_output_dir(options.output_dir, config, write=self.is_chief)
+        task.check_output_dir(options.output_dir, write=self.is_chief)
 
         keras.utils.set_random_seed(options.seed)
         with self.strategy.scope():
-            self.model = self._create_model(_mixed_precision_policy(options.mixed_precision))
+            self.model = task.build_model(task.model_config(config, options), options,
+                                          _mixed_precision_policy(options.mixed_precision))
             self.model.build()
             self.optimizer = optimization.create_optimizer(
-                optimizer_name,
+                task.optimizer_name(options),
                 options.learning_rate,
                 num_train_steps=options.num_train_steps,
                 num_warmup_steps=options.num_warmup_steps,
@@ -198,33 +191,11 @@ class TrainingLoop:
         )
         self._train_loop = tf.function(self._train_loop_fn)
         self._grad_fn = tf.function(self._grad_fn_impl, jit_compile=options.jit_compile)
-
-    # ---- what a task supplies ----------------------------------------------------------------
-
-    def _create_model(self, dtype) -> keras.Model:
-        raise NotImplementedError
-
-    def _check_output_dir(self):
-        """Refuses an output_dir holding another run's checkpoints; records this run's config."""
-        check_output_dir(self.options.output_dir, self.config, write=self.is_chief)
-
-    def _initializer(self) -> Optional[Callable[[keras.Model], str]]:
-        """What loads a fresh run's starting weights by default; None: the seed's."""
-        return None
-
-    def _denominators(self, ctx, batch) -> dict:
-        return {}
-
-    def _loss_parts(self, batch, denominators: dict) -> dict:
-        raise NotImplementedError
-
-    def _total_loss(self, parts: dict):
-        return parts["loss"]
+        self._eval_step = tf.function(self._eval_step_fn)
 
     @property
-    def progress_metrics(self) -> tuple[str, ...]:
-        """The metrics the progress bar shows."""
-        return self.metric_names
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(self.task.metric_names)
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -242,9 +213,8 @@ class TrainingLoop:
 
     def restore_or_initialize(self, initialize: Optional[Callable[[keras.Model], str]] = None) -> int:
         """Resumes from the latest checkpoint in output_dir (kept as `resumed_checkpoint`), else
-        calls `initialize(model)` (by default the task's own initializer), which loads starting
-        weights and returns where from (kept as `initialized_from`). Returns the step reached."""
-        initialize = initialize or self._initializer()
+        calls `initialize(model)`, if given, which loads starting weights and returns where from
+        (kept as `initialized_from`). Returns the step reached."""
         latest = tf.train.latest_checkpoint(self.options.output_dir)
         if latest is None:
             if initialize is not None:
@@ -333,8 +303,8 @@ class TrainingLoop:
 
         def loss_fn(micro):
             # Normalised by the global batch: the sum over replicas and micro-batches is its loss.
-            parts = self._loss_parts(micro, denominators)
-            loss = self._total_loss(parts)
+            parts = self.task.loss_parts(self.model, micro, denominators)
+            loss = self.task.total_loss(parts)
             return (self.optimizer.scale_loss(loss) if fp16 else loss), parts
 
         grads, _, parts = optimization.accumulate_gradients(
@@ -344,12 +314,12 @@ class TrainingLoop:
 
     def _replica_step(self, batch):
         ctx = tf.distribute.get_replica_context()
-        grads, parts = self._grad_fn(batch, self._denominators(ctx, batch))
+        grads, parts = self._grad_fn(batch, self.task.denominators(ctx, batch, self.options))
         if self.options.mixed_precision == "fp16":
             grads = share_overflow(ctx, grads)
         # The optimizer sums the gradients across replicas, then clips their global norm.
         self.optimizer.apply(grads, self.model.trainable_variables)
-        return {**parts, "loss": self._total_loss(parts)}
+        return {**parts, "loss": self.task.total_loss(parts)}
 
     def _train_loop_fn(self, iterator, num_steps):
         totals = {k: tf.constant(0.0) for k in self.metric_names}
@@ -366,8 +336,33 @@ class TrainingLoop:
         metrics = self._train_loop(iterator, tf.constant(num_steps, tf.int32))
         return {k: float(v) for k, v in metrics.items()}
 
+    # ---- evaluation --------------------------------------------------------------------------
+
+    def _eval_replica(self, batch):
+        return self.task.validation_sums(self.model, batch)
+
+    def _eval_step_fn(self, batch):
+        sums = self.strategy.run(self._eval_replica, args=(batch,))
+        return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in sums.items()}
+
+    def evaluate(self, dataset, max_steps: Optional[int] = None) -> dict[str, float]:
+        """The task's metrics over `dataset` (a distributed dataset; its first `max_steps` batches
+        when given), from its validation sums added up over every batch and replica."""
+        totals = None
+        with input_errors_named():
+            for i, batch in enumerate(dataset):
+                if max_steps and i >= max_steps:
+                    break
+                sums = {k: float(v) for k, v in self._eval_step(batch).items()}
+                totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
+        if not totals:
+            raise ValueError("the eval input holds no records")
+        return self.task.metrics_from_sums(totals)
+
     def learning_rate_at(self, step: int) -> float:
-        return float(self.schedule(step))
+        """The rate of update `step`, asked of the optimizer (the inner one under loss scaling)."""
+        optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        return float(optimizer.learning_rate_of_update(step))
 
 
 @contextlib.contextmanager
@@ -400,7 +395,7 @@ def input_errors_named():
 
 
 def run_loop(
-    run: TrainingLoop,
+    run: Trainer,
     dataset_fn: DatasetFn,
     evaluate: Optional[Callable[[], dict]] = None,
     eval_every_steps: Optional[int] = None,
@@ -462,7 +457,7 @@ def run_loop(
             write_scalars(train_writer, metrics, step)
             if progress is not None:
                 progress.update(num_steps)
-                progress.set_postfix_str(format_metrics({k: metrics[k] for k in run.progress_metrics}))
+                progress.set_postfix_str(format_metrics({k: metrics[k] for k in run.task.progress_metrics}))
             else:  # the progress bar already shows the step
                 logging.info("step %d/%d %s", step, total, format_metrics(metrics))
 

@@ -4,7 +4,7 @@
         [--repeats 5] [--input_file 'out/train/*.tfrecord']
 
 Rows, all albert base with random weights at batch 8 x 128 with 20 masked positions, 2 threads:
-  albert_tf loop, XLA on and off: one whole update of `Pretraining.train_steps` (forward, backward,
+  albert_tf loop, XLA on and off: one whole update of `Trainer.train_steps` (of `PretrainingTask`) (forward, backward,
       LAMB with its exclusions, clipping, under the one-device strategy) on a synthetic batch;
   the peers' train steps from bench/model_throughput.py: keras-hub's AlbertBackbone with an MLM and
       a 2-way head (XLA on and off) and Hugging Face's PyTorch AlbertForPreTraining, each with Adam.
@@ -29,7 +29,7 @@ harness.quiet_tensorflow()
 import model_throughput  # noqa: E402  (the peers' systems and the FLOP counts)
 import tensorflow as tf  # noqa: E402
 
-from albert_tf import choices, pretraining, strategies  # noqa: E402
+from albert_tf import choices, pretraining, strategies, training  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
 
 
@@ -56,7 +56,7 @@ def loop_system(config, args, jit_compile):
         max_predictions_per_seq=args.predictions, num_train_steps=10**6, num_warmup_steps=0,
         jit_compile=jit_compile, mixed_precision=args.mixed_precision,
     )
-    run = pretraining.Pretraining(config, options, strategies.get_strategy("one_device"))
+    run = training.Trainer(config, pretraining.PretrainingTask(), options, strategies.get_strategy("one_device"))
     iterator = iter(run.distribute(synthetic_dataset_fn(args.seq, args.predictions, config.vocab_size),
                                    run.per_replica_batch))
     run.train_steps(iterator, 2)  # trace and compile

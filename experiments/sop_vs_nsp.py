@@ -93,13 +93,14 @@ def create_records(text: str, output_dir: str, spm: str, task: str, dupe_factor:
 
 def evaluate(model_dir: str, config, heldout: dict, args) -> dict:
     """MLM and pair-task accuracy of the final checkpoint in model_dir on each held-out set."""
-    from albert_tf.pretraining import Pretraining, PretrainingOptions, expand_globs, file_dataset_fn
+    from albert_tf.pretraining import PretrainingOptions, PretrainingTask, expand_globs, file_dataset_fn
+    from albert_tf.training import Trainer
 
     options = PretrainingOptions(
         output_dir=model_dir, train_batch_size=args.batch_size, max_seq_length=args.max_seq_length,
         num_train_steps=args.steps, num_warmup_steps=0, seed=args.seed,
     )
-    run_state = Pretraining(config, options)
+    run_state = Trainer(config, PretrainingTask(), options)
     if run_state.restore_or_initialize() != args.steps:
         raise RuntimeError(f"{model_dir} holds no checkpoint of step {args.steps}")
     results = {}

@@ -25,7 +25,7 @@ import json
 import math
 import os
 import sys
-from typing import Callable
+from typing import Callable, Sequence
 
 from absl import app, flags, logging
 
@@ -79,14 +79,20 @@ def _option_fields():
     return dataclasses.fields(FinetuneOptions)
 
 
-def define_flags(flag_values: flags.FlagValues):
+def define_flags(flag_values: flags.FlagValues, hparams: Sequence[str] = (), hparams_help: str = ""):
     """Defines the shared flags on a task's `flag_values`: the encoder source, the run's folders,
-    what to do, the strategy, and one flag per option field."""
+    what to do, the strategy, one flag per option field and, where the task has several sets of
+    hyperparameters, `--hparams` choosing among `hparams` (the first by default; `hparams_help`
+    says what each is)."""
     def define(kind, name, default, help_text, enum_values=None):
         if kind == "enum":
             flags.DEFINE_enum(name, default, enum_values, help_text, flag_values=flag_values)
         else:
             getattr(flags, f"DEFINE_{kind}")(name, default, help_text, flag_values=flag_values)
+
+    if hparams:
+        define("enum", "hparams", hparams[0], f"The hyperparameters that fill the flags not given: {hparams_help}",
+               enum_values=list(hparams))
 
     define("string", "init_checkpoint", None, "Encoder weights to start from: an albert-pretrain (or fine-tuning) "
            "output_dir or checkpoint prefix, an encoder/pretrainer SavedModel of albert-export, a preset folder, "
@@ -270,19 +276,18 @@ def run_task(flag_values: flags.FlagValues, task, asked: tuple[str, ...] | None 
     # One run a folder; a run refused or failed before its first checkpoint leaves it as it was.
     from albert_tf import training  # here: --help must not load TensorFlow
 
-    task.max_examples = example_limits(F, task)
     with locked_run_folder(F.output_dir, keep_on_failure=training.tf.train.latest_checkpoint):
         return _run_task(F, task, asked)
 
 
-def example_limits(flag_values: flags.FlagValues, task) -> dict[str, int]:
-    """Split -> the examples read of it, from --max_eval_examples and --max_predict_examples."""
+def example_limits(flag_values: flags.FlagValues) -> dict[str, int | None]:
+    """--max_eval_examples and --max_predict_examples, checked, as a task's constructor takes them."""
     limits = {}
-    for name, splits in (("max_eval_examples", task.eval_splits), ("max_predict_examples", task.predict_splits)):
+    for name in ("max_eval_examples", "max_predict_examples"):
         value = flag_values[name].value
         if value is not None and value < 1:
             raise FlagError(f"--{name} must be positive, got {value}")
-        limits.update({split: value for split in splits if value is not None})
+        limits[name] = value
     return limits
 
 
@@ -311,7 +316,7 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
     from albert_tf.tokenizer import AlbertTokenizer
     from albert_tf.presets import folder as preset_folder
     from albert_tf.presets import loader as initialization
-    from albert_tf.presets.checkpoints import keep_run_vocabulary
+    from albert_tf.run_folder import keep_run_vocabulary
     from finetune import trainer
 
     source_given = F.init_checkpoint or F.preset or F.albert_config_file

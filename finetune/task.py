@@ -1,4 +1,5 @@
-"""The task protocol: what a fine-tuning task supplies to the shared trainer, CLI and export.
+"""The fine-tuning task protocol: what a fine-tuning task supplies to the shared trainer, CLI and
+export, on albert_tf's `albert_tf.training.TrainingTask` (which pretraining implements too).
 
 A task is one class derived from `FinetuningTask`; the trainer (`finetune.trainer.Finetuning`), the
 CLI skeleton (`finetune.cli`), the feature cache (`finetune.cache`), the input pipeline
@@ -46,8 +47,8 @@ Serving and runs
         tf.Examples, raw text); a task with other text inputs overrides it with its own
         `albert_tf.export.ServingModule`. The LiteRT model's outputs are the task's
         `litert_outputs` (a classifier's: `albert_tf.litert`'s).
-    `default_options(**given)`: the task's hparams (the paper's hyperparameters) for the option
-        fields `HPARAM_FIELDS`, with the values the user gave.
+    `recipe()`: the task's `Hparams` (the paper's hyperparameters, or the set the task was made
+        with), which `default_options(**given)` fills the option fields `HPARAM_FIELDS` from.
     `run_info()`: what `output_dir/task.json` records, so that a run of another task (or another
         label set) is refused there.
 
@@ -71,21 +72,69 @@ Example (a new task's module; GLUE's is finetune/glue/task.py):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import numpy as np
 
 from albert_tf.choices import EXPORT_FORMATS
-from albert_tf.features import EXAMPLE_WEIGHT
+from albert_tf.training_task import TrainingTask
 
 if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not load it
     import tensorflow as tf
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
-# The option fields whose defaults a task's hparams give (the paper's per-task hyperparameters).
-HPARAM_FIELDS = ("learning_rate", "train_batch_size", "num_train_steps", "num_warmup_steps",
-                 "max_seq_length", "classifier_dropout", "encoder_dropout")
+TASK_FILE = "task.json"  # in a run's output_dir: the task that wrote it (`FinetuningTask.run_info`)
+
+
+@dataclasses.dataclass(frozen=True)
+class Hparams:
+    """A task's fine-tuning hyperparameters (a row of the paper's Table 14, or the release's), named
+    as the `finetune.trainer.FinetuneOptions` fields whose defaults they give; the one shape of
+    every task's hparams.
+
+    Args:
+        learning_rate: peak learning rate of AdamW, reached after the warmup.
+        train_batch_size: global training batch size (split across replicas).
+        num_train_steps: optimizer steps.
+        num_warmup_steps: steps of linear warmup from 0, then linear decay to 0 at `num_train_steps`.
+        max_seq_length: tokens per example, [CLS] and [SEP]s included.
+        classifier_dropout: dropout on the head's input.
+        encoder_dropout: the encoder's hidden and attention dropout while fine-tuning; None keeps
+            the model config's.
+    """
+
+    learning_rate: float
+    train_batch_size: int
+    num_train_steps: int
+    num_warmup_steps: int
+    max_seq_length: int = 512
+    classifier_dropout: float = 0.1
+    encoder_dropout: Optional[float] = None
+
+    def __post_init__(self):
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        for field in ("train_batch_size", "num_train_steps"):
+            if getattr(self, field) < 1:
+                raise ValueError(f"{field} must be at least 1, got {getattr(self, field)}")
+        # A pair needs [CLS] a [SEP] b [SEP] with at least one token of each sentence.
+        if self.max_seq_length < 5:
+            raise ValueError(f"max_seq_length must be at least 5, got {self.max_seq_length}")
+        if not 0 <= self.num_warmup_steps <= self.num_train_steps:
+            raise ValueError(
+                f"num_warmup_steps must be in [0, num_train_steps={self.num_train_steps}], "
+                f"got {self.num_warmup_steps}"
+            )
+        for name in ("classifier_dropout", "encoder_dropout"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {value}")
+
+
+# The option fields whose defaults a task's hparams give.
+HPARAM_FIELDS = tuple(field.name for field in dataclasses.fields(Hparams))
 
 
 def model_inputs(features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -93,8 +142,10 @@ def model_inputs(features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     return {name: features[name] for name in SEQUENCE_INPUTS}
 
 
-class FinetuningTask:
-    """Base class of a fine-tuning task; see the module docstring for what a task fills in."""
+class FinetuningTask(TrainingTask):
+    """Base class of a fine-tuning task; see the module docstring for what a task fills in. Its
+    `TrainingTask` side (model config, losses, output_dir's check) is written here once for every
+    fine-tuning task."""
 
     name: str = ""
     train_split: Optional[str] = "train"
@@ -107,9 +158,11 @@ class FinetuningTask:
     best_metric: Optional[str] = None
     # 1 or 2 where the default export's `serve_text` must refuse the other (single texts, pairs).
     text_segments: Optional[int] = None
-    # Split -> how many of its first examples are read (--max_eval_examples, --max_predict_examples);
-    # a split not named is read whole. The CLI sets it; a task applies it with `first_examples`.
-    max_examples: Mapping[str, int] = {}
+    # How many of the first examples of each evaluation (prediction) split are read; None: all.
+    # Given to a task's constructor (--max_eval_examples, --max_predict_examples); a task applies
+    # them with `first_examples`.
+    max_eval_examples: Optional[int] = None
+    max_predict_examples: Optional[int] = None
 
     # ---- data --------------------------------------------------------------------------------
 
@@ -119,20 +172,70 @@ class FinetuningTask:
     def features(self, split: str, tokenizer, max_seq_length: int, cache_dir: str):
         raise NotImplementedError
 
+    def example_limit(self, split: str) -> Optional[int]:
+        """How many of `split`'s first examples are read; None: all."""
+        if split in self.eval_splits:
+            return self.max_eval_examples
+        if split in self.predict_splits:
+            return self.max_predict_examples
+        return None
+
     def first_examples(self, split: str, examples: list) -> list:
-        """`examples` of `split` as the run reads them: the first `max_examples[split]`, or all."""
-        limit = self.max_examples.get(split)
+        """`examples` of `split` as the run reads them: the first `example_limit(split)`, or all."""
+        limit = self.example_limit(split)
         return examples if limit is None else examples[:limit]
 
     def example_settings(self, split: str) -> tuple:
         """What the feature cache's fingerprint adds for `split`'s example limit (nothing without one)."""
-        limit = self.max_examples.get(split)
+        limit = self.example_limit(split)
         return () if limit is None else (("max_examples", limit),)
 
     # ---- model -------------------------------------------------------------------------------
 
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(self.train_metric_names)
+
+    def model_config(self, config, options):
+        # The run's folder keeps the encoder's own config; only the model trained here has the
+        # fine-tuning dropout.
+        if options.encoder_dropout is None:
+            return config
+        import dataclasses
+
+        return dataclasses.replace(config, hidden_dropout_prob=options.encoder_dropout,
+                                   attention_probs_dropout_prob=options.encoder_dropout)
+
     def build_model(self, config, options, dtype):
         raise NotImplementedError
+
+    def check_output_dir(self, output_dir: str, write: bool) -> None:
+        """Refuses an output_dir holding another task's checkpoints: their heads have other shapes,
+        or worse, the same shape and other label meanings (RTE vs QNLI); records `run_info()`."""
+        import json
+
+        import tensorflow as tf
+
+        from albert_tf.files import write_json
+
+        path = os.path.join(output_dir, TASK_FILE)
+        info = self.run_info()
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path) as f:
+                saved = json.load(f)
+            if saved.get("task") != info["task"]:
+                raise ValueError(f"output_dir {output_dir} holds a {saved.get('task')} run, not {info['task']}; "
+                                 f"use a fresh output_dir")
+        elif write:
+            write_json(path, info, sort_keys=False)
+
+    def denominators(self, ctx, batch, options) -> dict:
+        return {"examples": float(options.train_batch_size)}
+
+    def loss_parts(self, model, batch, denominators: dict) -> dict:
+        sums = self.loss_sums(model, batch, training=True)
+        # Normalised by the global batch: the sum over replicas is the batch's mean.
+        return {name: sums[name] / denominators["examples"] for name in self.metric_names}
 
     def loss_sums(self, model, features: Mapping[str, tf.Tensor], training: bool) -> dict[str, tf.Tensor]:
         raise NotImplementedError
@@ -212,14 +315,15 @@ class FinetuningTask:
         None: the model is an encoder or classifier, whose outputs albert_tf.litert knows."""
         return None
 
+    def recipe(self) -> Optional[Hparams]:
+        """The task's hyperparameters; None: it has none (every option is given or defaulted)."""
+        return None
+
     def default_options(self, **given) -> dict:
-        """The hparams' values of `HPARAM_FIELDS` with `given` (a None keeps the hparams' value)."""
-        return {k: v for k, v in given.items() if v is not None}
+        """The recipe's values of `HPARAM_FIELDS` with `given` (a None keeps the recipe's value)."""
+        given = {k: v for k, v in given.items() if v is not None}
+        recipe = self.recipe()
+        return given if recipe is None else dataclasses.asdict(dataclasses.replace(recipe, **given))
 
     def run_info(self) -> dict:
         return {"task": self.name}
-
-
-def weights_of(features: Mapping[str, tf.Tensor]) -> tf.Tensor:
-    """Each row's weight: 1 for a record, 0 for a filler of the last evaluation batch."""
-    return features[EXAMPLE_WEIGHT]

@@ -1,8 +1,8 @@
-"""The one fine-tuning trainer: any `finetune.task.FinetuningTask` on albert_tf's training loop.
+"""The one fine-tuning trainer: any `finetune.task.FinetuningTask` on albert_tf's trainer.
 
-`FinetuneOptions` extends the loop's options with fine-tuning's own; `Finetuning` supplies
-`albert_tf.training.TrainingLoop` with the task's model and loss (each replica's share of the
-global batch's sums) and the release's AdamW; strategies, XLA, mixed precision, checkpoints in
+`FinetuneOptions` extends the loop's options with fine-tuning's own; `Finetuning` is
+`albert_tf.training.Trainer` (the task's model and loss, each replica's share of the global
+batch's sums, and the release's AdamW) with fine-tuning's input and prediction; strategies, XLA, mixed precision, checkpoints in
 `output_dir` (with dropout's seed states), resumption on the data the interrupted run would have
 read next, TensorBoard summaries and curves.png, the progress bar and the Python driver are the
 loop's, as in pretraining.
@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from typing import Optional
@@ -35,13 +34,11 @@ import tensorflow as tf
 from albert_tf import training
 from albert_tf.config import AlbertConfig
 from albert_tf.features import EXAMPLE_WEIGHT
-from albert_tf.files import write_json
 from albert_tf.validation import check_positions
 from finetune import inputs
 from finetune.cache import CachedFeatures
 from finetune.task import FinetuningTask
 
-TASK_FILE = "task.json"
 # Where the task cuts batches to length buckets, evaluation and prediction (and training, with
 # `group_by_length`) order the records of each window of this many batches by length
 # (`finetune.inputs.make_dataset`'s `sort_window`).
@@ -78,55 +75,16 @@ class FinetuneOptions(training.TrainingOptions):
                 raise ValueError(f"{name} must be in [0, 1), got {value}")
 
 
-def check_task_of_output_dir(output_dir: str, task: FinetuningTask, write: bool):
-    """Refuses an output_dir holding another task's checkpoints: their heads have other shapes, or
-    worse, the same shape and other label meanings (RTE vs QNLI)."""
-    path = os.path.join(output_dir, TASK_FILE)
-    info = task.run_info()
-    if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            saved = json.load(f)
-        if saved.get("task") != info["task"]:
-            raise ValueError(f"output_dir {output_dir} holds a {saved.get('task')} run, not {info['task']}; "
-                             f"use a fresh output_dir")
-    elif write:
-        write_json(path, info, sort_keys=False)
-
-
-class Finetuning(training.TrainingLoop):
-    """One fine-tuning run of `task`'s model on the training loop, with prediction."""
+class Finetuning(training.Trainer):
+    """One fine-tuning run of `task`'s model on the trainer, with its input and prediction."""
 
     def __init__(self, config: AlbertConfig, task: FinetuningTask, options: FinetuneOptions, strategy=None):
         check_positions(options.max_seq_length, config.max_position_embeddings)
-        self.task = task
-        super().__init__(config, options, strategy, optimizer_name="adamw")
+        super().__init__(config, task, options, strategy)
         self._forward = tf.function(self._forward_impl, jit_compile=options.jit_compile)
         # Length-bucketed batches differ in their last axis: traced once for any length (after the
         # first), not once a bucket; XLA still compiles one program a shape.
         self._predict_step = tf.function(self._predict_step_fn, reduce_retracing=True)
-
-    def _check_output_dir(self):
-        super()._check_output_dir()
-        check_task_of_output_dir(self.options.output_dir, self.task, write=self.is_chief)
-
-    def _create_model(self, dtype):
-        # The run's folder keeps the encoder's own config; only the model trained here has the
-        # fine-tuning dropout.
-        config = self.config
-        if self.options.encoder_dropout is not None:
-            config = dataclasses.replace(config, hidden_dropout_prob=self.options.encoder_dropout,
-                                         attention_probs_dropout_prob=self.options.encoder_dropout)
-        return self.task.build_model(config, self.options, dtype)
-
-    @property
-    def metric_names(self) -> tuple[str, ...]:
-        return tuple(self.task.train_metric_names)
-
-    def _loss_parts(self, batch, denominators):
-        sums = self.task.loss_sums(self.model, batch, training=True)
-        # Normalised by the global batch: the sum over replicas is the batch's mean.
-        batch_size = float(self.options.train_batch_size)
-        return {name: sums[name] / batch_size for name in self.metric_names}
 
     def write_copy(self, name: str) -> str:
         """Writes the whole state as checkpoint `name` in output_dir (every worker takes part; only

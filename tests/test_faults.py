@@ -8,6 +8,7 @@ other bad-input tests.
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 
 from albert_tf.errors import UserError
 from albert_tf.files import LOCK_FILE, locked_run_folder
+from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.faults
 
@@ -204,15 +206,15 @@ def test_a_refused_fine_tuning_run_leaves_nothing_in_a_new_output_dir(tmp_path, 
 def test_fine_tuning_from_a_checkpoint_of_another_width_leaves_nothing_in_a_new_output_dir(
         tmp_path, small_data_dir, monkeypatch, capsys):
     """Item 7: the refusal came after albert_config.json, spiece.model and task.json were written."""
-    from albert_tf import pretraining
-    from albert_tf.presets import checkpoints
+    from albert_tf import pretraining, training
+    from albert_tf import run_folder
     from tests.helpers import pretraining_options
     from tests.albert_tf.tiny import TINY
 
     narrow = TINY.replace(vocab_size=300)
     pretrained = tmp_path / "pretrained"
-    checkpoints.check_output_dir(str(pretrained), narrow, write=True)
-    pretraining.Pretraining(narrow, pretraining_options(pretrained)).save()
+    run_folder.check_output_dir(str(pretrained), narrow, write=True)
+    training.Trainer(narrow, pretraining.PretrainingTask(), pretraining_options(pretrained)).save()
     wide = tmp_path / "wide.json"
     wide.write_text(json.dumps(narrow.replace(hidden_size=32, intermediate_size=64).to_dict()))
     vocab = pathlib.Path(__file__).parent / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -335,14 +337,14 @@ def _tool(module, *args):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A pretraining run folder of the tiny config: albert_config.json and one checkpoint, no vocabulary."""
-    from albert_tf import pretraining
-    from albert_tf.presets import checkpoints
+    from albert_tf import pretraining, training
+    from albert_tf import run_folder
     from tests.helpers import pretraining_options
     from tests.albert_tf.tiny import TINY
 
     folder = tmp_path_factory.mktemp("pretrain") / "run"
-    run = pretraining.Pretraining(TINY, pretraining_options(folder))
-    checkpoints.check_output_dir(str(folder), TINY, write=True)
+    run = training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(folder))
+    run_folder.check_output_dir(str(folder), TINY, write=True)
     return folder, run.save()
 
 
@@ -365,6 +367,31 @@ def test_pretraining_from_a_checkpoint_of_another_model_is_one_line_and_leaves_n
         f"error: init_checkpoint {checkpoint} does not match the model: encoder/embeddings/"
         "embedding_hidden_mapping_in/kernel has shape [8, 16] there, [8, 32] here; ") and line.endswith(" more")
     assert not out.exists()
+
+
+def test_a_pretraining_run_refused_for_another_config_keeps_the_old_runs_vocabulary(tmp_path, tiny_run):
+    """Issue 39: the vocabulary was copied in before the folder's check, over the old run's."""
+    from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, write_pretraining_records
+    from tests.albert_tf.tiny import TINY
+
+    folder, _ = tiny_run
+    out = tmp_path / "run"
+    shutil.copytree(folder, out)
+    old_vocab = (REPO_ROOT / "tests" / "fixtures" / "export" / "tiny_spm.model").read_bytes()
+    (out / "spiece.model").write_bytes(old_vocab)
+    before = {name: (out / name).read_bytes() for name in os.listdir(out) if (out / name).is_file()}
+    records = write_pretraining_records(tmp_path / "train.tfrecord", 8)
+    config = tmp_path / "wide.json"
+    config.write_text(json.dumps(TINY.replace(hidden_size=32, intermediate_size=64).to_dict()))
+    code, line, count = _tool("albert_tf.cli.pretrain", f"--input_file={records}", f"--output_dir={out}",
+                              f"--albert_config_file={config}",
+                              f"--spm_model_file={REPO_ROOT / 'tests' / 'fixtures' / 'data_prep' / 'tiny_vocab.model'}",
+                              f"--max_seq_length={PRETRAINING_SEQ}", f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}",
+                              "--train_batch_size=4", "--num_train_steps=2", "--nojit_compile", "--noprogress_bar")
+    assert (code, count) == (1, 1), line
+    assert line == (f"error: output_dir {out} holds checkpoints of another config: hidden_size 16 there vs 32 here, "
+                    "intermediate_size 32 there vs 64 here; use a fresh output_dir or the same config")
+    assert {name: (out / name).read_bytes() for name in os.listdir(out) if (out / name).is_file()} == before
 
 
 def test_export_of_a_missing_checkpoint_without_a_vocabulary_names_the_checkpoint(tmp_path):

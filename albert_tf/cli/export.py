@@ -65,7 +65,7 @@ flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for t
 
 def _run_vocabulary(checkpoint: str) -> str | None:
     """The spiece.model that albert-pretrain keeps in its output_dir (a checkpoint prefix's folder)."""
-    from albert_tf.presets.checkpoints import RUN_VOCAB
+    from albert_tf.run_folder import RUN_VOCAB
 
     run_dir = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
     kept = os.path.join(run_dir, RUN_VOCAB)

@@ -122,11 +122,12 @@ def record_lengths() -> tuple[int, int]:
 
 
 def run_vocabulary() -> str | None:
-    """--spm_model_file, kept in the run folder; or the one a previous run of the folder kept."""
-    from albert_tf.presets.checkpoints import RUN_VOCAB, keep_run_vocabulary
+    """--spm_model_file (the run keeps it in its folder once the folder is its own); or the one a
+    previous run of the folder kept."""
+    from albert_tf.run_folder import RUN_VOCAB
 
     if FLAGS.spm_model_file:
-        return keep_run_vocabulary(FLAGS.spm_model_file, FLAGS.output_dir)
+        return FLAGS.spm_model_file
     kept = os.path.join(FLAGS.output_dir, RUN_VOCAB)
     return kept if os.path.exists(kept) else None
 
@@ -197,7 +198,7 @@ def pretrain(strategies, pretraining):
                                                worker_timeout_s=FLAGS.worker_timeout_s)
     except ValueError as error:
         raise FlagError(f"--strategy={FLAGS.strategy}: {error}") from error
-    result = pretraining.pretrain(config, options, strategy=strategy)
+    result = pretraining.run_pretraining(config, options, strategy=strategy)
     print(summary_line(result), flush=True)
 
 

@@ -7,7 +7,7 @@ released name, a URL, hf://: `albert_tf.presets.sources.resolve`) -> the model w
 
 - `checkpoint`: a run of this package, pretraining or fine-tuning (an `albert-pretrain` or
   `albert-finetune-*` output_dir, or a checkpoint prefix in one), with `albert_config.json` beside
-  it; read by `albert_tf.presets.checkpoints.load_init_checkpoint`, which refuses missing or
+  it; read by `albert_tf.run_folder.load_init_checkpoint`, which refuses missing or
   misshapen weights;
 - `saved_model`: an encoder, pretrainer or task SavedModel of `albert_tf.export` (`albert-export`,
   or a fine-tuning run's `export/`); its vocabulary is the asset inside it;
@@ -36,7 +36,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.convert import TF1_CHECKPOINT, TF1_VOCAB, read_tf1_checkpoint
 from albert_tf.presets import folder as preset_folder
-from albert_tf.presets.checkpoints import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
+from albert_tf.run_folder import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
 from albert_tf.presets.weights import ENCODER_PREFIX, model_weights
 from albert_tf.files import is_url
 from albert_tf.presets.sources import resolve

@@ -35,10 +35,9 @@ FLAGS = flags.FlagValues()
 flags.DEFINE_string("task", None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI.", flag_values=FLAGS)
 flags.DEFINE_string("data_dir", None, "The GLUE data folder (holding <task>/train.tsv, ...) or the task's folder.", flag_values=FLAGS)
 flags.DEFINE_bool("skip_bad_rows", False, "Count and skip malformed TSV rows instead of stopping at the first.", flag_values=FLAGS)
-flags.DEFINE_enum("hparams", "paper", ["paper", "release"], "The hyperparameters that fill the flags not given: "
-                  "the paper's Table 14 (with its encoder dropout, ALBERT DR: 0.1 for QQP, RTE and WNLI, else 0) or "
-                  "the release's run_glue.sh (the same, the encoder's dropout from its config).", flag_values=FLAGS)
-skeleton.define_flags(FLAGS)
+skeleton.define_flags(FLAGS, hparams=("paper", "release"), hparams_help=(
+    "the paper's Table 14 (with its encoder dropout, ALBERT DR: 0.1 for QQP, RTE and WNLI, else 0) or "
+    "the release's run_glue.sh (the same, the encoder's dropout from its config)."))
 
 
 def make_task(flag_values):
@@ -51,7 +50,7 @@ def make_task(flag_values):
     except ValueError as error:  # --task names no GLUE task: a usage error (exit code 2)
         raise FlagError(str(error)) from None
     return GlueTask(task, flag_values.data_dir, skip_bad_rows=flag_values.skip_bad_rows,
-                    hparams=flag_values.hparams)
+                    hparams=flag_values.hparams, **skeleton.example_limits(flag_values))
 
 
 def finetune(argv) -> dict:

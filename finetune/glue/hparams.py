@@ -12,66 +12,19 @@ the paper's did. AX has no hparams: it is predicted with the MNLI model.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 from finetune.glue.benchmark import get_task
+from finetune.task import Hparams
 
 
-@dataclasses.dataclass(frozen=True)
-class FinetuneHparams:
-    """Hyperparameters of one fine-tuning run.
-
-    Args:
-        learning_rate: peak learning rate of AdamW, reached after the warmup.
-        batch_size: global training batch size (split across replicas).
-        train_steps: optimizer steps.
-        warmup_steps: steps of linear warmup from 0, then linear decay to 0 at `train_steps`.
-        max_seq_length: tokens per example, [CLS] and [SEP]s included.
-        classifier_dropout: dropout on the pooled output before the classifier.
-        encoder_dropout: the encoder's hidden and attention dropout while fine-tuning; None keeps
-            the model config's.
-
-    Example:
-        >>> glue_hparams("RTE", learning_rate=1e-5).learning_rate
-        1e-05
-    """
-
-    learning_rate: float
-    batch_size: int
-    train_steps: int
-    warmup_steps: int
-    max_seq_length: int = 512
-    classifier_dropout: float = 0.1
-    encoder_dropout: Optional[float] = None
-
-    def __post_init__(self):
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
-        for field in ("batch_size", "train_steps"):
-            if getattr(self, field) < 1:
-                raise ValueError(f"{field} must be at least 1, got {getattr(self, field)}")
-        # A pair needs [CLS] a [SEP] b [SEP] with at least one token of each sentence.
-        if self.max_seq_length < 5:
-            raise ValueError(f"max_seq_length must be at least 5, got {self.max_seq_length}")
-        if not 0 <= self.warmup_steps <= self.train_steps:
-            raise ValueError(
-                f"warmup_steps must be in [0, train_steps={self.train_steps}], "
-                f"got {self.warmup_steps}"
-            )
-        for name in ("classifier_dropout", "encoder_dropout"):
-            value = getattr(self, name)
-            if value is not None and not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value}")
-
-
-def _paper(lr, bsz, albert_dr, classifier_dr, ts, ws, msl) -> FinetuneHparams:
+def _paper(lr, bsz, albert_dr, classifier_dr, ts, ws, msl) -> Hparams:
     """One row of the paper's Table 14, in its column order."""
-    return FinetuneHparams(learning_rate=lr, batch_size=bsz, encoder_dropout=albert_dr,
-                           classifier_dropout=classifier_dr, train_steps=ts, warmup_steps=ws, max_seq_length=msl)
+    return Hparams(learning_rate=lr, train_batch_size=bsz, encoder_dropout=albert_dr,
+                   classifier_dropout=classifier_dr, num_train_steps=ts, num_warmup_steps=ws, max_seq_length=msl)
 
 
 # The paper's Table 14:        LR     BSZ  ALBERT DR  Classifier DR  TS     WS    MSL
-PAPER_HPARAMS: dict[str, FinetuneHparams] = {
+PAPER_HPARAMS: dict[str, Hparams] = {
     "CoLA": _paper(1e-5, 16, 0.0, 0.1, 5336, 320, 512),
     "STS-B": _paper(2e-5, 16, 0.0, 0.1, 3598, 214, 512),
     "SST-2": _paper(1e-5, 32, 0.0, 0.1, 20935, 1256, 512),
@@ -84,13 +37,13 @@ PAPER_HPARAMS: dict[str, FinetuneHparams] = {
 }
 # run_glue.sh: the same but the encoder's dropout, which the model's config decides (WNLI, which
 # it does not run, keeps the paper's other values).
-RELEASE_HPARAMS: dict[str, FinetuneHparams] = {
+RELEASE_HPARAMS: dict[str, Hparams] = {
     name: dataclasses.replace(hparams, encoder_dropout=None) for name, hparams in PAPER_HPARAMS.items()
 }
 HPARAMS = {"paper": PAPER_HPARAMS, "release": RELEASE_HPARAMS}
 
 
-def glue_hparams(task: str, hparams: str = "paper", **overrides) -> FinetuneHparams:
+def glue_hparams(task: str, hparams: str = "paper", **overrides) -> Hparams:
     """The hyperparameters for `task` (`hparams`: "paper", Table 14, or "release", run_glue.sh),
     with `overrides` (field=value) replacing any.
 
@@ -109,7 +62,7 @@ def glue_hparams(task: str, hparams: str = "paper", **overrides) -> FinetuneHpar
             f"GLUE task {name} has no fine-tuning hparams (it is predicted with a model fine-tuned "
             f"on MNLI); the tasks with hparams are: {', '.join(PAPER_HPARAMS)}"
         )
-    fields = {f.name for f in dataclasses.fields(FinetuneHparams)}
+    fields = {f.name for f in dataclasses.fields(Hparams)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
         raise ValueError(

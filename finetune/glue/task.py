@@ -8,6 +8,8 @@ loss the release's (cross-entropy, or the squared error of the score), and the S
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import tensorflow as tf
 
@@ -20,11 +22,6 @@ from finetune.glue.readers import split_path
 from finetune.glue.benchmark import Task, get_task
 from finetune.task import FinetuningTask, model_inputs
 
-# Option fields -> the fields of finetune.glue.hparams.FinetuneHparams.
-_HPARAMS = {"learning_rate": "learning_rate", "train_batch_size": "batch_size", "num_train_steps": "train_steps",
-            "num_warmup_steps": "warmup_steps", "max_seq_length": "max_seq_length",
-            "classifier_dropout": "classifier_dropout", "encoder_dropout": "encoder_dropout"}
-
 
 class GlueTask(FinetuningTask):
     """One GLUE task (`finetune.glue.benchmark.Task` or its name) on the data in `data_dir`; `hparams`
@@ -32,7 +29,9 @@ class GlueTask(FinetuningTask):
 
     prediction_features = ("label_ids",)
 
-    def __init__(self, task: Task | str, data_dir=None, skip_bad_rows: bool = False, hparams: str = "paper"):
+    def __init__(self, task: Task | str, data_dir=None, skip_bad_rows: bool = False, hparams: str = "paper",
+                 max_eval_examples: Optional[int] = None, max_predict_examples: Optional[int] = None):
+        self.max_eval_examples, self.max_predict_examples = max_eval_examples, max_predict_examples
         self.glue = get_task(task) if isinstance(task, str) else task
         self.name = self.glue.name
         self.data_dir = data_dir
@@ -60,7 +59,7 @@ class GlueTask(FinetuningTask):
 
     def features(self, split, tokenizer, max_seq_length, cache_dir):
         return data.cache_features(self.glue, self.data_dir, split, tokenizer, max_seq_length, cache_dir,
-                                   skip_bad_rows=self.skip_bad_rows, max_examples=self.max_examples.get(split))
+                                   skip_bad_rows=self.skip_bad_rows, max_examples=self.example_limit(split))
 
     def build_model(self, config, options, dtype):
         return AlbertClassifier(config, self.glue.num_labels, options.classifier_dropout, dtype=dtype)
@@ -107,9 +106,8 @@ class GlueTask(FinetuningTask):
 
         return outputs_fn
 
-    def default_options(self, **given):
-        hparams = glue_hparams(self.name, self.hparams, **{_HPARAMS[k]: v for k, v in given.items()})
-        return {field: getattr(hparams, name) for field, name in _HPARAMS.items()}
+    def recipe(self):
+        return glue_hparams(self.name, self.hparams)
 
     def run_info(self):
         return {"task": self.name, "labels": self.glue.labels}

@@ -33,10 +33,9 @@ flags.DEFINE_integer("max_qa_length", 128, "Pieces kept of each question+option 
                      flag_values=FLAGS)
 flags.DEFINE_multi_enum("levels", ["middle", "high"], ["middle", "high"], "The levels read (the release's "
                         "--middle_only and --high_only).", flag_values=FLAGS)
-flags.DEFINE_enum("hparams", "v2", ["v2", "v1"], "The paper's RACE hyperparameters that fill the flags not "
-                  "given: v2 (learning rate 1e-5) or v1 (2e-5); both batch 32, 12,000 steps, 1,000 warmup, "
-                  "512 tokens.", flag_values=FLAGS)
-skeleton.define_flags(FLAGS)
+skeleton.define_flags(FLAGS, hparams=("v2", "v1"), hparams_help=(
+    "the paper's RACE rows, v2 (learning rate 1e-5) or v1 (2e-5); both batch 32, 12,000 steps, 1,000 warmup, "
+    "512 tokens."))
 
 
 def make_task(flag_values):
@@ -45,13 +44,13 @@ def make_task(flag_values):
     from finetune.race.task import HPARAMS, RaceTask
 
     try:
-        check_lengths(flag_values.max_seq_length or HPARAMS[flag_values.hparams]["max_seq_length"],
+        check_lengths(flag_values.max_seq_length or HPARAMS[flag_values.hparams].max_seq_length,
                       flag_values.max_qa_length)
     except ValueError as error:  # the two flags disagree: a usage error (exit code 2)
         raise FlagError(str(error)) from None
     paths = {"train": flag_values.train_data, "dev": flag_values.eval_data, "test": flag_values.predict_data}
     return RaceTask(flag_values.data_dir, max_qa_length=flag_values.max_qa_length, levels=flag_values.levels,
-                    split_paths=paths, hparams=flag_values.hparams)
+                    split_paths=paths, hparams=flag_values.hparams, **skeleton.example_limits(flag_values))
 
 
 def finetune(argv) -> dict:

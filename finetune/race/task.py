@@ -22,7 +22,7 @@ from albert_tf.files import atomic_open
 from albert_tf.models import AlbertMultipleChoice, classifier_sums
 from finetune import cache
 from finetune.race import features, metrics, readers
-from finetune.task import FinetuningTask, model_inputs
+from finetune.task import FinetuningTask, Hparams, model_inputs
 
 # Bump when what a record holds changes, so that old caches are not reused.
 FEATURE_FORMAT_VERSION = 1
@@ -32,10 +32,10 @@ FEATURE_FORMAT_VERSION = 1
 # whose only changes are a learning rate of 1e-5 and an ALBERT DR of 0 ("the original (v1) RACE
 # hyperparameter will cause model divergence for v2 models").
 HPARAMS = {
-    "v2": dict(learning_rate=1e-5, train_batch_size=32, num_train_steps=12000, num_warmup_steps=1000,
-               max_seq_length=512, classifier_dropout=0.1, encoder_dropout=0.0),
-    "v1": dict(learning_rate=2e-5, train_batch_size=32, num_train_steps=12000, num_warmup_steps=1000,
-               max_seq_length=512, classifier_dropout=0.1, encoder_dropout=0.1),
+    "v2": Hparams(learning_rate=1e-5, train_batch_size=32, num_train_steps=12000, num_warmup_steps=1000,
+                  max_seq_length=512, classifier_dropout=0.1, encoder_dropout=0.0),
+    "v1": Hparams(learning_rate=2e-5, train_batch_size=32, num_train_steps=12000, num_warmup_steps=1000,
+                  max_seq_length=512, classifier_dropout=0.1, encoder_dropout=0.1),
 }
 
 
@@ -67,7 +67,8 @@ class RaceTask(FinetuningTask):
     prediction_features = ("label_ids",)
 
     def __init__(self, data_dir=None, max_qa_length: int = features.MAX_QA_LENGTH,
-                 levels: Sequence[str] = readers.LEVELS, split_paths: Optional[dict] = None, hparams: str = "v2"):
+                 levels: Sequence[str] = readers.LEVELS, split_paths: Optional[dict] = None, hparams: str = "v2",
+                 max_eval_examples: Optional[int] = None, max_predict_examples: Optional[int] = None):
         if hparams not in HPARAMS:
             raise ValueError(f"hparams must be one of {sorted(HPARAMS)}, got {hparams!r}")
         self.data_dir = data_dir
@@ -75,6 +76,7 @@ class RaceTask(FinetuningTask):
         self.levels = tuple(levels)
         self.split_paths = {k: v for k, v in (split_paths or {}).items() if v}
         self.hparams = hparams
+        self.max_eval_examples, self.max_predict_examples = max_eval_examples, max_predict_examples
 
     def split_path(self, split: str) -> pathlib.Path:
         if split in self.split_paths:
@@ -169,8 +171,8 @@ class RaceTask(FinetuningTask):
         return TaskOutputs("race", INPUTS, (1, model.num_choices, max_seq_length),
                            lambda inputs: logits_and_probability(model(inputs, training=False)))
 
-    def default_options(self, **given):
-        return {**HPARAMS[self.hparams], **{k: v for k, v in given.items() if v is not None}}
+    def recipe(self):
+        return HPARAMS[self.hparams]
 
     def run_info(self):
         return {"task": self.name, "labels": list(readers.LETTERS)}

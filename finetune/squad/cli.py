@@ -46,10 +46,9 @@ flags.DEFINE_integer("start_n_top", 5, "v2.0: starts kept by the beam.", flag_va
 flags.DEFINE_integer("end_n_top", 5, "v2.0: ends kept for each start.", flag_values=FLAGS)
 flags.DEFINE_float("null_score_diff_threshold", None, "v2.0: answer \"\" where the null odds reach this "
                    "(default: the release's, the threshold that maximises F1 on --predict_file).", flag_values=FLAGS)
-flags.DEFINE_enum("hparams", "paper", ["paper", "release"], "The hyperparameters that fill the flags not given: "
-                  "the paper's Table 14 or the release's README commands (v2.0: 5e-5, 5,429 steps, 384 tokens; "
-                  "the encoder's dropout from its config).", flag_values=FLAGS)
-skeleton.define_flags(FLAGS)
+skeleton.define_flags(FLAGS, hparams=("paper", "release"), hparams_help=(
+    "the paper's Table 14 or the release's README commands (v2.0: 5e-5, 5,429 steps, 384 tokens; "
+    "the encoder's dropout from its config)."))
 
 
 def make_task(flag_values):
@@ -58,7 +57,8 @@ def make_task(flag_values):
     return SquadTask(flag_values.train_file, flag_values.predict_file, flag_values.version_2_with_negative,
                      flag_values.doc_stride, flag_values.max_query_length, flag_values.n_best_size,
                      flag_values.max_answer_length, flag_values.start_n_top, flag_values.end_n_top,
-                     flag_values.null_score_diff_threshold, flag_values.hparams, flag_values.export_top_k)
+                     flag_values.null_score_diff_threshold, flag_values.hparams, flag_values.export_top_k,
+                     skeleton.example_limits(flag_values)["max_eval_examples"])
 
 
 def finetune(argv) -> dict:

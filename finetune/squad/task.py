@@ -19,14 +19,14 @@ from albert_tf.models import AlbertSpanLabeler
 from finetune.cache import cache_features
 from finetune.squad import features, metrics, postprocess, readers, serving
 from finetune.squad.model import AlbertSquadV2, v1_loss_sums, v2_loss_sums
-from finetune.task import FinetuningTask, model_inputs
+from finetune.task import FinetuningTask, Hparams, model_inputs
 
 FEATURE_VERSION = 2  # 2: answers cut with the release's spans (features.release_answer_spans)
 
-def _hparams(lr, bsz, albert_dr, classifier_dr, ts, ws, msl) -> dict:
-    """One row of hyperparameters in the paper's column order, as option fields."""
-    return {"learning_rate": lr, "train_batch_size": bsz, "encoder_dropout": albert_dr,
-            "classifier_dropout": classifier_dr, "num_train_steps": ts, "num_warmup_steps": ws, "max_seq_length": msl}
+def _hparams(lr, bsz, albert_dr, classifier_dr, ts, ws, msl) -> Hparams:
+    """One row of hyperparameters in the paper's column order."""
+    return Hparams(learning_rate=lr, train_batch_size=bsz, encoder_dropout=albert_dr,
+                   classifier_dropout=classifier_dr, num_train_steps=ts, num_warmup_steps=ws, max_seq_length=msl)
 
 
 # HPARAMS[hparams][version 2]. "paper": the paper's Table 14 (appendix A.4):
@@ -55,12 +55,13 @@ class SquadTask(FinetuningTask):
 
     def __init__(self, train_file=None, predict_file=None, version_2_with_negative=False, doc_stride=128,
                  max_query_length=64, n_best_size=20, max_answer_length=30, start_n_top=5, end_n_top=5,
-                 null_score_diff_threshold=None, hparams="paper", export_top_k=5):
+                 null_score_diff_threshold=None, hparams="paper", export_top_k=5, max_eval_examples=None):
         if hparams not in HPARAMS:
             raise ValueError(f"hparams must be one of {', '.join(HPARAMS)}, got {hparams!r}")
         if not 1 <= export_top_k <= n_best_size:
             raise ValueError(f"export_top_k ({export_top_k}) must be between 1 and n_best_size ({n_best_size})")
         self.export_top_k = export_top_k
+        self.max_eval_examples = max_eval_examples
         self.hparams = hparams
         self.files = {"train": train_file, "dev": predict_file}
         self.version_2 = version_2_with_negative
@@ -80,7 +81,7 @@ class SquadTask(FinetuningTask):
         """The official JSON's articles that the metrics score: with an example limit, only the
         questions read (the official scripts count a question without an answer as wrong)."""
         dataset = readers.load_json(self.files[split])["data"]
-        if split not in self.max_examples:
+        if self.example_limit(split) is None:
             return dataset
         kept = {example.qas_id for example in self.examples(split)}
         return [{**article, "paragraphs": [{**paragraph, "qas": [qa for qa in paragraph["qas"] if qa["id"] in kept]}
@@ -199,10 +200,8 @@ class SquadTask(FinetuningTask):
         return TaskOutputs("squad_v2", (*INPUTS, "p_mask"), (1, max_seq_length),
                            lambda inputs: model(inputs, training=False))
 
-    def default_options(self, **given):
-        hparams = dict(HPARAMS[self.hparams][self.version_2])
-        hparams.update({k: v for k, v in given.items() if v is not None})
-        return hparams
+    def recipe(self):
+        return HPARAMS[self.hparams][self.version_2]
 
     def run_info(self):
         return {"task": self.name}

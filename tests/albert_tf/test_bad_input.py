@@ -54,13 +54,13 @@ def test_int64_inputs_from_tfrecords_are_accepted(encoder):
 # ---- pretraining input (issue 19: no hang, no silent wrong result) ---------------------------------
 
 def _pretrain(tmp_path, input_file, **changes):
-    from albert_tf import pretraining
+    from albert_tf import pretraining, training
 
     values = dict(output_dir=str(tmp_path / "run"), input_file=input_file, train_batch_size=4, eval_batch_size=4,
                   max_seq_length=PRETRAINING_SEQ, max_predictions_per_seq=PRETRAINING_PREDICTIONS, num_train_steps=2, num_warmup_steps=0,
                   save_checkpoints_steps=10, steps_per_loop=1, jit_compile=False)
     values.update(changes)
-    return pretraining.pretrain(TINY, pretraining.PretrainingOptions(**values), export_fn=lambda model, path: None)
+    return pretraining.run_pretraining(TINY, pretraining.PretrainingOptions(**values), export_fn=lambda model, path: None)
 
 
 def test_a_training_input_without_records_is_an_error_not_a_hang(tmp_path):
@@ -132,30 +132,30 @@ def test_a_learning_rate_that_cannot_train_is_refused(tmp_path, learning_rate):
 
 
 def test_a_failed_first_run_does_not_lock_its_output_dir(tmp_path):
-    from albert_tf import pretraining
-    from albert_tf.presets import checkpoints
+    from albert_tf import pretraining, training
+    from albert_tf import run_folder
 
-    checkpoints.check_output_dir(str(tmp_path), TINY, write=True)  # a first run that died before saving
+    run_folder.check_output_dir(str(tmp_path), TINY, write=True)  # a first run that died before saving
     wider = TINY.replace(intermediate_size=64)
-    checkpoints.check_output_dir(str(tmp_path), wider, write=True)
-    assert '"intermediate_size": 64' in (tmp_path / checkpoints.CONFIG_FILE).read_text()
-    run = pretraining.Pretraining(wider, pretraining_options(tmp_path))
+    run_folder.check_output_dir(str(tmp_path), wider, write=True)
+    assert '"intermediate_size": 64' in (tmp_path / run_folder.CONFIG_FILE).read_text()
+    run = training.Trainer(wider, pretraining.PretrainingTask(), pretraining_options(tmp_path))
     run.save()
     with pytest.raises(ValueError, match="holds checkpoints of another config: intermediate_size 64 there vs 32"):
-        checkpoints.check_output_dir(str(tmp_path), TINY, write=True)
+        run_folder.check_output_dir(str(tmp_path), TINY, write=True)
 
 
 def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_path, caplog):
-    from albert_tf import pretraining
+    from albert_tf import pretraining, training
 
-    run = pretraining.Pretraining(TINY, pretraining_options(tmp_path))
+    run = training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path))
     first = run.save()
     run.step.assign(3)
     latest = run.save()
     data = tf.io.gfile.glob(latest + ".data-*")[0]
     with open(data, "r+b") as f:
         f.truncate(100)
-    resumed = pretraining.Pretraining(TINY, pretraining_options(tmp_path))
+    resumed = training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path))
     with caplog.at_level("WARNING"):
         assert resumed.restore_or_initialize() == 0
     assert f"checkpoint {latest} is unreadable" in caplog.text and data in caplog.text
@@ -163,21 +163,21 @@ def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_p
     with open(tf.io.gfile.glob(first + ".data-*")[0], "r+b") as f:
         f.truncate(100)
     with pytest.raises(ValueError, match=f"no checkpoint in {tmp_path} could be read"):
-        pretraining.Pretraining(TINY, pretraining_options(tmp_path)).restore_or_initialize()
+        training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path)).restore_or_initialize()
 
 
 def test_a_checkpoint_of_another_model_is_named_as_such_not_as_damaged(tmp_path, caplog):
-    from albert_tf import pretraining
-    from albert_tf.presets import checkpoints
+    from albert_tf import pretraining, training
+    from albert_tf import run_folder
     from albert_tf.errors import UserError
 
-    pretraining.Pretraining(TINY, pretraining_options(tmp_path)).save()
+    training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path)).save()
     # The run folder's config was replaced (a copied folder, an edited file): it now describes
     # another model than its checkpoints.
     wider = TINY.replace(intermediate_size=48)
-    (tmp_path / checkpoints.CONFIG_FILE).write_text(json.dumps(wider.to_dict()))
+    (tmp_path / run_folder.CONFIG_FILE).write_text(json.dumps(wider.to_dict()))
     with pytest.raises(UserError) as error:
-        pretraining.Pretraining(wider, pretraining_options(tmp_path)).restore_or_initialize()
+        training.Trainer(wider, pretraining.PretrainingTask(), pretraining_options(tmp_path)).restore_or_initialize()
     assert re.fullmatch(
         rf"output_dir {tmp_path} holds checkpoints of another model: in {tmp_path}/ckpt-0, "
         r"encoder/\S+ has shape \[(16, 32|32|32, 16)\] there, \[(16, 48|48|48, 16)\] here \(and [1-9] more "
@@ -243,12 +243,12 @@ def test_fill_mask_checks_the_text_against_the_models_own_length(data_dir):
 
 
 def test_an_output_dir_that_is_a_file_is_named(tmp_path):
-    from albert_tf.presets import checkpoints
+    from albert_tf import run_folder
     from albert_tf.errors import FlagError
 
     (tmp_path / "run").write_text("not a folder")
     with pytest.raises(FlagError, match=f"^--output_dir {tmp_path / 'run'} is a file, not a folder$"):
-        checkpoints.check_output_dir(str(tmp_path / "run"), TINY, write=True)
+        run_folder.check_output_dir(str(tmp_path / "run"), TINY, write=True)
 
 
 def test_strategy_tpu_without_a_tpu_is_a_flag_error(monkeypatch):
@@ -299,7 +299,7 @@ def test_every_tool_refuses_an_unusable_output_dir_up_front_naming_the_flag(tmp_
 def test_records_compressed_as_gzip_are_read_under_either_gzip_suffix(tmp_path):
     # One rule for compression: ".gzip" was GZIP to the reader but plain to the up-front check,
     # which then called the file corrupted.
-    from albert_tf import pretraining
+    from albert_tf import pretraining, training
     from albert_tf.datasets import pretraining_dataset
 
     plain = write_pretraining_records(tmp_path / "plain.tfrecord", 4)
@@ -318,11 +318,10 @@ def test_records_compressed_as_gzip_are_read_under_either_gzip_suffix(tmp_path):
 def test_checkpoints_without_their_index_file_are_named_in_one_warning(tmp_path, caplog):
     """Issue 40: a run folder whose `checkpoint` file was lost (a partial copy) started again from
     step 0 without a word."""
-    from albert_tf import pretraining
-    from albert_tf.presets import checkpoints
+    from albert_tf import pretraining, run_folder as checkpoints, training
 
     checkpoints.check_output_dir(str(tmp_path), TINY, write=True)
-    run = pretraining.Pretraining(TINY, pretraining_options(tmp_path))
+    run = training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path))
     run.save()
     with caplog.at_level("WARNING"):
         checkpoints.check_output_dir(str(tmp_path), TINY, write=True)

@@ -19,7 +19,7 @@ from tests.helpers import loop_options as options, random_dataset_fn, run_weight
 STEPS, SIGNALLED_AT = 9, 5
 
 
-class SignalledAt(pretraining.Pretraining):
+class SignalledAt(training.Trainer):
     """A run that sends itself SIGTERM once it has completed step `at` (as a cloud VM would)."""
 
     at = SIGNALLED_AT
@@ -34,7 +34,7 @@ class SignalledAt(pretraining.Pretraining):
 def test_sigterm_saves_the_step_reached_and_the_resumed_run_ends_as_uninterrupted(tmp_path):
     opts = options(tmp_path / "run", num_train_steps=STEPS, save_checkpoints_steps=100, steps_per_loop=1)
     before = signal.getsignal(signal.SIGTERM)
-    run = SignalledAt(CONFIG, opts)
+    run = SignalledAt(CONFIG, pretraining.PretrainingTask(), opts)
     run.restore_or_initialize()
     with pytest.raises(Preempted) as raised:
         training.run_loop(run, random_dataset_fn())
@@ -46,11 +46,11 @@ def test_sigterm_saves_the_step_reached_and_the_resumed_run_ends_as_uninterrupte
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the loop's only while it runs
     assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith(f"ckpt-{SIGNALLED_AT}")
 
-    resumed = pretraining.Pretraining(CONFIG, opts)
+    resumed = training.Trainer(CONFIG, pretraining.PretrainingTask(), opts)
     assert resumed.restore_or_initialize() == SIGNALLED_AT  # no completed step lost
     assert training.run_loop(resumed, random_dataset_fn())["step"] == STEPS
 
-    straight = pretraining.Pretraining(CONFIG, options(tmp_path / "straight", num_train_steps=STEPS,
+    straight = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "straight", num_train_steps=STEPS,
                                                      save_checkpoints_steps=100, steps_per_loop=1))
     straight.restore_or_initialize()
     training.run_loop(straight, random_dataset_fn())

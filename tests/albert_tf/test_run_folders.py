@@ -48,9 +48,14 @@ def test_lengths_come_from_the_records_unless_given(records, tmp_path):
 
 
 def test_the_run_folder_keeps_its_vocabulary(tmp_path):
+    from albert_tf.run_folder import keep_run_vocabulary
+
     try:
         _flags(f"--output_dir={tmp_path / 'run'}", f"--spm_model_file={TINY / 'tiny_vocab.model'}")
-        kept = pretrain.run_vocabulary()
+        given = pretrain.run_vocabulary()
+        assert given == str(TINY / "tiny_vocab.model")
+        assert not (tmp_path / "run").exists()  # copied by the run, once the folder is checked
+        kept = keep_run_vocabulary(given, str(tmp_path / "run"))
         assert kept == str(tmp_path / "run" / "spiece.model")
         assert (tmp_path / "run" / "spiece.model").read_bytes() == (TINY / "tiny_vocab.model").read_bytes()
         _flags(f"--output_dir={tmp_path / 'run'}")  # a rerun without it

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import pretraining, replicas
-from albert_tf.presets import checkpoints
+from albert_tf import pretraining, replicas, training
+from albert_tf import run_folder
 from albert_tf.presets.weights import model_weights
 from albert_tf.pretrainer import pretraining_sums
 from tests.helpers import LOOP_CONFIG as CONFIG
@@ -67,7 +67,7 @@ def cli_options(flags):
 
 
 def test_loop_loss_is_the_pretrainer_loss(tmp_path):
-    run = pretraining.Pretraining(CONFIG, options(tmp_path))
+    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
     features = next(iter(random_dataset_fn()(tf.distribute.InputContext(), 8)))
     expected = run.model(features, training=True)
     sums = pretraining_sums(features, expected["mlm_logits"], expected["sop_logits"])
@@ -76,11 +76,11 @@ def test_loop_loss_is_the_pretrainer_loss(tmp_path):
 
 
 def test_training_learns_and_accumulation_gives_the_same_updates(tmp_path):
-    whole = pretraining.Pretraining(CONFIG, options(tmp_path / "a"))
+    whole = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "a"))
     losses = trajectory(whole, 6)
     # The synthetic masked ids come from 4 values: from ln(128) = 4.85 the MLM loss must fall.
     assert losses[-1] < losses[0] - 0.5, losses
-    accumulated = pretraining.Pretraining(CONFIG, options(tmp_path / "b", grad_accum_steps=4))
+    accumulated = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "b", grad_accum_steps=4))
     np.testing.assert_allclose(trajectory(accumulated, 6), losses, atol=2e-5)
     for a, b in zip(weights(whole), weights(accumulated)):
         np.testing.assert_allclose(a, b, atol=2e-5)
@@ -91,7 +91,7 @@ def test_the_loop_rates_each_update_as_the_release_does(tmp_path):
     """Over 20 steps the rate of update k is the release's formula at global step k (from 1)."""
     from tests.helpers import release_learning_rate
 
-    run = pretraining.Pretraining(CONFIG, options(tmp_path, num_train_steps=20, num_warmup_steps=5))
+    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path, num_train_steps=20, num_warmup_steps=5))
     iterator = iter(run.distribute(random_dataset_fn(), run.per_replica_batch))
     initial = weights(run)
     used = []
@@ -106,13 +106,37 @@ def test_the_loop_rates_each_update_as_the_release_does(tmp_path):
     assert used[0] == pytest.approx(4e-3) and used[-1] == 0.0
 
 
+def test_the_logged_rate_is_the_optimizers_schedule(tmp_path, monkeypatch):
+    """The rate written to the summaries is read from the optimizer's own schedule: given another
+    decay (power 2 where the loop's default is linear), the log follows it, in warmup and in decay."""
+    import functools
+
+    from albert_tf import optimization
+
+    monkeypatch.setattr(optimization, "create_optimizer", functools.partial(optimization.create_optimizer, power=2.0))
+    logged = {}
+    monkeypatch.setattr(training, "write_scalars",
+                        lambda writer, metrics, step: logged.__setitem__(step, metrics["learning_rate"]))
+    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path, num_train_steps=6, num_warmup_steps=2,
+                                                  save_checkpoints_steps=6))
+    training.run_loop(run, random_dataset_fn())
+    assert sorted(logged) == [1, 2, 3, 4, 5, 6]
+    used = []
+    for k in range(1, 7):  # the rate the optimizer gives update k, read before it (k - 1 updates made)
+        run.optimizer.iterations.assign(k - 1)
+        used.append(float(run.optimizer.learning_rate))
+    np.testing.assert_allclose([logged[k] for k in range(1, 7)], used, rtol=1e-6, atol=1e-12)
+    # the release's shape: update 1 in warmup (2e-2 / 2), then the decay over all 6 steps, squared
+    np.testing.assert_allclose(used, [1e-2] + [2e-2 * (1 - k / 6) ** 2 for k in range(2, 7)], rtol=1e-6, atol=1e-12)
+
+
 def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
-    first = pretraining.Pretraining(CONFIG, options(tmp_path))
+    first = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
     trajectory(first, 3)
     path = first.save()
     assert path.endswith("ckpt-3")
     saved = [v.numpy() for v in first.model.weights + first.optimizer.variables]
-    second = pretraining.Pretraining(CONFIG, options(tmp_path))
+    second = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
     assert second.restore_or_initialize() == 3
     restored = [v.numpy() for v in second.model.weights + second.optimizer.variables]
     assert len(saved) == len(restored) > 20
@@ -122,13 +146,13 @@ def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
 
 def test_resume_with_dropout_draws_the_masks_of_the_uninterrupted_run(tmp_path):
     config = CONFIG.replace(hidden_dropout_prob=0.1)
-    straight = pretraining.Pretraining(config, options(tmp_path / "straight"))
+    straight = training.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "straight"))
     expected = trajectory(straight, 4)
-    first = pretraining.Pretraining(config, options(tmp_path / "resumed"))
+    first = training.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "resumed"))
     trajectory(first, 2)
     path = first.save()
     assert any(name.startswith("rng/") for name, _ in tf.train.list_variables(path))
-    resumed = pretraining.Pretraining(config, options(tmp_path / "resumed"))
+    resumed = training.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "resumed"))
     assert resumed.restore_or_initialize() == 2
     np.testing.assert_allclose(trajectory(resumed, 2), expected[2:], atol=1e-6, rtol=0)
     for a, b in zip(weights(resumed), weights(straight)):
@@ -137,12 +161,12 @@ def test_resume_with_dropout_draws_the_masks_of_the_uninterrupted_run(tmp_path):
     # A checkpoint without the seed states (as written before they were kept) still resumes, but
     # dropout starts over from the seed: other masks, another loss. So the seed states matter.
     legacy_dir = tmp_path / "legacy"
-    legacy = pretraining.Pretraining(config, options(legacy_dir))
+    legacy = training.Trainer(config, pretraining.PretrainingTask(), options(legacy_dir))
     trajectory(legacy, 2)
     old_layout = tf.train.Checkpoint(model=model_weights(legacy.model), optimizer=legacy.optimizer,
                                      step=legacy.step)
     tf.train.CheckpointManager(old_layout, str(legacy_dir), 1, checkpoint_name="ckpt").save(checkpoint_number=2)
-    fresh_seeds = pretraining.Pretraining(config, options(legacy_dir))
+    fresh_seeds = training.Trainer(config, pretraining.PretrainingTask(), options(legacy_dir))
     assert fresh_seeds.restore_or_initialize() == 2
     # 2e-3 apart when written; the bound is a hundred times the 1e-6 of the match above.
     assert abs(trajectory(fresh_seeds, 1)[0] - expected[2]) > 1e-4
@@ -150,7 +174,7 @@ def test_resume_with_dropout_draws_the_masks_of_the_uninterrupted_run(tmp_path):
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_trains(tmp_path, precision):
-    run = pretraining.Pretraining(CONFIG, options(tmp_path, mixed_precision=precision))
+    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path, mixed_precision=precision))
     losses = trajectory(run, 2)
     assert all(np.isfinite(losses)) and abs(losses[0] - 5.5) < 0.5, losses
     assert run.model.encoder.compute_dtype == {"bf16": "bfloat16", "fp16": "float16"}[precision]
@@ -176,10 +200,10 @@ def test_bad_inputs_are_errors(tmp_path):
     with pytest.raises(ValueError, match="per-replica batch of 6 .* grad_accum_steps=4"):
         replicas.replica_batch_size(12, 2, grad_accum_steps=4)
 
-    pretraining.Pretraining(CONFIG, options(tmp_path)).save()  # a config with checkpoints is kept
+    training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path)).save()  # a config with checkpoints is kept
     other = CONFIG.replace(hidden_size=64)
     with pytest.raises(ValueError, match="another config: hidden_size 32 there vs 64 here"):
-        pretraining.Pretraining(other, options(tmp_path))
+        training.Trainer(other, pretraining.PretrainingTask(), options(tmp_path))
 
 
 def test_records_of_other_lengths_name_both_values(tmp_path):
@@ -198,15 +222,19 @@ def test_records_of_other_lengths_name_both_values(tmp_path):
 
 
 def test_init_checkpoint_missing_or_mismatching_is_an_error(tmp_path):
-    source = pretraining.Pretraining(CONFIG, options(tmp_path / "source"))
+    def started_from(config, opts):
+        run = training.Trainer(config, pretraining.PretrainingTask(), opts)
+        run.restore_or_initialize(pretraining.initial_weights(opts))
+        return run
+
+    source = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "source"))
     path = source.save()
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        pretraining.Pretraining(CONFIG, options(tmp_path / "a", init_checkpoint=path + "x")).restore_or_initialize()
+        started_from(CONFIG, options(tmp_path / "a", init_checkpoint=path + "x"))
     wider = CONFIG.replace(intermediate_size=128)
     with pytest.raises(ValueError, match="does not match the model"):
-        pretraining.Pretraining(wider, options(tmp_path / "b", init_checkpoint=path)).restore_or_initialize()
-    started = pretraining.Pretraining(CONFIG, options(tmp_path / "c", init_checkpoint=str(tmp_path / "source")))
-    started.restore_or_initialize()
+        started_from(wider, options(tmp_path / "b", init_checkpoint=path))
+    started = started_from(CONFIG, options(tmp_path / "c", init_checkpoint=str(tmp_path / "source")))
     for a, b in zip(weights(source), weights(started)):
         np.testing.assert_array_equal(a, b)
 
@@ -293,17 +321,17 @@ def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupt
 
     # The restart resumes at the step of the last checkpoint with exactly its weights...
     opts = cli_options(flags)
-    run = pretraining.Pretraining(CONFIG, opts)
+    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), opts)
     assert run.restore_or_initialize() == last_step
     reader = tf.train.load_checkpoint(last)
     for key, variable in model_weights(run.model).items():
-        np.testing.assert_array_equal(variable.numpy(), reader.get_tensor(checkpoints.checkpoint_key(key)))
+        np.testing.assert_array_equal(variable.numpy(), reader.get_tensor(run_folder.checkpoint_key(key)))
 
     # ...and, finishing, ends where an uninterrupted run with the same seed ends.
-    resumed = pretraining.pretrain(CONFIG, opts)
+    resumed = pretraining.run_pretraining(CONFIG, opts)
     assert (resumed["resumed_from"], resumed["step"]) == (last_step, steps)
     straight_dir = tmp_path / "straight"
-    straight = pretraining.pretrain(CONFIG, cli_options(cli_flags(tmp_path, straight_dir, steps)))
+    straight = pretraining.run_pretraining(CONFIG, cli_options(cli_flags(tmp_path, straight_dir, steps)))
     assert straight["resumed_from"] is None
     assert resumed["train"]["loss"] == pytest.approx(straight["train"]["loss"], abs=1e-6)
     ends = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(d))) for d in (killed_dir, straight_dir)]
@@ -354,15 +382,15 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path):
     inputs = {"input_ids": tf.constant([[2, 7, 3, 9]]), "input_mask": tf.constant([[1, 1, 1, 0]]),
               "segment_ids": tf.constant([[0, 0, 1, 1]])}
     exported = serving(**inputs)
-    fresh = pretraining.Pretraining(CONFIG, options(tmp_path / "fresh"))
-    checkpoints.load_init_checkpoint(fresh.model, str(output_dir))
+    fresh = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "fresh"))
+    run_folder.load_init_checkpoint(fresh.model, str(output_dir))
     expected = fresh.model.encoder(inputs)
     for name in ("sequence_output", "pooled_output"):
         np.testing.assert_allclose(exported[name].numpy(), expected[name].numpy(), atol=1e-5)
 
     # Records of another max_predictions_per_seq: refused before any model is built.
     with pytest.raises(ValueError, match="max_predictions_per_seq=4, but --max_predictions_per_seq=5"):
-        pretraining.pretrain(CONFIG, dataclasses.replace(cli_options(flags), max_predictions_per_seq=5,
+        pretraining.run_pretraining(CONFIG, dataclasses.replace(cli_options(flags), max_predictions_per_seq=5,
                                                       output_dir=str(tmp_path / "bad")))
     assert not (tmp_path / "bad").exists()
 
@@ -372,7 +400,7 @@ def test_evaluation_counts_every_record_of_a_last_partial_batch(tmp_path):
     from albert_tf.pretrainer import losses_from_sums
 
     path = write_records(tmp_path / "eval.tfrecord", 21, seed=3)
-    run = pretraining.Pretraining(CONFIG, options(tmp_path / "run", eval_batch_size=8))
+    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "run", eval_batch_size=8))
     eval_data = run.distribute(pretraining.file_dataset_fn([path], run.options, is_training=False),
                                run.per_replica_eval_batch)
     got = run.evaluate(eval_data)
@@ -395,9 +423,9 @@ def _mirrored(output_dir):
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from albert_tf import strategies
 
-    one = pretraining.Pretraining(CONFIG, options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
+    one = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
     mirrored_strategy = strategies.get_strategy("mirrored")
-    two = pretraining.Pretraining(CONFIG, options(f"{output_dir}/two", jit_compile=True), mirrored_strategy)
+    two = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/two", jit_compile=True), mirrored_strategy)
     report = {
         "replicas": two.num_replicas,
         "one_device": trajectory(one, 5),
@@ -414,7 +442,7 @@ def _mirrored(output_dir):
         for run in (one, two)
     ]
     try:
-        pretraining.Pretraining(CONFIG, options(f"{output_dir}/odd", train_batch_size=7), mirrored_strategy)
+        training.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/odd", train_batch_size=7), mirrored_strategy)
     except ValueError as error:
         report["uneven_batch_error"] = str(error)
     return report
@@ -425,7 +453,7 @@ def _worker(output_dir):
 
     strategy = strategies.get_strategy("multi_worker")
     opts = options(output_dir, num_train_steps=4, save_checkpoints_steps=2, steps_per_loop=2, spm_model_file=str(VOCAB))
-    result = pretraining.pretrain(CONFIG, opts, strategy=strategy, train_dataset_fn=random_dataset_fn())
+    result = pretraining.run_pretraining(CONFIG, opts, strategy=strategy, train_dataset_fn=random_dataset_fn())
     checksum = sum(float(np.sum(w.numpy())) for w in result["model"].weights)
     return {"replicas": strategy.num_replicas_in_sync, "step": result["step"],
             "loss": result["train"]["loss"], "checksum": checksum}

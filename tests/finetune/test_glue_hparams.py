@@ -3,7 +3,8 @@ its columns) and their overrides."""
 
 import pytest
 
-from finetune.glue.hparams import PAPER_HPARAMS, FinetuneHparams, glue_hparams
+from finetune.glue.hparams import PAPER_HPARAMS, glue_hparams
+from finetune.task import Hparams
 
 # task: learning rate, batch, steps, warmup, from the paper's Table 14 / run_glue.sh.
 PAPER_TABLE = {
@@ -22,40 +23,40 @@ PAPER_TABLE = {
 def test_presets_are_the_paper_table():
     assert set(PAPER_HPARAMS) == set(PAPER_TABLE)
     for task, (learning_rate, batch, steps, warmup) in PAPER_TABLE.items():
-        assert glue_hparams(task) == FinetuneHparams(
+        assert glue_hparams(task) == Hparams(
             encoder_dropout=0.1 if task in ("QQP", "RTE", "WNLI") else 0.0,
             learning_rate=learning_rate,
-            batch_size=batch,
-            train_steps=steps,
-            warmup_steps=warmup,
+            train_batch_size=batch,
+            num_train_steps=steps,
+            num_warmup_steps=warmup,
             max_seq_length=512,
             classifier_dropout=0.1,
         )
 
 
 def test_overrides():
-    hparams = glue_hparams("sst2", learning_rate=3e-5, max_seq_length=128, batch_size=None)
-    assert (hparams.learning_rate, hparams.max_seq_length, hparams.batch_size) == (3e-5, 128, 32)
-    assert hparams.train_steps == 20935
+    hparams = glue_hparams("sst2", learning_rate=3e-5, max_seq_length=128, train_batch_size=None)
+    assert (hparams.learning_rate, hparams.max_seq_length, hparams.train_batch_size) == (3e-5, 128, 32)
+    assert hparams.num_train_steps == 20935
     # The preset itself is untouched.
     assert PAPER_HPARAMS["SST-2"].max_seq_length == 512
 
 
 def test_bad_requests():
     with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) lr, steps; the fields are: "
-                       "batch_size, classifier_dropout, encoder_dropout, learning_rate"):  # fmt: skip
+                       "classifier_dropout, encoder_dropout, learning_rate, max_seq_length"):  # fmt: skip
         glue_hparams("RTE", lr=1e-5, steps=3)
     with pytest.raises(ValueError, match="AX has no fine-tuning hparams"):
         glue_hparams("AX")
     with pytest.raises(ValueError, match="unknown GLUE task 'squad'"):
         glue_hparams("squad")
-    with pytest.raises(ValueError, match=r"warmup_steps must be in \[0, train_steps=800\], got 9"):
-        glue_hparams("MRPC", warmup_steps=900)
+    with pytest.raises(ValueError, match=r"num_warmup_steps must be in \[0, num_train_steps=800\], got 9"):
+        glue_hparams("MRPC", num_warmup_steps=900)
     with pytest.raises(ValueError, match="classifier_dropout must be in"):
         glue_hparams("MRPC", classifier_dropout=1.0)
     with pytest.raises(ValueError, match="learning_rate must be positive"):
         glue_hparams("MRPC", learning_rate=0.0)
-    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
-        glue_hparams("MRPC", batch_size=0)
+    with pytest.raises(ValueError, match="train_batch_size must be at least 1, got 0"):
+        glue_hparams("MRPC", train_batch_size=0)
     with pytest.raises(ValueError, match="max_seq_length must be at least 5, got 4"):
         glue_hparams("MRPC", max_seq_length=4)

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.tokenizer import AlbertTokenizer
-from albert_tf.presets.checkpoints import CONFIG_FILE
+from albert_tf.run_folder import CONFIG_FILE
 from albert_tf.presets.weights import model_weights
 from finetune.glue import metrics
 from albert_tf.models import AlbertClassifier as GlueClassifier, classifier_sums

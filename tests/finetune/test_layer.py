@@ -21,11 +21,11 @@ from albert_tf.presets import weights as preset_weights
 from albert_tf.features import EXAMPLE_WEIGHT
 from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, classifier_sums
 from albert_tf.tokenizer import AlbertTokenizer
-from albert_tf.presets.checkpoints import CONFIG_FILE
+from albert_tf.run_folder import CONFIG_FILE
 from albert_tf.presets.weights import model_weights
 from albert_tf.presets import loader as initialization
 from finetune import cache, cli, inputs, trainer
-from finetune.task import HPARAM_FIELDS, FinetuningTask, model_inputs
+from finetune.task import HPARAM_FIELDS, TASK_FILE, FinetuningTask, model_inputs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -339,7 +339,7 @@ def test_a_task_model_learns_on_the_shared_trainer(tokenizer, tmp_path):
     after = task.evaluate("train", run.predict(cached)[0], cached)["accuracy"]
     assert result["step"] == 40 and set(result["train"]) >= {"loss", "accuracy"}
     assert after >= 0.9 and after > before, (before, after)
-    assert json.loads((tmp_path / "run" / trainer.TASK_FILE).read_text()) == {"task": "Toy"}
+    assert json.loads((tmp_path / "run" / TASK_FILE).read_text()) == {"task": "Toy"}
     # Another task's run in the same folder is refused.
     other = ToyChoiceTask()
     other.name = "Other"

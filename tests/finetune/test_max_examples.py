@@ -54,11 +54,11 @@ def test_a_limited_split_has_a_cache_of_its_own(small_data_dir, tmp_path):
     from albert_tf.tokenizer import AlbertTokenizer
     from finetune.glue.task import GlueTask
 
-    task, tokenizer = GlueTask("MRPC", small_data_dir / "glue"), AlbertTokenizer(str(TINY_VOCAB))
-    task.max_examples = {"dev": 5}
-    assert task.features("dev", tokenizer, 32, tmp_path).num_examples == 5
-    task.max_examples = {}
-    assert task.features("dev", tokenizer, 32, tmp_path).num_examples == 408  # not the cache of 5
+    tokenizer = AlbertTokenizer(str(TINY_VOCAB))
+    limited = GlueTask("MRPC", small_data_dir / "glue", max_eval_examples=5)
+    assert limited.features("dev", tokenizer, 32, tmp_path).num_examples == 5
+    whole = GlueTask("MRPC", small_data_dir / "glue")
+    assert whole.features("dev", tokenizer, 32, tmp_path).num_examples == 408  # not the cache of 5
     assert len(list(tmp_path.glob("*.tfrecord"))) == 2
 
 

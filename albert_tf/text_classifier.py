@@ -44,7 +44,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
     """An ALBERT classifier with its preprocessor, trained and called on raw text.
 
     Args:
-        classifier: an `AlbertClassifier` (num_labels classes; 1 for a regressor).
+        classifier: an `AlbertClassifier` (num_classes classes; 1 for a regressor).
         preprocessor: an `AlbertTextPreprocessor`.
 
     `call` takes the packed token ids (what the preprocessor returns) and gives the logits;
@@ -57,15 +57,15 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
         self.preprocessor = preprocessor
         # The class names (for export and conversion), in class-id order; None: unnamed.
         self.labels = None if labels is None else [str(label) for label in labels]
-        if self.labels is not None and len(self.labels) != classifier.num_labels:
-            raise ValueError(f"{len(self.labels)} labels for {classifier.num_labels} classes")
+        if self.labels is not None and len(self.labels) != classifier.num_classes:
+            raise ValueError(f"{len(self.labels)} labels for {classifier.num_classes} classes")
 
     def _backbone_encoder(self):
         return self.classifier.encoder
 
     @property
     def num_classes(self) -> int:
-        return self.classifier.num_labels
+        return self.classifier.num_classes
 
     def call(self, inputs, training=None):
         return self.classifier(inputs, training=training)
@@ -91,11 +91,11 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
 
     @classmethod
     def from_preset(cls, preset, num_classes: int | None = None, sequence_length: int | None = None,
-                    dropout_rate: float | None = None, labels=None, **kwargs) -> "AlbertTextClassifier":
+                    dropout: float | None = None, labels=None, **kwargs) -> "AlbertTextClassifier":
         """A classifier on a preset (a folder, a released name, a URL or hf://: see
         `albert_tf.presets.sources`): a fine-tuned one (written by `save_to_preset`) comes back whole;
         any other preset's encoder gets a new head of `num_classes` (or of `len(labels)` classes
-        named `labels`); `sequence_length`, `dropout_rate` and `labels` given override the saved ones
+        named `labels`); `sequence_length`, `dropout` and `labels` given override the saved ones
         (`albert_tf.presets.folder.task_arguments` is the rule, as for every model). The class names are kept in the model's config and preset, and become
         `id2label`/`label2id` when the preset is converted to Hugging Face."""
         from albert_tf.presets import folder
@@ -104,7 +104,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
         preset_dir = resolve(preset)
         config = folder.read_config(preset_dir)
         vocab = folder.vocabulary(preset_dir)
-        given = {"num_classes": num_classes, "sequence_length": sequence_length, "dropout_rate": dropout_rate,
+        given = {"num_classes": num_classes, "sequence_length": sequence_length, "dropout": dropout,
                  "labels": labels}
         # What the caller gives overrides what a saved classifier stored; the rest is the default.
         given = {k: v for k, v in given.items() if v is not None}
@@ -113,20 +113,20 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
                                                       required=("num_classes",) if labels is None else ())
         if not load_heads and num_classes is None:
             arguments["num_classes"] = len(labels)
-        arguments = {"sequence_length": 128, "dropout_rate": 0.1, "labels": None, **arguments}
+        arguments = {"sequence_length": 128, "dropout": 0.1, "labels": None, **arguments}
         model = cls._build(config, vocab, arguments["num_classes"], arguments["sequence_length"],
-                           arguments["dropout_rate"], labels=arguments["labels"], **kwargs)
+                           arguments["dropout"], labels=arguments["labels"], **kwargs)
         folder.load_encoder(model.classifier, preset_dir)
         if load_heads:
             folder.load_task(model.classifier, preset_dir)
         return model
 
     @classmethod
-    def _build(cls, config, vocab, num_classes, sequence_length, dropout_rate, labels=None, **kwargs):
+    def _build(cls, config, vocab, num_classes, sequence_length, dropout, labels=None, **kwargs):
         if sequence_length > config.max_position_embeddings:
             raise ValueError(f"sequence_length {sequence_length} exceeds the model's max_position_embeddings "
                              f"({config.max_position_embeddings})")
-        classifier = AlbertClassifier(config, num_classes, dropout_rate, dtype=kwargs.pop("dtype", None))
+        classifier = AlbertClassifier(config, num_classes, dropout, dtype=kwargs.pop("dtype", None))
         model = cls(classifier, AlbertTextPreprocessor(vocab, sequence_length), labels=labels, **kwargs)
         model.build()
         model.compile()
@@ -139,7 +139,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
 
         task = {"class": TASK_CLASS, "arguments": {
             "num_classes": self.num_classes, "sequence_length": self.preprocessor.sequence_length,
-            "dropout_rate": self.classifier.dropout_rate, "labels": self.labels}}
+            "dropout": self.classifier.dropout, "labels": self.labels}}
         return save_model(self.classifier, preset_dir, self.preprocessor.spm_model_file, task)
 
     # ---- training and prediction on raw text -------------------------------------------------

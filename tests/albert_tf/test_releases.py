@@ -439,3 +439,20 @@ def test_a_released_name_is_the_release_even_beside_a_folder_of_that_name(own_ca
     local = AlbertEncoder.from_preset("./albert_base_v2")
     np.testing.assert_array_equal(local.weights[0].numpy(), mine.weights[0].numpy())
     assert not np.array_equal(release.weights[0].numpy(), mine.weights[0].numpy())
+
+
+def test_fine_tuning_from_a_classifiers_preset_keeps_its_head_when_it_fits(tmp_path):
+    saved = AlbertClassifier(V1_TINY, num_classes=3)
+    saved.build()
+    path = saved.save_to_preset(tmp_path / "mnli_like", TINY_VOCAB)
+    same = AlbertClassifier(V1_TINY, num_classes=3)
+    same.build()
+    loader.initialize_encoder(same, preset=str(path))
+    for a, b in zip(same.weights, saved.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    other = AlbertClassifier(V1_TINY, num_classes=2)  # another task's head size: the encoder only
+    other.build()
+    fresh = other.classifier.kernel.numpy().copy()
+    loader.initialize_encoder(other, preset=str(path))
+    np.testing.assert_array_equal(other.classifier.kernel.numpy(), fresh)
+    np.testing.assert_array_equal(other.encoder.weights[0].numpy(), saved.encoder.weights[0].numpy())

@@ -324,7 +324,7 @@ def convert_preset_to_hf(preset_dir: str | os.PathLike, output_dir: str | os.Pat
         head = preset_weights.read(os.path.join(preset_dir, preset_folder.TASK_WEIGHTS))
         arguments = task["arguments"]
         return classifier_to_hf(config, encoder, head["classifier/kernel"], head["classifier/bias"], vocab,
-                                output_dir, labels=arguments.get("labels"), dropout_rate=arguments["dropout_rate"])
+                                output_dir, labels=arguments.get("labels"), dropout_rate=arguments["dropout"])
     if kind not in (None, preset_folder.PRETRAINER_TASK):
         raise ValueError(f"preset {preset_dir} holds an {kind}, which has no Hugging Face counterpart here; "
                          "convert its encoder from an encoder's preset")

@@ -69,7 +69,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
     """An ALBERT classifier with its preprocessor, trained and called on raw text.
 
     Args:
-        classifier: an `AlbertClassifier` (num_labels classes; 1 for a regressor).
+        classifier: an `AlbertClassifier` (num_classes classes; 1 for a regressor).
         preprocessor: an `AlbertTextPreprocessor`.
 
     `call` takes the packed token ids (what the preprocessor returns) and gives the logits;
@@ -81,14 +81,14 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
         self.classifier = classifier
         self.preprocessor = preprocessor
         # The class names (for export and conversion), in class-id order; None: unnamed.
-        self.labels = _class_names(labels, classifier.num_labels)
+        self.labels = _class_names(labels, classifier.num_classes)
 
     def _backbone_encoder(self):
         return self.classifier.encoder
 
     @property
     def num_classes(self) -> int:
-        return self.classifier.num_labels
+        return self.classifier.num_classes
 
     def call(self, inputs, training=None):
         return self.classifier(inputs, training=training)
@@ -114,11 +114,11 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
 
     @classmethod
     def from_preset(cls, preset, num_classes: int | None = None, sequence_length: int | None = None,
-                    dropout_rate: float | None = None, labels=None, **kwargs) -> "AlbertTextClassifier":
+                    dropout: float | None = None, labels=None, **kwargs) -> "AlbertTextClassifier":
         """A classifier on a preset (a folder, a released name, a URL or hf://: see
         `albert_tf.presets.sources`): a fine-tuned one (written by `save_to_preset`) comes back whole;
         any other preset's encoder gets a new head of `num_classes` (or of `len(labels)` classes
-        named `labels`); `sequence_length`, `dropout_rate` and `labels` given override the saved ones
+        named `labels`); `sequence_length`, `dropout` and `labels` given override the saved ones
         (`albert_tf.presets.folder.task_arguments` is the rule, as for every model). The class names are kept in the model's config and preset, and become
         `id2label`/`label2id` when the preset is converted to Hugging Face."""
         from albert_tf.presets import folder
@@ -127,7 +127,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
         preset_dir = resolve(preset)
         config = folder.read_config(preset_dir)
         vocab = folder.vocabulary(preset_dir)
-        given = {"num_classes": num_classes, "sequence_length": sequence_length, "dropout_rate": dropout_rate,
+        given = {"num_classes": num_classes, "sequence_length": sequence_length, "dropout": dropout,
                  "labels": labels}
         # What the caller gives overrides what a saved classifier stored; the rest is the default.
         given = {k: v for k, v in given.items() if v is not None}
@@ -136,18 +136,18 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
                                                       required=("num_classes",) if labels is None else ())
         if not load_heads and num_classes is None:
             arguments["num_classes"] = len(labels)
-        arguments = {"sequence_length": 128, "dropout_rate": 0.1, "labels": None, **arguments}
+        arguments = {"sequence_length": 128, "dropout": 0.1, "labels": None, **arguments}
         model = cls._build(config, vocab, arguments["num_classes"], arguments["sequence_length"],
-                           arguments["dropout_rate"], labels=arguments["labels"], **kwargs)
+                           arguments["dropout"], labels=arguments["labels"], **kwargs)
         folder.load_encoder(model.classifier, preset_dir)
         if load_heads:
             folder.load_task(model.classifier, preset_dir)
         return model
 
     @classmethod
-    def _build(cls, config, vocab, num_classes, sequence_length, dropout_rate, labels=None, **kwargs):
+    def _build(cls, config, vocab, num_classes, sequence_length, dropout, labels=None, **kwargs):
         check_positions(sequence_length, config.max_position_embeddings, "sequence_length")
-        classifier = AlbertClassifier(config, num_classes, dropout_rate, dtype=kwargs.pop("dtype", None))
+        classifier = AlbertClassifier(config, num_classes, dropout, dtype=kwargs.pop("dtype", None))
         model = cls(classifier, AlbertTextPreprocessor(vocab, sequence_length), labels=labels, **kwargs)
         model.build()
         model.compile()
@@ -160,7 +160,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
 
         task = {"class": TASK_CLASS, "arguments": {
             "num_classes": self.num_classes, "sequence_length": self.preprocessor.sequence_length,
-            "dropout_rate": self.classifier.dropout_rate, "labels": self.labels}}
+            "dropout": self.classifier.dropout, "labels": self.labels}}
         return save_model(self.classifier, preset_dir, self.preprocessor.spm_model_file, task)
 
     # ---- training and prediction on raw text -------------------------------------------------

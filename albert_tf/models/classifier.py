@@ -1,8 +1,8 @@
 """A sentence (pair) classifier: the ALBERT encoder, its pooled output, dropout, a dense layer.
 
 The head is the released `run_classifier.py`'s: dropout 0.1 on the pooled output, then a dense
-layer of `num_labels` outputs initialised N(0, initializer_range) truncated, biases 0. With
-`num_labels=1` it is a regressor (STS-B): its one output is the score, trained with the mean
+layer of `num_classes` outputs initialised N(0, initializer_range) truncated, biases 0. With
+`num_classes=1` it is a regressor (STS-B): its one output is the score, trained with the mean
 squared error as released.
 """
 
@@ -18,9 +18,9 @@ from albert_tf.model_base import AlbertConfigModel
 from albert_tf.validation import require_positive_ints
 
 
-def check_dropout_rate(dropout_rate: float):
-    if not 0.0 <= dropout_rate < 1.0:
-        raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate!r}")
+def check_dropout(dropout: float):
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -29,30 +29,30 @@ class AlbertClassifier(AlbertConfigModel):
 
     Args:
         config: the encoder's `AlbertConfig` (or its dict).
-        num_labels: classes of the task; 1 for a regression task (STS-B), whose output is the score.
-        dropout_rate: dropout on the pooled output while training (0.1 as released).
+        num_classes: classes of the task; 1 for a regression task (STS-B), whose output is the score.
+        dropout: dropout on the pooled output while training (0.1 as released).
         dtype: a Keras dtype policy; the outputs are float32 under any policy.
 
     Inputs: the encoder's dict of `input_ids`, `input_mask`, `segment_ids` [B, T].
-    Outputs: logits [B, num_labels] in float32 (the score in [B, 1] for regression).
+    Outputs: logits [B, num_classes] in float32 (the score in [B, 1] for regression).
 
     Example:
-        >>> classifier = AlbertClassifier(AlbertConfig.named("albert_base_v2"), num_labels=2)
+        >>> classifier = AlbertClassifier(AlbertConfig.named("albert_base_v2"), num_classes=2)
         >>> logits = classifier({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
     """
 
-    config_arguments = ("num_labels", "dropout_rate")
+    config_arguments = ("num_classes", "dropout")
 
-    def __init__(self, config: AlbertConfig | dict, num_labels: int, dropout_rate: float = 0.1, **kwargs):
+    def __init__(self, config: AlbertConfig | dict, num_classes: int, dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
-        require_positive_ints({"num_labels": num_labels})
-        check_dropout_rate(dropout_rate)
-        self.num_labels = num_labels
-        self.dropout_rate = dropout_rate
+        require_positive_ints({"num_classes": num_classes})
+        check_dropout(dropout)
+        self.num_classes = num_classes
+        self.dropout = dropout
         self.encoder = AlbertEncoder(self.config, dtype=self.dtype_policy, name="encoder")
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self.classifier = common.Dense(
-            num_labels,
+            num_classes,
             kernel_initializer=common.kernel_initializer(self.config.initializer_range),
             dtype=self.dtype_policy,
             name="classifier",
@@ -60,7 +60,7 @@ class AlbertClassifier(AlbertConfigModel):
 
     @property
     def is_regression(self) -> bool:
-        return self.num_labels == 1
+        return self.num_classes == 1
 
     def build(self, input_shape=None):
         self.encoder.build()
@@ -71,7 +71,7 @@ class AlbertClassifier(AlbertConfigModel):
         # Only the first token of the last layer is read: the encoder computes no other row of it.
         no_positions = tf.zeros_like(inputs["input_ids"][:, :0])
         pooled = self.encoder(inputs, training=training, output_positions=no_positions)["pooled_output"]
-        logits = self.classifier(self.dropout(pooled, training=training))
+        logits = self.classifier(self.output_dropout(pooled, training=training))
         return tf.cast(logits, tf.float32)
 
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.encoder import AlbertEncoder
-from albert_tf.models.classifier import check_dropout_rate
+from albert_tf.models.classifier import check_dropout
 from albert_tf.layers import common
 from albert_tf.model_base import AlbertConfigModel
 from albert_tf.validation import require_positive_ints
@@ -22,7 +22,7 @@ class AlbertMultipleChoice(AlbertConfigModel):
     Args:
         config: the encoder's `AlbertConfig` (or its dict).
         num_choices: choices per question (4 for RACE).
-        dropout_rate: dropout on the pooled output while training (0.1 as released).
+        dropout: dropout on the pooled output while training (0.1 as released).
         dtype: a Keras dtype policy; the outputs are float32 under any policy.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids` of shape [B, num_choices, T], one row a choice.
@@ -33,16 +33,16 @@ class AlbertMultipleChoice(AlbertConfigModel):
         >>> logits = model({"input_ids": ids, "input_mask": mask, "segment_ids": segments})  # [B, 4]
     """
 
-    config_arguments = ("num_choices", "dropout_rate")
+    config_arguments = ("num_choices", "dropout")
 
-    def __init__(self, config: AlbertConfig | dict, num_choices: int = 4, dropout_rate: float = 0.1, **kwargs):
+    def __init__(self, config: AlbertConfig | dict, num_choices: int = 4, dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
         require_positive_ints({"num_choices": num_choices})
-        check_dropout_rate(dropout_rate)
+        check_dropout(dropout)
         self.num_choices = num_choices
-        self.dropout_rate = dropout_rate
+        self.dropout = dropout
         self.encoder = AlbertEncoder(self.config, dtype=self.dtype_policy, name="encoder")
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self.classifier = common.Dense(
             1,
             kernel_initializer=common.kernel_initializer(self.config.initializer_range),
@@ -60,5 +60,5 @@ class AlbertMultipleChoice(AlbertConfigModel):
         rows = {k: tf.reshape(v, [-1, length]) for k, v in inputs.items()}
         no_positions = tf.zeros_like(rows["input_ids"][:, :0])
         pooled = self.encoder(rows, training=training, output_positions=no_positions)["pooled_output"]
-        logits = self.classifier(self.dropout(pooled, training=training))
+        logits = self.classifier(self.output_dropout(pooled, training=training))
         return tf.cast(tf.reshape(logits, [-1, self.num_choices]), tf.float32)

@@ -89,14 +89,14 @@ def vocabulary(folder: str | os.PathLike) -> str:
     return path
 
 
-# Task classes whose heads are one another's, with their arguments' names: the text classifier
+# Task classes whose heads are one another's, with the arguments they share: the text classifier
 # keeps an AlbertClassifier, whose weights are its task weights.
 _SAME_HEADS = {
-    (TEXT_CLASSIFIER_TASK, "AlbertClassifier"): {"num_classes": "num_labels", "dropout_rate": "dropout_rate"},
-    ("AlbertClassifier", TEXT_CLASSIFIER_TASK): {"num_labels": "num_classes", "dropout_rate": "dropout_rate"},
+    (TEXT_CLASSIFIER_TASK, "AlbertClassifier"): ("num_classes", "dropout"),
+    ("AlbertClassifier", TEXT_CLASSIFIER_TASK): ("num_classes", "dropout"),
 }
-# The arguments that size a head: given another value than the preset's, the model gets a new head.
-HEAD_SIZE_ARGUMENTS = ("num_labels", "num_classes")
+# The argument that sizes a head: given another value than the preset's, the model gets a new head.
+HEAD_SIZE_ARGUMENTS = ("num_classes",)
 
 
 def task_arguments(folder: str | os.PathLike, class_name: str, kwargs: dict, required: tuple = (),
@@ -104,7 +104,7 @@ def task_arguments(folder: str | os.PathLike, class_name: str, kwargs: dict, req
     """keras-hub's task rule: `(arguments, load_heads)` for a `class_name` made from the preset.
 
     A preset's task weights load into the same task class (its stored arguments fill the ones not
-    given); a different class, or a head size (`num_labels`, `num_classes`) given that differs from
+    given); a different class, or a head size (`num_classes`) given that differs from
     the preset's, gets the encoder and a new head. Anything else is a one-line error naming the
     preset's task: a pretrainer (`heads_required`) from a preset without its heads, or a new head
     without the `required` arguments that size it.
@@ -114,8 +114,8 @@ def task_arguments(folder: str | os.PathLike, class_name: str, kwargs: dict, req
     if task is not None and task["class"] == class_name:
         stored = dict(task["arguments"])
     elif task is not None and (task["class"], class_name) in _SAME_HEADS:
-        names = _SAME_HEADS[(task["class"], class_name)]
-        stored = {names[k]: v for k, v in task["arguments"].items() if k in names}
+        shared = _SAME_HEADS[(task["class"], class_name)]
+        stored = {k: v for k, v in task["arguments"].items() if k in shared}
     if stored is not None:
         other = {k: (stored[k], kwargs[k]) for k in HEAD_SIZE_ARGUMENTS if k in kwargs and k in stored
                  and kwargs[k] != stored[k]}

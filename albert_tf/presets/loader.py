@@ -18,7 +18,9 @@ released name, a URL, hf://: `albert_tf.presets.sources.resolve`) -> the model w
 - `random`: nothing, the seed's weights: the baseline that shows what pretraining is worth.
 
 `initialize_encoder(model, ...)` copies the encoder weights into any task model that keeps its
-encoder as `model.encoder` (every model of `albert_tf.models`); the head stays as initialised.
+encoder as `model.encoder` (every model of `albert_tf.models`); the head stays as initialised,
+except from a preset of the model's own task class and head size, whose head loads too
+(keras-hub's task rule, `albert_tf.presets.folder.task_arguments`).
 
 Loading a SavedModel needs the SentencePiece op of tensorflow_text registered (the export holds the
 in-graph tokenizer): `load_saved_model` imports it first, so a fresh process can load any export.
@@ -38,6 +40,7 @@ from albert_tf.convert import TF1_CHECKPOINT, TF1_VOCAB, read_tf1_checkpoint
 from albert_tf.presets import folder as preset_folder
 from albert_tf.run_folder import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
 from albert_tf.presets.weights import ENCODER_PREFIX, model_weights
+from albert_tf.presets.weights import split as weights_split
 from albert_tf.files import is_url
 from albert_tf.presets.sources import resolve
 
@@ -273,9 +276,16 @@ def _load_tf1(encoder, path: str) -> str:
 
 
 def _load_preset(model, preset: str) -> str:
+    """The encoder, and by the task rule (`folder.task_arguments`) the heads of a preset of the
+    model's own task class and head size."""
     folder = resolve(preset)
     preset_folder.check_config(preset_folder.read_config(folder), model.config, f"preset {preset}")
     preset_folder.load_encoder(model, folder)
+    arguments = {name: getattr(model, name) for name in model.config_arguments}
+    _, load_heads = preset_folder.task_arguments(folder, type(model).__name__, arguments)
+    if load_heads and weights_split(model)[1]:
+        preset_folder.load_task(model, folder)
+        logging.info("heads of %s loaded from preset %s", type(model).__name__, preset)
     return preset
 
 

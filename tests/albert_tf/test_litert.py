@@ -25,7 +25,7 @@ CONFIG = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hid
 SEQ = 16
 TASKS = {
     "encoder": (lambda: AlbertEncoder(CONFIG), ["pooled_output", "sequence_output"]),
-    "classifier": (lambda: AlbertClassifier(CONFIG, num_labels=3), ["logits", "probability"]),
+    "classifier": (lambda: AlbertClassifier(CONFIG, num_classes=3), ["logits", "probability"]),
     "squad": (lambda: AlbertSpanLabeler(CONFIG), ["end_logits", "start_logits"]),
     "race": (lambda: AlbertMultipleChoice(CONFIG, num_choices=4), ["logits", "probability"]),
 }
@@ -106,7 +106,7 @@ def test_float32_equals_the_keras_model_and_the_saved_model(task, tmp_path):
 
 def test_every_quantization_converts_to_builtin_ops_and_shrinks(tmp_path):
     keras.utils.set_random_seed(0)
-    model = AlbertClassifier(CONFIG, num_labels=2)
+    model = AlbertClassifier(CONFIG, num_classes=2)
     model.build()
     calibration = [{k: v[i] for k, v in _features([8, SEQ], seed=2).items()} for i in range(8)]
     sizes = {}
@@ -134,7 +134,7 @@ def trained_classifier():
     from albert_tf.text_preprocessor import AlbertTextPreprocessor
 
     keras.utils.set_random_seed(1)
-    classifier = AlbertTextClassifier(AlbertClassifier(CONFIG, num_labels=2),
+    classifier = AlbertTextClassifier(AlbertClassifier(CONFIG, num_classes=2),
                                       AlbertTextPreprocessor(str(TINY_VOCAB), sequence_length=SEQ))
     classifier.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=False)
     texts, labels = good_bad_sentences(96, seed=2)

@@ -34,7 +34,7 @@ MODELS = {
     "AlbertEncoder": (lambda dtype: AlbertEncoder(CONFIG.replace(num_hidden_groups=2), output_all_layers=True,
                                                   dtype=dtype), ENCODER_INPUTS, {"output_all_layers": True}),
     "AlbertPretrainer": (lambda dtype: AlbertPretrainer(CONFIG.replace(sharing="attention"), dtype=dtype), BATCH, {}),
-    "AlbertClassifier": (lambda dtype: AlbertClassifier(CONFIG, 3, dropout_rate=0.2, dtype=dtype), ENCODER_INPUTS, {}),
+    "AlbertClassifier": (lambda dtype: AlbertClassifier(CONFIG, 3, dropout=0.2, dtype=dtype), ENCODER_INPUTS, {}),
     "AlbertSpanLabeler": (lambda dtype: AlbertSpanLabeler(CONFIG, dtype=dtype), ENCODER_INPUTS, {}),
     "AlbertMultipleChoice": (lambda dtype: AlbertMultipleChoice(CONFIG, num_choices=2, dtype=dtype), CHOICES, {}),
     "AlbertSquadV2": (lambda dtype: AlbertSquadV2(CONFIG, start_n_top=2, end_n_top=3, dtype=dtype), SQUAD_INPUTS, {}),

@@ -222,7 +222,7 @@ def test_every_tool_takes_a_url_where_it_takes_a_model(release, server, cache):
     for source in (loader.find_source(preset=url), loader.find_source(init_checkpoint=url)):  # fine-tuning
         assert (source.kind, source.config) == ("preset", CONFIG)
         assert pathlib.Path(source.spm_model_file).read_bytes() == TINY_VOCAB.read_bytes()
-    classifier = AlbertClassifier(CONFIG, num_labels=2)
+    classifier = AlbertClassifier(CONFIG, num_classes=2)
     loader.initialize_encoder(classifier, init_checkpoint=url)
     _assert_weights(classifier.encoder, {k: v for k, v in ours.items() if not k.startswith(("predictions", "seq_"))})
     pretrainer = AlbertPretrainer(CONFIG)  # albert-pretrain --preset / --init_checkpoint
@@ -341,24 +341,24 @@ def test_hugging_face_hub_source_through_its_local_cache(cache, tmp_path, monkey
 
 
 def test_any_model_loads_the_part_of_any_preset_it_shares(tmp_path):
-    classifier = AlbertClassifier(CONFIG, num_labels=3)
+    classifier = AlbertClassifier(CONFIG, num_classes=3)
     classifier.build()
     saved = classifier.save_to_preset(tmp_path / "classifier", TINY_VOCAB)
     assert folder.read_task(saved) == {"class": "AlbertClassifier",
-                                       "arguments": {"num_labels": 3, "dropout_rate": classifier.dropout_rate}}
+                                       "arguments": {"num_classes": 3, "dropout": classifier.dropout}}
     encoder = AlbertEncoder.from_preset(saved)  # an encoder from a classifier's preset
     for a, b in zip(encoder.weights, classifier.encoder.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     again = AlbertClassifier.from_preset(saved)  # the classifier whole, its arguments stored
     for a, b in zip(again.weights, classifier.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    fresh = AlbertClassifier.from_preset(encoder.save_to_preset(tmp_path / "encoder", TINY_VOCAB), num_labels=5)
+    fresh = AlbertClassifier.from_preset(encoder.save_to_preset(tmp_path / "encoder", TINY_VOCAB), num_classes=5)
     assert fresh.classifier.kernel.shape == (32, 5)  # a classifier from an encoder's preset: a new head
-    other = AlbertClassifier.from_preset(saved, num_labels=5)  # another head size: keras-hub's new head
+    other = AlbertClassifier.from_preset(saved, num_classes=5)  # another head size: keras-hub's new head
     assert other.classifier.kernel.shape == (32, 5)
     for a, b in zip(other.encoder.weights, classifier.encoder.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    with pytest.raises(UserError, match=r"holds an encoder, not an AlbertClassifier: give num_labels for a new head$"):
+    with pytest.raises(UserError, match=r"holds an encoder, not an AlbertClassifier: give num_classes for a new head$"):
         AlbertClassifier.from_preset(tmp_path / "encoder")
     with pytest.raises(UserError, match="an AlbertClassifier without the heads of an AlbertPretrainer"):
         AlbertPretrainer.from_preset(saved)
@@ -379,7 +379,7 @@ def test_an_export_carries_its_config_and_fine_tuning_needs_no_other_flag(tmp_pa
     source = loader.find_source(str(export_dir))  # no albert_config_file
     assert (source.kind, source.config) == ("saved_model", CONFIG)
     assert source.spm_model_file.endswith(".model")
-    classifier = AlbertClassifier(CONFIG, num_labels=2)  # its encoder from the SavedModel
+    classifier = AlbertClassifier(CONFIG, num_classes=2)  # its encoder from the SavedModel
     loader.initialize_encoder(classifier, init_checkpoint=str(export_dir))
     for a, b in zip(classifier.encoder.weights, encoder.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())

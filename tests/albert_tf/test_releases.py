@@ -38,9 +38,9 @@ def _encoder_values(model):
 def test_dropout_is_the_loading_models_choice_not_the_checkpoints(v1_preset):
     path, encoder, heads = v1_preset
     fine_tuning = V1_TINY.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.05)
-    classifier = AlbertClassifier(fine_tuning, num_labels=2)
+    classifier = AlbertClassifier(fine_tuning, num_classes=2)
     assert loader.initialize_encoder(classifier, preset=str(path)) == str(path)
-    assert loader.initialize_encoder(AlbertClassifier(fine_tuning, num_labels=2), init_checkpoint=str(path))
+    assert loader.initialize_encoder(AlbertClassifier(fine_tuning, num_classes=2), init_checkpoint=str(path))
     for name, value in _encoder_values(classifier).items():
         np.testing.assert_array_equal(value, encoder[name], err_msg=name)
     assert classifier.config.hidden_dropout_prob == 0.0  # the model keeps its own
@@ -59,7 +59,7 @@ def test_a_config_that_shapes_other_weights_is_refused_naming_the_field(v1_prese
     want = (f"preset {path} holds an encoder with {field}={getattr(V1_TINY, field)!r}, "
             f"the model has {field}={value!r}")
     with pytest.raises(UserError) as raised:
-        loader.initialize_encoder(AlbertClassifier(other, num_labels=2), preset=str(path))
+        loader.initialize_encoder(AlbertClassifier(other, num_classes=2), preset=str(path))
     assert str(raised.value) == want
     pretrainer = AlbertPretrainer(other)
     pretrainer.build()
@@ -84,16 +84,16 @@ def test_albert_config_file_beside_a_preset_may_set_the_dropout_only(v1_preset, 
 def test_both_classifier_classes_restore_a_saved_text_classifiers_head(tmp_path):
     from albert_tf.text_classifier import AlbertTextClassifier
 
-    classifier = AlbertClassifier(V1_TINY, num_labels=3, dropout_rate=0.2)
+    classifier = AlbertClassifier(V1_TINY, num_classes=3, dropout=0.2)
     classifier.build()
     text = AlbertTextClassifier.from_preset(classifier.save_to_preset(tmp_path / "bare", TINY_VOCAB),
                                             sequence_length=16)
-    assert (text.num_classes, text.classifier.dropout_rate, text.preprocessor.sequence_length) == (3, 0.2, 16)
+    assert (text.num_classes, text.classifier.dropout, text.preprocessor.sequence_length) == (3, 0.2, 16)
     for a, b in zip(text.classifier.weights, classifier.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     saved = text.save_to_preset(tmp_path / "text")
     again = AlbertClassifier.from_preset(saved)
-    assert (again.num_labels, again.dropout_rate) == (3, 0.2)
+    assert (again.num_classes, again.dropout) == (3, 0.2)
     for a, b in zip(again.weights, classifier.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert AlbertTextClassifier.from_preset(saved, sequence_length=8).preprocessor.sequence_length == 8
@@ -190,7 +190,7 @@ def test_the_hubs_repositories_load_as_they_are(released, caplog):
     for name in ("albert_base_v2", "albert_base_v1"):
         repo = replicas.hub_repo(name)
         encoder = AlbertEncoder.from_preset(f"hf://{repo}")
-        assert AlbertClassifier.from_preset(f"hf://{repo}", num_labels=2).classifier.kernel.shape == (16, 2)
+        assert AlbertClassifier.from_preset(f"hf://{repo}", num_classes=2).classifier.kernel.shape == (16, 2)
         with caplog.at_level("WARNING"):
             pretrainer = AlbertPretrainer.from_preset(f"hf://{repo}")
         assert [r.getMessage() for r in caplog.records if "sentence-order" in r.getMessage()][-1].endswith(
@@ -439,3 +439,20 @@ def test_a_released_name_is_the_release_even_beside_a_folder_of_that_name(own_ca
     local = AlbertEncoder.from_preset("./albert_base_v2")
     np.testing.assert_array_equal(local.weights[0].numpy(), mine.weights[0].numpy())
     assert not np.array_equal(release.weights[0].numpy(), mine.weights[0].numpy())
+
+
+def test_fine_tuning_from_a_classifiers_preset_keeps_its_head_when_it_fits(tmp_path):
+    saved = AlbertClassifier(V1_TINY, num_classes=3)
+    saved.build()
+    path = saved.save_to_preset(tmp_path / "mnli_like", TINY_VOCAB)
+    same = AlbertClassifier(V1_TINY, num_classes=3)
+    same.build()
+    loader.initialize_encoder(same, preset=str(path))
+    for a, b in zip(same.weights, saved.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    other = AlbertClassifier(V1_TINY, num_classes=2)  # another task's head size: the encoder only
+    other.build()
+    fresh = other.classifier.kernel.numpy().copy()
+    loader.initialize_encoder(other, preset=str(path))
+    np.testing.assert_array_equal(other.classifier.kernel.numpy(), fresh)
+    np.testing.assert_array_equal(other.encoder.weights[0].numpy(), saved.encoder.weights[0].numpy())

@@ -15,7 +15,7 @@ BATCH = {k: v for k, v in pretraining_batch(batch=6, length=10).items()
 CHOICES = {k: v.reshape(2, 3, 10) for k, v in BATCH.items()}  # 2 questions of 3 choices
 
 HEADS = {
-    "classifier": (lambda dtype: AlbertClassifier(TINY, 3, dropout_rate=0.2, dtype=dtype), BATCH),
+    "classifier": (lambda dtype: AlbertClassifier(TINY, 3, dropout=0.2, dtype=dtype), BATCH),
     "span_labeler": (lambda dtype: AlbertSpanLabeler(TINY, dtype=dtype), BATCH),
     "multiple_choice": (lambda dtype: AlbertMultipleChoice(TINY, num_choices=3, dtype=dtype), CHOICES),
 }
@@ -62,8 +62,8 @@ def test_multiple_choice_scores_each_row_alone():
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="num_choices"):
         AlbertMultipleChoice(TINY, num_choices=0)
-    with pytest.raises(ValueError, match=r"dropout_rate must be in \[0, 1\)"):
-        AlbertClassifier(TINY, 2, dropout_rate=1.0)
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\)"):
+        AlbertClassifier(TINY, 2, dropout=1.0)
 
 
 def test_backbone_is_the_encoder_under_keras_hubs_name(tmp_path):

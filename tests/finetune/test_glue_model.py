@@ -64,7 +64,7 @@ def test_config_round_trip_and_keras_file(tmp_path, tokenizer, small_data_dir):
     path = tmp_path / "classifier.keras"
     model.save(path)
     loaded = keras.saving.load_model(path)
-    assert isinstance(loaded, GlueClassifier) and loaded.num_labels == 3 and loaded.dropout_rate == 0.1
+    assert isinstance(loaded, GlueClassifier) and loaded.num_classes == 3 and loaded.dropout == 0.1
     np.testing.assert_array_equal(loaded(inputs, training=False), expected)
     # The head adds exactly a [H, labels] kernel and a bias to the encoder.
     encoder = AlbertEncoder(CONFIG)
@@ -77,7 +77,7 @@ def test_dropout_only_in_training(tokenizer, small_data_dir):
     model = _classifier()
     assert not np.allclose(model(inputs, training=True), model(inputs, training=False))
     np.testing.assert_array_equal(model(inputs, training=False), model(inputs, training=False))
-    still = _classifier(dropout_rate=0.0)
+    still = _classifier(dropout=0.0)
     np.testing.assert_allclose(still(inputs, training=True), still(inputs, training=False), atol=1e-6)
 
 

@@ -81,7 +81,7 @@ class ToyChoiceTask(FinetuningTask):
                                     tokenizer=tokenizer, convert=convert, cache_dir=cache_dir)
 
     def build_model(self, config, options, dtype):
-        return AlbertMultipleChoice(config, num_choices=2, dropout_rate=options.classifier_dropout, dtype=dtype)
+        return AlbertMultipleChoice(config, num_choices=2, dropout=options.classifier_dropout, dtype=dtype)
 
     def loss_sums(self, model, features, training):
         logits = model(model_inputs(features), training=training)

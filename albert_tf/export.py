@@ -167,21 +167,20 @@ def write(model, output_dir: str | os.PathLike, serving: ServingModule, tokenize
     model's variables as plain lists (TF-Hub's reusable-SavedModel attributes), the SentencePiece
     asset `vocab_file`, and each of `serving.stored()` as a variable; the model's config goes beside
     (`write_config`). Returns the output directory."""
-    signatures = serving.signatures()
-    reusable_call, stored = serving.reusable_call, serving.stored()
-    trainable, others = serving_variables(model)
-    root = tf.train.Checkpoint()
-    root.serving = serving
-    if reusable_call is not None:
-        root.__call__ = reusable_call
-    root.vocab_file = tokenizer.model_asset
-    root.variables = trainable + others
-    root.trainable_variables = trainable
-    root.regularization_losses = []
-    for name, value in stored.items():
-        setattr(root, name, tf.Variable(value, trainable=False, name=name))
     output_dir = os.fspath(output_dir)
-    with atomic_folder(output_dir) as folder:
+    with atomic_folder(output_dir) as folder:  # a folder holding files is refused before any tracing
+        signatures = serving.signatures()
+        trainable, others = serving_variables(model)
+        root = tf.train.Checkpoint()
+        root.serving = serving
+        if serving.reusable_call is not None:
+            root.__call__ = serving.reusable_call
+        root.vocab_file = tokenizer.model_asset
+        root.variables = trainable + others
+        root.trainable_variables = trainable
+        root.regularization_losses = []
+        for name, value in serving.stored().items():
+            setattr(root, name, tf.Variable(value, trainable=False, name=name))
         tf.saved_model.save(root, folder, signatures=dict(signatures))
         write_config(model, folder)
     return output_dir

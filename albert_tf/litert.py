@@ -336,7 +336,7 @@ def export_litert(model, output_dir: str | os.PathLike, spm_model_file: str | os
     empty.
 
     The conversion runs before anything is written; the folder is written aside and renamed when
-    complete (`albert_tf.files.atomic_folder`).
+    complete (`albert_tf.files.atomic_folder`), a folder holding files refused first.
     `outputs`: the model's `TaskOutputs` where it is not one of albert_tf's models (`convert`).
 
     Example:
@@ -348,9 +348,9 @@ def export_litert(model, output_dir: str | os.PathLike, spm_model_file: str | os
     model = _unwrap(model)
     outputs = outputs or task_outputs(model, max_seq_length)
     export.prepare(model, spm_model_file, max_seq_length, do_lower_case)  # the checks of every export
-    flatbuffer = convert(model, max_seq_length, quantization, representative_data, outputs)
     output_dir = os.fspath(output_dir)
-    with atomic_folder(output_dir) as folder:
+    with atomic_folder(output_dir) as folder:  # a folder holding files is refused before converting
+        flatbuffer = convert(model, max_seq_length, quantization, representative_data, outputs)
         os.makedirs(folder)
         shutil.copyfile(spm_model_file, os.path.join(folder, VOCAB))
         export.write_config(model, folder)

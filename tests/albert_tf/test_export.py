@@ -380,6 +380,21 @@ def test_bad_export_arguments_fail_with_a_message(models, tmp_path):
         export_encoder(small, tmp_path / "c", TINY_SPM, SEQ)
 
 
+@pytest.mark.faults
+def test_a_python_export_into_a_folder_holding_files_is_refused_and_leaves_it_as_it_was(models, tmp_path):
+    """Issue 40: export() wrote into it, and an older export then had two vocabularies."""
+    from albert_tf.errors import UserError
+
+    folder = tmp_path / "old_export"
+    (folder / "assets").mkdir(parents=True)
+    (folder / "assets" / "other.model").write_bytes(b"an older export's vocabulary")
+    with pytest.raises(UserError) as raised:
+        export_encoder(models["encoder"], folder, TINY_SPM, SEQ)
+    assert str(raised.value) == f"{folder} is not empty: write into a new or empty folder"
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "old_export", "old_export/assets", "old_export/assets/other.model"]
+
+
 def test_serve_text_edge_batches(exported):
     loaded = tf.saved_model.load(exported["encoder"])
     # Both segments empty: [CLS] [SEP] [SEP]; whitespace only is empty after normalisation.

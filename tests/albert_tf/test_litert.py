@@ -401,6 +401,36 @@ def test_every_fine_tuning_tasks_litert_export_equals_its_keras_model(name, tmp_
             np.testing.assert_allclose(got[key], np.asarray(want[key]), atol=1e-4, rtol=0, err_msg=key)
 
 
+def test_a_fine_tuning_export_replaces_the_previous_one_only_once_complete(tmp_path, monkeypatch):
+    """Issue 39: FinetuningTask.export deleted the previous export before the LiteRT conversion had
+    succeeded. Also: its precision reaches the SavedModel, and LiteRT refuses bfloat16."""
+    make_task, make_model, _ = FINETUNING_TASKS["race"]
+    keras.utils.set_random_seed(0)
+    model = make_model()
+    model.build()
+    task, export_dir = make_task(), tmp_path / "run" / "export"
+    task.export(model, TINY_VOCAB, SEQ, export_dir, precision="bfloat16")
+    before = sorted(p.relative_to(export_dir).as_posix() for p in export_dir.rglob("*"))
+    assert "saved_model.pb" in before and "albert_config.json" in before
+    loaded = tf.saved_model.load(str(export_dir))
+    assert {v.dtype for v in loaded.trainable_variables if "layer_norm" not in v.name} == {tf.bfloat16}
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("the converter ran out of memory")
+
+    monkeypatch.setattr(litert, "convert", failing)
+    with pytest.raises(RuntimeError, match="ran out of memory"):
+        task.export(model, TINY_VOCAB, SEQ, export_dir, "litert")
+    assert sorted(p.relative_to(export_dir).as_posix() for p in export_dir.rglob("*")) == before
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["export"]  # nothing left beside it
+    with pytest.raises(ValueError, match="^LiteRT has no bfloat16 kernels"):
+        task.export(model, TINY_VOCAB, SEQ, export_dir, "litert", precision="bfloat16")
+    monkeypatch.undo()
+    task.export(model, TINY_VOCAB, SEQ, export_dir, "litert")
+    assert sorted(p.name for p in export_dir.iterdir()) == [
+        "albert_config.json", litert.MODEL_FILE, litert.IO_FILE, "spiece.model"]
+
+
 def test_glue_tool_writes_full_int8_calibrated_on_its_training_texts(small_data_dir, tmp_path, monkeypatch):
     from albert_tf.tokenizer import AlbertTokenizer
     from finetune.glue import cli

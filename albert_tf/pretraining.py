@@ -49,9 +49,9 @@ class PretrainingOptions(TrainingOptions):
     replica's share into `grad_accum_steps` micro-batches whose gradients are summed before the one
     update. `input_file` and `eval_input_file` are comma-separated globs of pretraining TFRecords,
     evaluated every `eval_every_steps` (None: at every checkpoint) on at most `max_eval_steps`
-    batches (None: all). `init_checkpoint` is where a fresh run's weights start (a run folder, a
-    checkpoint or a preset; None: the seed's). `spm_model_file` is the records' vocabulary: the
-    encoder exported at the end carries it (without one, nothing is exported).
+    batches (None: all). `spm_model_file` is the records' vocabulary: the encoder exported at the
+    end carries it (without one, nothing is exported). Where a fresh run's weights start is the
+    caller's (`run_pretraining`'s `initialize`), as in fine-tuning.
     """
 
     input_file: str = ""
@@ -67,7 +67,6 @@ class PretrainingOptions(TrainingOptions):
     keep_checkpoint_max: int = 5
     steps_per_loop: int = 100
     grad_accum_steps: int = 1
-    init_checkpoint: Optional[str] = None
     eval_every_steps: Optional[int] = None
     max_eval_steps: Optional[int] = None
     spm_model_file: Optional[str] = None
@@ -130,7 +129,7 @@ class PretrainingTask(TrainingTask):
 
     Example:
         >>> trainer = Trainer(config, PretrainingTask(), options, strategy)
-        >>> trainer.restore_or_initialize(initial_weights(options))
+        >>> trainer.restore_or_initialize()
         >>> run_loop(trainer, file_dataset_fn(files, options, is_training=True))
     """
 
@@ -166,17 +165,6 @@ class PretrainingTask(TrainingTask):
         return metrics
 
 
-def initial_weights(options: PretrainingOptions) -> Optional[Callable[[AlbertPretrainer], str]]:
-    """What loads a fresh run's starting weights from `options.init_checkpoint` (a run folder, a
-    checkpoint or a preset), for `Trainer.restore_or_initialize`; None: the seed's."""
-    path = options.init_checkpoint
-    if not path:
-        return None
-    from albert_tf.presets.loader import initialize_pretrainer
-
-    return lambda model: initialize_pretrainer(model, path)
-
-
 def file_dataset_fn(files: list[str], options: PretrainingOptions, is_training: bool,
                     vocab_size: Optional[int] = None) -> DatasetFn:
     """A `DatasetFn` reading pretraining TFRecords with albert_tf.datasets (token ids checked
@@ -206,6 +194,7 @@ def run_pretraining(
     train_dataset_fn: Optional[DatasetFn] = None,
     eval_dataset_fn: Optional[DatasetFn] = None,
     export_fn: Optional[Callable[[AlbertPretrainer, str], None]] = None,
+    initialize: Optional[Callable[[AlbertPretrainer], str]] = None,
 ) -> dict:
     """Pretrains (or resumes pretraining) to `options.num_train_steps`; returns the last metrics.
 
@@ -215,7 +204,10 @@ def run_pretraining(
     serialized examples and raw text in) when `options.spm_model_file` names the vocabulary; a
     SavedModel that could not tokenize text is not written: without a vocabulary nothing is
     exported, and `albert-export --init_checkpoint=<output_dir> --spm_model_file=...` exports the
-    checkpoint later. `export_fn(model, export_dir)`, if given, runs instead.
+    checkpoint later. `export_fn(model, export_dir)`, if given, runs instead. `initialize(model)`,
+    if given, loads a fresh run's starting weights and returns where from (albert-pretrain's:
+    `albert_tf.presets.loader.initialize_pretrainer` of --init_checkpoint or --preset); a resumed
+    run does not call it.
 
     Returns what `run_loop` returns (`step`, `train`, `eval`, `resumed_from`,
     `resumed_checkpoint`, `curves`, `examples_per_second`), `export_dir` (None where nothing was
@@ -236,7 +228,7 @@ def run_pretraining(
         from albert_tf.run_folder import keep_run_vocabulary
 
         keep_run_vocabulary(options.spm_model_file, options.output_dir)
-    run.restore_or_initialize(initial_weights(options))
+    run.restore_or_initialize(initialize)
     evaluate = None
     if eval_dataset_fn is not None:
         eval_data = run.distribute(eval_dataset_fn, run.per_replica_eval_batch)

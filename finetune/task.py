@@ -320,10 +320,11 @@ class FinetuningTask(TrainingTask):
         return None
 
     def default_options(self, **given) -> dict:
-        """The recipe's values of `HPARAM_FIELDS` with `given` (a None keeps the recipe's value)."""
+        """The recipe's values of `HPARAM_FIELDS` with `given` (a None keeps the recipe's value);
+        the options made of them check them as a whole (`finetune.trainer.FinetuneOptions`)."""
         given = {k: v for k, v in given.items() if v is not None}
         recipe = self.recipe()
-        return given if recipe is None else dataclasses.asdict(dataclasses.replace(recipe, **given))
+        return given if recipe is None else {**dataclasses.asdict(recipe), **given}
 
     def run_info(self) -> dict:
         return {"task": self.name}

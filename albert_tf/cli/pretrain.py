@@ -185,7 +185,6 @@ def pretrain(strategies, pretraining):
         grad_accum_steps=FLAGS.grad_accum_steps,
         mixed_precision=FLAGS.mixed_precision,
         jit_compile=FLAGS.jit_compile,
-        init_checkpoint=init_source(),
         max_eval_steps=FLAGS.max_eval_steps,
         seed=FLAGS.seed,
         progress_bar=FLAGS.progress_bar,
@@ -198,7 +197,13 @@ def pretrain(strategies, pretraining):
                                                worker_timeout_s=FLAGS.worker_timeout_s)
     except ValueError as error:
         raise FlagError(f"--strategy={FLAGS.strategy}: {error}") from error
-    result = pretraining.run_pretraining(config, options, strategy=strategy)
+    source = init_source()
+    initialize = None
+    if source:
+        from albert_tf.presets.loader import initialize_pretrainer
+
+        initialize = lambda model: initialize_pretrainer(model, source)  # noqa: E731
+    result = pretraining.run_pretraining(config, options, strategy=strategy, initialize=initialize)
     print(summary_line(result), flush=True)
 
 

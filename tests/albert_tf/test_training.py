@@ -222,19 +222,21 @@ def test_records_of_other_lengths_name_both_values(tmp_path):
 
 
 def test_init_checkpoint_missing_or_mismatching_is_an_error(tmp_path):
-    def started_from(config, opts):
+    from albert_tf.presets.loader import initialize_pretrainer
+
+    def started_from(config, opts, path):
         run = training.Trainer(config, pretraining.PretrainingTask(), opts)
-        run.restore_or_initialize(pretraining.initial_weights(opts))
+        run.restore_or_initialize(lambda model: initialize_pretrainer(model, path))
         return run
 
     source = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "source"))
     path = source.save()
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        started_from(CONFIG, options(tmp_path / "a", init_checkpoint=path + "x"))
+        started_from(CONFIG, options(tmp_path / "a"), path + "x")
     wider = CONFIG.replace(intermediate_size=128)
     with pytest.raises(ValueError, match="does not match the model"):
-        started_from(wider, options(tmp_path / "b", init_checkpoint=path))
-    started = started_from(CONFIG, options(tmp_path / "c", init_checkpoint=str(tmp_path / "source")))
+        started_from(wider, options(tmp_path / "b"), path)
+    started = started_from(CONFIG, options(tmp_path / "c"), str(tmp_path / "source"))
     for a, b in zip(weights(source), weights(started)):
         np.testing.assert_array_equal(a, b)
 

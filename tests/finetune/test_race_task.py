@@ -1,6 +1,7 @@
 """RACE on the shared fine-tuning layer: the chain learns, the CLI's files, the raw-text SavedModel
 answering in a process that imports only tensorflow and tensorflow_text, bad input named."""
 
+import dataclasses
 import json
 import pathlib
 import shutil
@@ -12,6 +13,7 @@ import pytest
 
 from albert_tf.tokenizer import AlbertTokenizer
 from finetune.race import cli, features, readers, task
+from finetune.task import HPARAM_FIELDS, Hparams
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 RUNNER = FIXTURES / "export" / "run_saved_model.py"
@@ -106,9 +108,9 @@ def test_exported_model_answers_raw_text_in_a_fresh_process(trained, spm_model, 
 
 def test_presets_and_flags(tmp_path):
     race = task.RaceTask(tmp_path)
-    assert race.default_options(**dict.fromkeys(task.HPARAMS["v2"])) == task.HPARAMS["v2"]
-    assert task.HPARAMS["v2"] == dict(learning_rate=1e-5, train_batch_size=32, num_train_steps=12000, encoder_dropout=0.0,
-                                      num_warmup_steps=1000, max_seq_length=512, classifier_dropout=0.1)
+    assert race.default_options(**dict.fromkeys(HPARAM_FIELDS)) == dataclasses.asdict(task.HPARAMS["v2"])
+    assert task.HPARAMS["v2"] == Hparams(learning_rate=1e-5, train_batch_size=32, num_train_steps=12000, encoder_dropout=0.0,
+                                         num_warmup_steps=1000, max_seq_length=512, classifier_dropout=0.1)
     assert task.RaceTask(tmp_path, hparams="v1").default_options(learning_rate=None)["learning_rate"] == 2e-5
     assert race.default_options(num_train_steps=7)["num_train_steps"] == 7
     with pytest.raises(ValueError, match="hparams must be one of"):

@@ -189,6 +189,17 @@ def test_an_fp16_overflow_poisons_every_gradient():
     assert all(np.isnan(g.numpy()).all() for g in poisoned)
 
 
+def test_the_training_code_imports_of_presets_only_the_weight_names():
+    """Starting weights are the caller's and the run folder is the training side's: of presets, the
+    trainer, its task protocol, pretraining and the run folder read only how weights are named."""
+    from tests.test_import_graph import import_graph
+
+    graph = import_graph()
+    for module in ("albert_tf.training", "albert_tf.training_task", "albert_tf.pretraining", "albert_tf.run_folder"):
+        assert {m for m in graph[module] if m.startswith("albert_tf.presets")} <= {"albert_tf.presets.weights"}, module
+    assert "albert_tf.presets.loader" in graph["albert_tf.cli.pretrain"]  # the caller's initialisation
+
+
 # ---- bad input -----------------------------------------------------------------------------------
 
 

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import re
@@ -27,13 +26,12 @@ from typing import Callable, Optional
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import optimization
-from albert_tf.choices import PRETRAINING_STEPS, PRETRAINING_WARMUP_STEPS
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import FlagError, UserError
 from albert_tf.files import tfrecord_compression
 from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
-from albert_tf.training import DatasetFn, TrainingLoop, TrainingOptions, input_errors_named, run_loop
+from albert_tf.options import PretrainingOptions
+from albert_tf.training import DatasetFn, TrainingLoop, input_errors_named, run_loop
 
 TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
 
@@ -41,47 +39,6 @@ TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
 _WEIGHT_EPSILON = 1e-5
 
 EXPORT_DIR = "export"  # <output_dir>/export: the encoder's SavedModel
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PretrainingOptions(TrainingOptions):
-    """How to pretrain; the defaults are the paper's run (ALBERT.md §4) except `steps_per_loop`.
-
-    `train_batch_size` is the global batch of one update: it is split across replicas, and each
-    replica's share into `grad_accum_steps` micro-batches whose gradients are summed before the one
-    update. `input_file` and `eval_input_file` are comma-separated globs of pretraining TFRecords,
-    evaluated every `eval_every_steps` (None: at every checkpoint) on at most `max_eval_steps`
-    batches (None: all). `init_checkpoint` is where a fresh run's weights start (a run folder, a
-    checkpoint or a preset; None: the seed's). `spm_model_file` is the records' vocabulary: the
-    encoder exported at the end carries it (without one, nothing is exported).
-    """
-
-    input_file: str = ""
-    eval_input_file: str = ""
-    train_batch_size: int = 4096
-    eval_batch_size: int = 64
-    max_predictions_per_seq: int = 20
-    learning_rate: float = 0.00176
-    num_train_steps: int = PRETRAINING_STEPS
-    num_warmup_steps: int = PRETRAINING_WARMUP_STEPS
-    optimizer: str = "lamb"
-    save_checkpoints_steps: int = 5000
-    keep_checkpoint_max: int = 5
-    steps_per_loop: int = 100
-    grad_accum_steps: int = 1
-    init_checkpoint: Optional[str] = None
-    eval_every_steps: Optional[int] = None
-    max_eval_steps: Optional[int] = None
-    spm_model_file: Optional[str] = None
-
-    _positive = TrainingOptions._positive + ("max_predictions_per_seq",)
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.optimizer not in optimization.OPTIMIZERS:
-            raise FlagError(
-                f"optimizer must be one of {', '.join(optimization.OPTIMIZERS)}, got {self.optimizer!r}"
-            )
 
 
 def expand_globs(patterns: str, flag: str = "input_file") -> list[str]:

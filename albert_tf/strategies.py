@@ -19,7 +19,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from albert_tf.choices import STRATEGIES, WORKER_TIMEOUT_S
+from albert_tf.options import STRATEGIES, WORKER_TIMEOUT_S
 from albert_tf.errors import FlagError, UserError
 
 

@@ -1,7 +1,7 @@
 """The one fine-tuning trainer: any `finetune.task.FinetuningTask` on albert_tf's training loop.
 
-`FinetuneOptions` extends the loop's options with fine-tuning's own; `Finetuning` supplies
-`albert_tf.training.TrainingLoop` with the task's model and loss (each replica's share of the
+`FinetuneOptions` (finetune/options.py) extends the loop's options with fine-tuning's own;
+`Finetuning` supplies `albert_tf.training.TrainingLoop` with the task's model and loss (each replica's share of the
 global batch's sums) and the release's AdamW; strategies, XLA, mixed precision, checkpoints in
 `output_dir` (with dropout's seed states), resumption on the data the interrupted run would have
 read next, TensorBoard summaries and curves.png, the progress bar and the Python driver are the
@@ -38,6 +38,7 @@ from albert_tf.features import EXAMPLE_WEIGHT
 from albert_tf.files import write_json
 from finetune import inputs
 from finetune.cache import CachedFeatures
+from finetune.options import FinetuneOptions
 from finetune.task import FinetuningTask
 
 TASK_FILE = "task.json"
@@ -45,36 +46,6 @@ TASK_FILE = "task.json"
 # `group_by_length`) order the records of each window of this many batches by length
 # (`finetune.inputs.make_dataset`'s `sort_window`).
 SORT_WINDOW = 32
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FinetuneOptions(training.TrainingOptions):
-    """How to fine-tune: the loop's `albert_tf.training.TrainingOptions` (whose defaults are a
-    fine-tuning run's) and the fields below; a task's hparams (`FinetuningTask.default_options`)
-    fill the CLI's defaults.
-
-    `max_train_examples` keeps the first N training records (short CPU runs). `group_by_length`
-    batches training records of similar length together (within windows of `SORT_WINDOW` batches
-    of the shuffled records), for tasks with length buckets: a batch then costs about what its
-    tokens cost. Off, batches are drawn at random as the release's were (still cut to a bucket).
-    `classifier_dropout` is the dropout on the head's input. `encoder_dropout` replaces the model
-    config's hidden and attention dropout while fine-tuning (the paper's "ALBERT DR"); None keeps
-    the config's, as the release's scripts did.
-    """
-
-    classifier_dropout: float = 0.1
-    encoder_dropout: Optional[float] = None
-    max_train_examples: Optional[int] = None
-    group_by_length: bool = True
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.max_train_examples is not None and self.max_train_examples < 1:
-            raise ValueError(f"max_train_examples must be positive, got {self.max_train_examples}")
-        for name in ("classifier_dropout", "encoder_dropout"):
-            value = getattr(self, name)
-            if value is not None and not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value}")
 
 
 def check_task_of_output_dir(output_dir: str, task: FinetuningTask, write: bool):

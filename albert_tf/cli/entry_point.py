@@ -22,6 +22,7 @@ from typing import Callable
 
 from absl import app, flags
 
+from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
 from albert_tf.quiet import LOG_LEVEL_ENV, QUIET_LEVEL, quiet_tensorflow, show_tensorflow_start_up, stderr_captured
 
 VERBOSE_ENV = "ALBERT_TF_VERBOSE"
@@ -85,6 +86,13 @@ def report_errors(main: Callable, value_errors_are_users: bool = False) -> Calla
     return guarded
 
 
+def define_common_flags(flag_values: flags.FlagValues) -> None:
+    """--verbose, and the release's names of the flags `flag_values` holds: what every script has."""
+    if "verbose" not in flag_values:
+        flags.DEFINE_bool("verbose", False, VERBOSE_HELP, flag_values=flag_values)
+    define_release_flags(flag_values)
+
+
 def run_main(
     main: Callable, flag_values: flags.FlagValues, doc: str | None, pass_unknown_flags: bool = False,
     value_errors_are_users: bool = False,
@@ -98,11 +106,7 @@ def run_main(
     `value_errors_are_users`, see `report_errors`.
     """
     os.environ.setdefault(LOG_LEVEL_ENV, QUIET_LEVEL)
-    if "verbose" not in flag_values:
-        flags.DEFINE_bool("verbose", False, VERBOSE_HELP, flag_values=flag_values)
-    from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
-
-    define_release_flags(flag_values)
+    define_common_flags(flag_values)
 
     def parse(argv: list[str]) -> list[str]:
         if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
@@ -110,6 +114,7 @@ def run_main(
                 print(doc)
             print(flag_values.get_help())
             sys.exit(0)
+        flag_values.unparse_flags()  # a command line's own values only, in a process that ran others
         try:
             remaining = flag_values(argv, known_only=pass_unknown_flags)
         except flags.Error as error:  # one line, even for several missing flags (one line each in absl)
@@ -125,10 +130,9 @@ def run_main(
     app.run(report_errors(main, value_errors_are_users), flags_parser=parse)
 
 
-# A script whose flags need TensorFlow to be defined (the fine-tuning scripts, whose flags are the
-# option fields of albert_tf.training) loads it when its module is imported, before run_main: the
-# start-up lines are captured from then on, unless the user asked for them.
-# (Importing albert_tf did so already; --verbose asks for TensorFlow's lines.)
+# Every script loads TensorFlow in its main, after the flags are parsed: from the import of a script
+# on, its start-up lines are captured, unless the user asked for them (--verbose, read here before
+# the flags are parsed because TensorFlow's first lines may come before).
 if verbose() or "--verbose" in sys.argv[1:]:
     show_tensorflow_start_up()
 else:

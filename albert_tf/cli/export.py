@@ -21,7 +21,7 @@ import os
 
 from absl import flags
 
-from albert_tf.choices import EXPORT_FORMATS, QUANTIZATIONS
+from albert_tf.options import EXPORT_FORMATS, QUANTIZATIONS
 from albert_tf.cli.entry_point import run_main
 from albert_tf.errors import FlagError
 from albert_tf.files import locked_run_folder, prepare_output_dir

@@ -229,6 +229,9 @@ def expand_patterns(
                 raise
             matches = []
         if not matches:
+            if fs.isdir(pattern):  # a folder's files are what the user meant, but which of them?
+                raise error(f"input pattern {pattern!r} is a folder: give a glob of its files, such as "
+                            f"'{pattern.rstrip('/')}/*'")
             raise error(f"input pattern {pattern!r} matches no file")
         for match in matches:
             if keep_repeats or match not in seen:

@@ -21,6 +21,19 @@ import tempfile
 
 LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"
 QUIET_LEVEL = "2"  # errors only: TensorFlow's INFO and WARNING lines are not shown
+VERBOSE_ENV = "ALBERT_TF_VERBOSE"
+_verbose_flag: list[bool] = [False]  # set by albert_tf.cli.entry_point.run_main from the parsed --verbose
+
+
+def verbose() -> bool:
+    """True when the running script was given --verbose, or ALBERT_TF_VERBOSE is set (not 0): the
+    library's code (a Beam pipeline's workers) reads it here, beside the console scripts."""
+    return _verbose_flag[0] or os.environ.get(VERBOSE_ENV, "0") not in ("", "0", "false", "False")
+
+
+def set_verbose(value: bool) -> None:
+    """Records the parsed --verbose of a script."""
+    _verbose_flag[0] = bool(value)
 
 
 @contextlib.contextmanager
@@ -63,6 +76,12 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader)
         with stderr_captured():
             self._loader.exec_module(module)
             module.config.list_physical_devices()
+
+
+def quiet_device_start():
+    """Around the start of TensorFlow's devices (the strategy): its C++ lines ("failed call to
+    cuInit" on a machine without a GPU) are kept from the user unless --verbose; shown on failure."""
+    return contextlib.nullcontext() if verbose() else stderr_captured()
 
 
 def capture_tensorflow_start_up() -> None:

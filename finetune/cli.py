@@ -36,6 +36,7 @@ from albert_tf.cli.option_flags import define_option_flags, define_strategy_flag
 from albert_tf.cli.release_flags import apply_release_flags
 from albert_tf.errors import FlagError, UserError
 from albert_tf.files import locked_run_folder, prepare_output_dir, write_json
+from albert_tf.quiet import quiet_device_start
 from finetune.options import FinetuneOptions
 from finetune.task import HPARAM_FIELDS
 
@@ -301,7 +302,7 @@ def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
         )
     task.check_data(splits)
     # Before any other TensorFlow op: multi-worker collectives are configured at startup.
-    with entry_point.quiet_device_start():
+    with quiet_device_start():
         strategy = strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
 
     from albert_tf.tokenizer import AlbertTokenizer

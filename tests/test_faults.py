@@ -126,11 +126,11 @@ def _console(tool, args, monkeypatch, capsys):
     """Runs `albert-finetune-<tool> args` as its console script in this process: (exit code, last line)."""
     import importlib
 
-    from albert_tf.cli import entry_point
+    from albert_tf import quiet
 
     module = importlib.import_module(f"finetune.{tool}.cli")
     monkeypatch.setattr(sys, "argv", [f"albert-finetune-{tool}", *args])
-    monkeypatch.setattr(entry_point, "_verbose_flag", [False])
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
     with pytest.raises(SystemExit) as exited:
         module.run()
     return exited.value.code, capsys.readouterr().err.splitlines()[-1]

@@ -14,7 +14,6 @@ traceback. Any other exception is a bug of ours and keeps its traceback.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import traceback
@@ -23,22 +22,10 @@ from typing import Callable
 from absl import app, flags
 
 from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
-from albert_tf.quiet import LOG_LEVEL_ENV, QUIET_LEVEL, quiet_tensorflow, show_tensorflow_start_up, stderr_captured
+from albert_tf.quiet import (LOG_LEVEL_ENV, QUIET_LEVEL, VERBOSE_ENV, quiet_tensorflow, set_verbose,
+                             show_tensorflow_start_up, verbose)
 
-VERBOSE_ENV = "ALBERT_TF_VERBOSE"
 VERBOSE_HELP = f"Show tracebacks of user errors (also: {VERBOSE_ENV}=1) and more log."
-_verbose_flag: list[bool] = [False]  # set by run_main from the parsed --verbose
-
-
-def verbose() -> bool:
-    """True when the running script was given --verbose, or ALBERT_TF_VERBOSE is set (not 0)."""
-    return _verbose_flag[0] or os.environ.get(VERBOSE_ENV, "0") not in ("", "0", "false", "False")
-
-
-def quiet_device_start():
-    """Around the start of TensorFlow's devices (the strategy): its C++ lines ("failed call to
-    cuInit" on a machine without a GPU) are kept from the user unless --verbose; shown on failure."""
-    return contextlib.nullcontext() if verbose() else stderr_captured()
 
 
 def quiet_logs() -> None:
@@ -53,11 +40,6 @@ def quiet_logs() -> None:
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)
-
-
-def set_verbose(value: bool) -> None:
-    """Records the parsed --verbose of a script that parses its own flags."""
-    _verbose_flag[0] = bool(value)
 
 
 def report_errors(main: Callable, value_errors_are_users: bool = False) -> Callable:

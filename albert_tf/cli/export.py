@@ -21,6 +21,7 @@ import os
 
 from absl import flags
 
+from albert_tf.cli.option_flags import weights_source
 from albert_tf.options import EXPORT_FORMATS, QUANTIZATIONS
 from albert_tf.cli.entry_point import run_main
 from albert_tf.errors import FlagError
@@ -88,8 +89,7 @@ def _representative_texts(path: str) -> list:
 
 def main(argv):
     del argv
-    if bool(FLAGS.preset) == bool(FLAGS.init_checkpoint):
-        raise FlagError("give exactly one of --preset and --init_checkpoint")
+    weights_source(FLAGS, required=True)
     if not FLAGS.output_dir:
         raise FlagError("--output_dir is required")
     _check_litert_flags()

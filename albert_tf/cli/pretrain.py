@@ -20,7 +20,8 @@ import os
 from absl import flags
 
 from albert_tf import options
-from albert_tf.cli.entry_point import quiet_device_start, run_main, verbose
+from albert_tf.cli.entry_point import run_main
+from albert_tf.quiet import quiet_device_start, verbose
 from albert_tf.cli.option_flags import define_option_flags, define_strategy_flags, option_values, weights_source
 from albert_tf.errors import FlagError
 from albert_tf.files import locked_run_folder, prepare_output_dir

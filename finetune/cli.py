@@ -115,8 +115,14 @@ def define_flags(flag_values: flags.FlagValues):
 
 
 def check_export_flags(flag_values: flags.FlagValues, task):
-    """--format and --quantization agree, and full int8 has training texts to calibrate on."""
+    """--format and --quantization agree with --export and with each other, and full int8 has
+    training texts to calibrate on."""
     F = flag_values
+    if not F.export and (F["format"].present or F["quantization"].present):
+        # Else the run would train and export nothing, without a word of the format it was given.
+        given = [f"--{name}={F[name].value}" for name in ("format", "quantization") if F[name].present]
+        raise app.UsageError(f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} for the export, and "
+                             "--noexport exports nothing: drop one of them")
     if F.format != "litert" and F.quantization != "none":
         raise app.UsageError("--quantization is for --format=litert")
     if F.export and F.quantization == "full_int8" and not task.train_split:

@@ -236,6 +236,20 @@ def test_squad_predict_without_a_model_names_do_predict(tmp_path, small_data_dir
     assert not out.exists()
 
 
+def test_a_litert_format_without_an_export_is_refused_before_anything_is_done(tmp_path, small_data_dir,
+                                                                             monkeypatch, capsys):
+    """Issue 40: `--format=litert --noexport` trained and exported nothing without a word."""
+    out = tmp_path / "run"
+    args = ["--task=MRPC", f"--data_dir={small_data_dir / 'glue'}", *_squad_args(tmp_path, small_data_dir)[:3],
+            "--do_train", "--noexport"]
+    assert _console("glue", [*args, "--format=litert"], monkeypatch, capsys) == (
+        2, "error: --format=litert is for the export, and --noexport exports nothing: drop one of them")
+    assert _console("glue", [*args, "--format=litert", "--quantization=float16"], monkeypatch, capsys) == (
+        2, "error: --format=litert and --quantization=float16 are for the export, and --noexport exports nothing: "
+           "drop one of them")
+    assert not out.exists()
+
+
 # ---- the SavedModels' serve_text -------------------------------------------------------------------
 
 

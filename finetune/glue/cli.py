@@ -44,7 +44,7 @@ skeleton.define_flags(FLAGS)
 def make_task(flag_values):
     from albert_tf.errors import FlagError
     from finetune.glue.task import GlueTask
-    from finetune.glue.benchmark import get_task
+    from finetune.glue.definitions import get_task
 
     try:
         task = get_task(flag_values.task)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from finetune.glue.benchmark import get_task
+from finetune.glue.definitions import get_task
 
 
 @dataclasses.dataclass(frozen=True)

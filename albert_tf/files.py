@@ -41,6 +41,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO, Callable
 
+from albert_tf.cluster import cluster_task
 from albert_tf.errors import FlagError, UserError, reason
 
 PARTIAL_SUFFIX = ".incomplete"
@@ -347,14 +348,10 @@ def _cluster_follower() -> bool:
     """Whether this process is a worker of a multi-worker cluster (TF_CONFIG) other than the chief:
     the chief (or worker 0 where there is none) locks the shared output folder for all of them."""
     try:
-        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-        cluster, task = config.get("cluster") or {}, config.get("task") or {}
-    except (ValueError, AttributeError):
+        task = cluster_task()
+    except ValueError:  # the strategy names what is wrong with it
         return False
-    kind, index = task.get("type"), int(task.get("index") or 0)
-    if kind in ("chief", "master") or not cluster:
-        return False
-    return "chief" in cluster or "master" in cluster or kind != "worker" or index != 0
+    return task is not None and task.follows
 
 
 def _lock_holder(path: str) -> str:

@@ -100,9 +100,18 @@ def user_wants_tensorflow_lines() -> bool:
     return os.environ.get(LOG_LEVEL_ENV, QUIET_LEVEL).strip() in ("0", "1")
 
 
+def set_tensorflow_log_level(level: str = QUIET_LEVEL, override: bool = False) -> None:
+    """TensorFlow's C++ log level (read once, when it loads): `level` unless the user set one, or
+    `level` in any case with `override`."""
+    if override:
+        os.environ[LOG_LEVEL_ENV] = level
+    else:
+        os.environ.setdefault(LOG_LEVEL_ENV, level)
+
+
 def quiet_tensorflow() -> None:
     """TensorFlow's C++ log level to errors unless the user has set one, and its start-up lines
     captured unless the user's level asks for them. Call before TensorFlow loads."""
-    os.environ.setdefault(LOG_LEVEL_ENV, QUIET_LEVEL)
+    set_tensorflow_log_level()
     if not user_wants_tensorflow_lines():
         capture_tensorflow_start_up()

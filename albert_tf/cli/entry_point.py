@@ -14,7 +14,6 @@ traceback. Any other exception is a bug of ours and keeps its traceback.
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from typing import Callable
@@ -22,7 +21,7 @@ from typing import Callable
 from absl import app, flags
 
 from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
-from albert_tf.quiet import (LOG_LEVEL_ENV, QUIET_LEVEL, VERBOSE_ENV, quiet_tensorflow, set_verbose,
+from albert_tf.quiet import (VERBOSE_ENV, quiet_tensorflow, set_tensorflow_log_level, set_verbose,
                              show_tensorflow_start_up, verbose)
 
 VERBOSE_HELP = f"Show tracebacks of user errors (also: {VERBOSE_ENV}=1) and more log."
@@ -87,7 +86,7 @@ def run_main(
     options, such as Beam's); `main` must refuse them where they mean nothing. With
     `value_errors_are_users`, see `report_errors`.
     """
-    os.environ.setdefault(LOG_LEVEL_ENV, QUIET_LEVEL)
+    set_tensorflow_log_level()
     define_common_flags(flag_values)
 
     def parse(argv: list[str]) -> list[str]:

@@ -21,7 +21,7 @@ from absl import flags
 
 from albert_tf import options
 from albert_tf.cli.entry_point import run_main
-from albert_tf.quiet import quiet_device_start, verbose
+from albert_tf.quiet import quiet_device_start, set_tensorflow_log_level, verbose
 from albert_tf.cli.option_flags import define_option_flags, define_strategy_flags, option_values, weights_source
 from albert_tf.errors import FlagError
 from albert_tf.files import locked_run_folder, prepare_output_dir
@@ -137,7 +137,7 @@ def main(argv):
         # When a worker is lost, TensorFlow's runtime logs every aborted collective as an ERROR of
         # its own; the one line that says what happened is ours (strategies.lost_workers_named).
         # Read once, when TensorFlow loads, which is below.
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        set_tensorflow_log_level("3", override=True)
     from albert_tf import pretraining, strategies  # here, not above: --help must not load TensorFlow
 
     if len(argv) > 1:

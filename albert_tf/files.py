@@ -205,13 +205,20 @@ def expand_patterns(
     keep_repeats: bool = False,
     urls: Callable[[], object] | None = None,
     error: type[UserError] = UserError,
+    flag: str | None = None,
 ) -> list[str]:
     """The files of comma-separated globs (a str) or of a list of globs, each glob's matches sorted,
-    in the order given; folders are skipped. A glob that matches nothing is an `error`.
+    in the order given; folders are skipped. A glob that matches nothing is an `error`; given the
+    `flag` that named the globs, a FlagError that names it.
 
     A file matched twice is listed once, unless `keep_repeats` (repeating a glob then repeats its
     files, a way to weight a corpus). `urls` gives the filesystem of globs with a scheme.
     """
+    if flag is not None:
+        try:
+            return expand_patterns(patterns, keep_repeats=keep_repeats, urls=urls, error=error)
+        except UserError as failure:
+            raise FlagError(f"--{flag}: {failure}") from None
     if isinstance(patterns, (str, os.PathLike)):
         patterns = os.fspath(patterns).split(",")
     patterns = [os.fspath(p).strip() for p in patterns if p and os.fspath(p).strip()]

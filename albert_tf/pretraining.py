@@ -28,7 +28,7 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import FlagError, UserError
-from albert_tf.files import tfrecord_compression
+from albert_tf.files import expand_patterns, tfrecord_compression
 from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
 from albert_tf.options import PretrainingOptions
 from albert_tf.training import DatasetFn, TrainingLoop, input_errors_named, run_loop
@@ -39,16 +39,6 @@ TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
 _WEIGHT_EPSILON = 1e-5
 
 EXPORT_DIR = "export"  # <output_dir>/export: the encoder's SavedModel
-
-
-def expand_globs(patterns: str, flag: str = "input_file") -> list[str]:
-    """The files matched by comma-separated globs; a glob that matches nothing is an error."""
-    from albert_tf.datasets import expand_file_patterns
-
-    try:
-        return expand_file_patterns(patterns)
-    except ValueError as error:
-        raise FlagError(f"--{flag}: {error}") from None
 
 
 def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_per_seq: int):
@@ -201,11 +191,11 @@ def pretrain(
     exported) and `model`, the trained `AlbertPretrainer`.
     """
     if train_dataset_fn is None:
-        files = expand_globs(options.input_file, "input_file")
+        files = expand_patterns(options.input_file, flag="input_file")
         check_record_shapes(files, options.max_seq_length, options.max_predictions_per_seq)
         train_dataset_fn = file_dataset_fn(files, options, is_training=True, vocab_size=config.vocab_size)
     if eval_dataset_fn is None and options.eval_input_file:
-        eval_files = expand_globs(options.eval_input_file, "eval_input_file")
+        eval_files = expand_patterns(options.eval_input_file, flag="eval_input_file")
         check_record_shapes(eval_files, options.max_seq_length, options.max_predictions_per_seq)
         eval_dataset_fn = file_dataset_fn(eval_files, options, is_training=False, vocab_size=config.vocab_size)
 

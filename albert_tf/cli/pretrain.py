@@ -24,7 +24,7 @@ from albert_tf.cli.entry_point import run_main
 from albert_tf.quiet import quiet_device_start, set_tensorflow_log_level, verbose
 from albert_tf.cli.option_flags import define_option_flags, define_strategy_flags, option_values, weights_source
 from albert_tf.errors import FlagError
-from albert_tf.files import locked_run_folder, prepare_output_dir
+from albert_tf.files import expand_patterns, locked_run_folder, prepare_output_dir
 
 # Its own FlagValues: data_prep's scripts define --input_file too, and one process may import both.
 FLAGS = flags.FlagValues()
@@ -100,9 +100,7 @@ def record_lengths() -> tuple[int, int]:
     given = {"max_seq_length": FLAGS.max_seq_length, "max_predictions_per_seq": FLAGS.max_predictions_per_seq}
     if None not in given.values():
         return given["max_seq_length"], given["max_predictions_per_seq"]
-    from albert_tf.pretraining import expand_globs
-
-    files = expand_globs(FLAGS.input_file, "input_file")
+    files = expand_patterns(FLAGS.input_file, flag="input_file")
     metadata = os.path.join(os.path.dirname(files[0]), PRETRAINING_METADATA_FILE)
     if not os.path.exists(metadata):
         missing = [f"--{name}" for name, value in given.items() if value is None]

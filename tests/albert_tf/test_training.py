@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import pretraining, replicas
+from albert_tf import files, pretraining, replicas
 from albert_tf.presets import checkpoints
 from albert_tf.presets.weights import model_weights
 from albert_tf.pretrainer import pretraining_sums
@@ -170,7 +170,7 @@ def test_an_fp16_overflow_poisons_every_gradient():
 
 def test_bad_inputs_are_errors(tmp_path):
     with pytest.raises(ValueError, match="--input_file: .*'/nonexistent/\\*.tfrecord' matches no file"):
-        pretraining.expand_globs("/nonexistent/*.tfrecord")
+        files.expand_patterns("/nonexistent/*.tfrecord", flag="input_file")
     with pytest.raises(ValueError, match="global batch of 7 is not divisible by the 2 replicas"):
         replicas.replica_batch_size(7, 2)
     with pytest.raises(ValueError, match="per-replica batch of 6 .* grad_accum_steps=4"):

@@ -376,6 +376,42 @@ def test_pretraining_from_a_checkpoint_of_another_model_is_one_line_and_leaves_n
     assert not out.exists()
 
 
+def test_pretraining_refused_for_another_config_keeps_the_folders_vocabulary(tmp_path, tiny_run, small_data_dir,
+                                                                             monkeypatch, capsys):
+    """Issue 39: the run's spiece.model was overwritten by --spm_model_file before the folder's
+    config refused the run."""
+    import shutil
+
+    from albert_tf import quiet
+    from albert_tf.cli import pretrain
+    from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, write_pretraining_records
+    from tests.albert_tf.tiny import TINY
+
+    folder = tmp_path / "run"
+    shutil.copytree(tiny_run[0], folder)
+    (folder / "spiece.model").write_bytes(b"the run's own vocabulary")
+    before = sorted(p.name for p in folder.iterdir())
+    records = write_pretraining_records(tmp_path / "train.tfrecord", 8)
+    config = tmp_path / "wide.json"
+    config.write_text(json.dumps(TINY.replace(hidden_size=32, intermediate_size=64).to_dict()))
+    monkeypatch.setattr(sys, "argv", [
+        "albert-pretrain", f"--input_file={records}", f"--output_dir={folder}", f"--albert_config_file={config}",
+        f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}", f"--max_seq_length={PRETRAINING_SEQ}",
+        f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}", "--train_batch_size=4", "--num_train_steps=2",
+        "--nojit_compile", "--noprogress_bar"])
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
+    try:
+        with pytest.raises(SystemExit) as exited:
+            pretrain.run()
+    finally:
+        pretrain.FLAGS.unparse_flags()
+    assert (exited.value.code, capsys.readouterr().err.splitlines()[-1]) == (1, (
+        f"error: output_dir {folder} holds checkpoints of another config: hidden_size 16 there vs 32 here, "
+        "intermediate_size 32 there vs 64 here; use a fresh output_dir or the same config"))
+    assert (folder / "spiece.model").read_bytes() == b"the run's own vocabulary"
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
 def test_export_of_a_missing_checkpoint_without_a_vocabulary_names_the_checkpoint(tmp_path):
     """Item 10: it said the folder held no spiece.model, when there was no folder."""
     missing = tmp_path / "nope"

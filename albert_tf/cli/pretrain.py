@@ -152,7 +152,11 @@ def main(argv):
 
 def pretrain(strategies, pretraining):
     """The pretraining run the flags ask for, in the locked --output_dir."""
+    from albert_tf.presets.checkpoints import check_output_dir
+
     config = load_config()
+    # Before the vocabulary is kept in the folder: a folder of another config's run keeps its own.
+    check_output_dir(FLAGS.output_dir, config, write=False)
     max_seq_length, max_predictions_per_seq = record_lengths()
     values = option_values(FLAGS, OPTION_FLAGS)
     values.update(eval_input_file=FLAGS.eval_input_file or "", max_seq_length=max_seq_length,

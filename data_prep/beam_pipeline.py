@@ -325,8 +325,8 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
     if is_local:
         os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)
         saved = local.check_output_dir(output_dir, settings, config)
-        local._remove_incomplete(output_dir)
-        done = local._complete_shards(output_dir, config)
+        local.remove_incomplete(output_dir)
+        done = local.complete_shards(output_dir, config)
     else:
         saved = _read_json(_join(output_dir, METADATA_FILE))
         if saved is not None and saved.get("settings") != settings:

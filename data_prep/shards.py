@@ -297,6 +297,8 @@ def _input_change(saved: dict, settings: dict) -> str:
 
 
 def complete_shards(output_dir: str, config: GenerationConfig) -> dict[int, dict]:
+    """Shard index -> its statistics, for the shards of `config` already complete in `output_dir`
+    (the shard and its statistics file both there): a rerun skips them."""
     complete = {}
     for index in range(config.num_output_shards):
         name = config.shard_name(index)
@@ -308,6 +310,7 @@ def complete_shards(output_dir: str, config: GenerationConfig) -> dict[int, dict
 
 
 def remove_incomplete(output_dir: str) -> None:
+    """Removes what a killed run left half-made: spilled records and partial files."""
     shutil.rmtree(os.path.join(output_dir, SPILL_DIR), ignore_errors=True)
     remove_partials(output_dir)
     remove_partials(os.path.join(output_dir, STATS_DIR))

@@ -17,7 +17,6 @@ On Apache Beam (pip install 'albert_tf[beam]'), the same bytes; Beam's own optio
 from __future__ import annotations
 
 import os
-import sys
 
 from absl import flags, logging
 

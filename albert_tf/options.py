@@ -4,7 +4,7 @@ console script defines its flags from these fields (and answers `--help`) withou
 `TrainingOptions` holds the fields the loop (`albert_tf.training`) reads; `PretrainingOptions`
 extends it with pretraining's (`albert_tf.pretraining`), `finetune.options.FinetuneOptions` with
 fine-tuning's. Each field's default is written here once: the flags of albert-pretrain and of the
-fine-tuning tools are generated from the fields (`albert_tf.cli.option_flags`).
+fine-tuning tools are generated from the fields, each with its help (`albert_tf.cli.option_flags`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,14 @@ QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
 
 # The paper's pretraining schedule: 3,125 warmup updates of 125,000.
 PRETRAINING_STEPS, PRETRAINING_WARMUP_STEPS = 125_000, 3_125
+
+
+TRAIN_BATCH_HELP = "Global batch of one update, over all replicas and accumulated micro-batches."
+
+
+def option_field(default=dataclasses.MISSING, help_text: str = ""):
+    """A field with its default and its help, the flag's (`albert_tf.cli.option_flags`)."""
+    return dataclasses.field(default=default, metadata={"help": help_text})
 
 
 def scaled_warmup_steps(num_train_steps: int, reference_steps: int, reference_warmup_steps: int) -> int:
@@ -68,21 +76,23 @@ class TrainingOptions:
     newest `keep_checkpoint_max` kept; `steps_per_loop` updates run in one compiled call.
     """
 
-    output_dir: str
-    train_batch_size: int = 32
-    eval_batch_size: int = 32
-    max_seq_length: int = 512
-    learning_rate: float = 2e-5
-    num_train_steps: int = 800
-    num_warmup_steps: int = 200
-    weight_decay: float = 0.01
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 3
-    steps_per_loop: int = 50
-    mixed_precision: str = "none"
-    jit_compile: bool = True
-    seed: int = 12345
-    progress_bar: bool = False
+    output_dir: str = option_field(help_text="The run folder: checkpoints, TensorBoard summaries and what the "
+                                             "run writes; a rerun resumes from its latest checkpoint.")
+    train_batch_size: int = option_field(32, TRAIN_BATCH_HELP)
+    eval_batch_size: int = option_field(32, "Global batch of evaluation and prediction.")
+    max_seq_length: int = option_field(512, "Tokens per sequence.")
+    learning_rate: float = option_field(2e-5, "Peak learning rate (after warmup).")
+    num_train_steps: int = option_field(800, "Updates in all; the learning rate reaches 0 there.")
+    num_warmup_steps: int = option_field(200, "Updates of linear warmup.")
+    weight_decay: float = option_field(0.01, "Weight decay of the non-LayerNorm, non-bias weights.")
+    save_checkpoints_steps: int = option_field(1000, "Updates between checkpoints.")
+    keep_checkpoint_max: int = option_field(3, "Checkpoints kept.")
+    steps_per_loop: int = option_field(50, "Updates per call to the compiled loop (TPUs want many); also the "
+                                           "interval of the progress line and summaries.")
+    mixed_precision: str = option_field("none", MIXED_PRECISION_HELP)
+    jit_compile: bool = option_field(True, "Compile the forward and backward pass with XLA.")
+    seed: int = option_field(12345, "Seed of the initialisation, dropout and input shuffling.")
+    progress_bar: bool = option_field(False, "Show a progress bar (on the chief).")
 
     grad_accum_steps = 1  # not a field: for tasks whose options do not declare gradient accumulation
     _positive = ("train_batch_size", "eval_batch_size", "max_seq_length", "num_train_steps",
@@ -120,23 +130,30 @@ class PretrainingOptions(TrainingOptions):
     encoder exported at the end carries it (without one, nothing is exported).
     """
 
-    input_file: str = ""
-    eval_input_file: str = ""
-    train_batch_size: int = 4096
-    eval_batch_size: int = 64
-    max_predictions_per_seq: int = 20
-    learning_rate: float = 0.00176
-    num_train_steps: int = PRETRAINING_STEPS
-    num_warmup_steps: int = PRETRAINING_WARMUP_STEPS
-    optimizer: str = "lamb"
-    save_checkpoints_steps: int = 5000
-    keep_checkpoint_max: int = 5
-    steps_per_loop: int = 100
-    grad_accum_steps: int = 1
-    init_checkpoint: Optional[str] = None
-    eval_every_steps: Optional[int] = None
-    max_eval_steps: Optional[int] = None
-    spm_model_file: Optional[str] = None
+    input_file: str = option_field("", "Comma-separated globs of pretraining TFRecords.")
+    eval_input_file: str = option_field("", "Comma-separated globs of held-out TFRecords, evaluated every "
+                                            "--eval_every_steps and at the end.")
+    train_batch_size: int = option_field(4096, TRAIN_BATCH_HELP)
+    eval_batch_size: int = option_field(64, "Global batch of evaluation.")
+    max_predictions_per_seq: int = option_field(20, "Masked positions per record, as written.")
+    learning_rate: float = option_field(0.00176, "Peak learning rate (after warmup).")
+    num_train_steps: int = option_field(PRETRAINING_STEPS, "Updates in all; the learning rate reaches 0 there.")
+    num_warmup_steps: int = option_field(PRETRAINING_WARMUP_STEPS, "Updates of linear warmup.")
+    optimizer: str = option_field("lamb", "lamb (pretraining, as released) or adamw.")
+    save_checkpoints_steps: int = option_field(5000, "Updates between checkpoints.")
+    keep_checkpoint_max: int = option_field(5, "Checkpoints kept.")
+    steps_per_loop: int = option_field(100, "Updates per call to the compiled loop (TPUs want many); also the "
+                                            "interval of the progress line and summaries.")
+    grad_accum_steps: int = option_field(1, "Micro-batches per update: the batch of each replica is split in this many, "
+                                      "their gradients summed, and applied once.")
+    init_checkpoint: Optional[str] = option_field(None, "Start from the weights of this checkpoint (a prefix or an "
+                                                  "output_dir of albert-pretrain, or a preset as --preset takes it); "
+                                                  "every weight must be there with its shape.")
+    eval_every_steps: Optional[int] = option_field(None, "Updates between evaluations (default: at every checkpoint).")
+    max_eval_steps: Optional[int] = option_field(None, "Evaluate at most this many batches (default: all).")
+    spm_model_file: Optional[str] = option_field(None, "The SentencePiece model of the records, kept in --output_dir (a "
+                                                 "rerun needs it no more); the encoder is exported at the end only "
+                                                 "with one.")
 
     _positive = TrainingOptions._positive + ("max_predictions_per_seq",)
 

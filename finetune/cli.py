@@ -45,32 +45,20 @@ EXPORT_DIR = "export"
 BEST_CHECKPOINT = "model.ckpt-best"  # the release's name
 BEST_RESULTS = "best_checkpoint.json"
 
-# The help of each option field's flag; a field without one is an error at import.
+# The help of fine-tuning's own meaning of a field, where the task's hparams give the default; the
+# others are the fields' (albert_tf.options, finetune.options).
 _OPTION_HELP = {
     "output_dir": "Checkpoints, results, prediction files and the SavedModel.",
     "train_batch_size": "Global training batch (default: the task's hparams, the paper's).",
-    "eval_batch_size": "Global batch of evaluation and prediction.",
     "max_seq_length": "Tokens per sequence (default: the task's hparams).",
     "learning_rate": "Peak AdamW learning rate (default: the task's hparams, the paper's).",
     "num_train_steps": "Updates (default: the task's hparams, the paper's).",
     "num_warmup_steps": "Updates of linear warmup (default: the task's hparams, the paper's).",
-    "weight_decay": "AdamW weight decay of the non-LayerNorm, non-bias weights.",
     "classifier_dropout": "Dropout on the head's input while training (default: the task's hparams, the release's 0.1).",
     "encoder_dropout": "The encoder's hidden and attention dropout while fine-tuning, in place of the model "
                        "config's (default: the task's hparams, the paper's ALBERT DR; --hparams=release keeps the config's).",
-    "save_checkpoints_steps": "Updates between checkpoints.",
-    "keep_checkpoint_max": "Checkpoints kept.",
-    "steps_per_loop": "Updates per call to the compiled loop; also the interval of the progress line and "
-                      "summaries.",
-    "mixed_precision": run_options.MIXED_PRECISION_HELP,
-    "jit_compile": "Compile the forward and backward pass with XLA.",
-    "max_train_examples": "Train on the first N training records only (short CPU runs).",
-    "group_by_length": "Batch training records of similar length together (within windows of 32 shuffled "
-                       "batches), where the task cuts batches to length buckets (GLUE): a batch costs about "
-                       "what its tokens cost. --nogroup_by_length draws batches at random, as the release did.",
     "seed": "Seed of the head's initialisation (and the encoder's when it starts from random weights), "
             "dropout and shuffling.",
-    "progress_bar": "Show a progress bar (on the chief).",
 }
 # Where the command line's default differs from the option field's: the task's hparams fill theirs.
 _CLI_DEFAULTS = {"progress_bar": True, **{name: None for name in HPARAM_FIELDS}}
@@ -146,7 +134,7 @@ def options_from_flags(flag_values: flags.FlagValues, task):
         except FlagError as error:
             raise app.UsageError(str(error)) from None
     hparams = task.default_options(**given)
-    values = option_values(flag_values, _OPTION_HELP)
+    values = option_values(flag_values, [field.name for field in dataclasses.fields(FinetuneOptions)])
     values.update(hparams)
     return FinetuneOptions(**values)
 

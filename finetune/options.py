@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from albert_tf.options import TrainingOptions
+from albert_tf.options import TrainingOptions, option_field
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -24,10 +24,14 @@ class FinetuneOptions(TrainingOptions):
     the config's, as the release's scripts did.
     """
 
-    classifier_dropout: float = 0.1
-    encoder_dropout: Optional[float] = None
-    max_train_examples: Optional[int] = None
-    group_by_length: bool = True
+    classifier_dropout: float = option_field(0.1, "Dropout on the head's input while training.")
+    encoder_dropout: Optional[float] = option_field(None, "The encoder's hidden and attention dropout while fine-tuning, "
+                                                    "in place of the model config's (default: the config's).")
+    max_train_examples: Optional[int] = option_field(None, "Train on the first N training records only (short CPU runs).")
+    group_by_length: bool = option_field(True, "Batch training records of similar length together (within windows of 32 "
+                                         "shuffled batches), where the task cuts batches to length buckets (GLUE): a "
+                                         "batch costs about what its tokens cost. --nogroup_by_length draws batches "
+                                         "at random, as the release did.")
 
     def __post_init__(self):
         super().__post_init__()

@@ -16,17 +16,21 @@ from albert_tf.options import MIXED_PRECISION_POLICIES, OPTIMIZERS, STRATEGIES, 
 _ENUMS = {"mixed_precision": list(MIXED_PRECISION_POLICIES), "optimizer": list(OPTIMIZERS)}
 
 
-def define_option_flags(flag_values: flags.FlagValues, options_class, help_texts: dict, defaults: dict = None,
-                        skip=()) -> tuple[str, ...]:
+def define_option_flags(flag_values: flags.FlagValues, options_class, help_texts: dict | None = None,
+                        defaults: dict | None = None, skip=()) -> tuple[str, ...]:
     """Defines, in `flag_values`, a flag for each field of `options_class` but those in `skip`,
-    with the help in `help_texts` (a field without one is an error here, at import) and the
-    field's default unless `defaults` gives the command line's own; returns the flags' names."""
-    defaults = defaults or {}
+    with the field's help unless `help_texts` gives the tool's own (a field with neither is an
+    error here, at import) and the field's default unless `defaults` gives the command line's
+    own; returns the flags' names."""
+    help_texts, defaults = help_texts or {}, defaults or {}
     names = []
     for field in dataclasses.fields(options_class):
         if field.name in skip:
             continue
-        name, help_text = field.name, help_texts[field.name]
+        name = field.name
+        help_text = help_texts.get(name) or field.metadata.get("help")
+        if not help_text:
+            raise ValueError(f"the option {options_class.__name__}.{name} has no help for its flag")
         default = defaults.get(name, None if field.default is dataclasses.MISSING else field.default)
         kind = field.type if isinstance(field.type, str) else field.type.__name__
         if name in _ENUMS:

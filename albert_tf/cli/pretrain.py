@@ -28,44 +28,21 @@ from albert_tf.files import expand_patterns, locked_run_folder, prepare_output_d
 
 # Its own FlagValues: data_prep's scripts define --input_file too, and one process may import both.
 FLAGS = flags.FlagValues()
+# The help of this tool's own meaning of a field; the others are the fields' (albert_tf.options).
 _OPTION_HELP = {
-    "input_file": "Comma-separated globs of pretraining TFRecords.",
-    "eval_input_file": "Comma-separated globs of held-out TFRecords, evaluated at every checkpoint and at the end.",
     "output_dir": "Where checkpoints, TensorBoard summaries, albert_config.json and the exported SavedModel go. "
                   "A rerun resumes from its latest checkpoint.",
-    "init_checkpoint": "Start from the weights of this checkpoint (a prefix or an output_dir of albert-pretrain, or "
-                       "a preset as --preset takes it); every weight must be there with its shape.",
-    "train_batch_size": "Global batch of one update, over all replicas and accumulated micro-batches.",
-    "eval_batch_size": "Global batch for evaluation.",
     "max_seq_length": "Sequence length the records were written with (default: read from the "
                       "pretraining_data.json beside them).",
     "max_predictions_per_seq": "Masked positions per record, as written (default: read from the "
                                "pretraining_data.json beside them).",
-    "learning_rate": "Peak learning rate (after warmup).",
-    "num_train_steps": "Updates in all; the learning rate reaches 0 there.",
     "num_warmup_steps": "Updates of linear warmup (default: the paper's 3,125 of 125,000, scaled to "
                         "--num_train_steps).",
-    "weight_decay": "Weight decay of the non-LayerNorm, non-bias weights.",
-    "optimizer": "lamb (pretraining, as released) or adamw.",
-    "save_checkpoints_steps": "Updates between checkpoints.",
-    "keep_checkpoint_max": "Checkpoints kept.",
-    "steps_per_loop": "Updates per call to the compiled loop (TPUs want many); also the interval of the progress "
-                      "line and summaries.",
-    "grad_accum_steps": "Micro-batches per update: the batch of each replica is split in this many, their "
-                        "gradients summed, and applied once.",
-    "mixed_precision": options.MIXED_PRECISION_HELP,
-    "jit_compile": "Compile the forward and backward pass with XLA.",
-    "max_eval_steps": "Evaluate at most this many batches (default: all).",
-    "seed": "Seed of the initialisation and of the input shuffling.",
-    "spm_model_file": "The SentencePiece model of the records, kept in --output_dir (a rerun needs it no more); "
-                      "the encoder is exported at the end only with one.",
-    "progress_bar": "Show a progress bar (on the chief).",
 }
 # Where the command line's default differs from the field's: read from the records, or scaled.
 _CLI_DEFAULTS = {"input_file": None, "eval_input_file": None, "max_seq_length": None,
                  "max_predictions_per_seq": None, "num_warmup_steps": None, "progress_bar": True}
-OPTION_FLAGS = define_option_flags(FLAGS, options.PretrainingOptions, _OPTION_HELP, _CLI_DEFAULTS,
-                                   skip=("eval_every_steps",))
+OPTION_FLAGS = define_option_flags(FLAGS, options.PretrainingOptions, _OPTION_HELP, _CLI_DEFAULTS)
 flags.DEFINE_string("albert_config_file", None, "An albert_config.json (or give --size or --preset).", flag_values=FLAGS)
 flags.DEFINE_string("size", None, "A released size without weights, such as albert_base_v2 (albert-presets --sizes): "
                     "pretraining from scratch.", flag_values=FLAGS)

@@ -18,7 +18,8 @@ class FinetuneOptions(TrainingOptions):
     `max_train_examples` keeps the first N training records (short CPU runs). `group_by_length`
     batches training records of similar length together (within windows of
     `finetune.trainer.SORT_WINDOW` batches of the shuffled records), for tasks with length buckets:
-    a batch then costs about what its tokens cost. Off, batches are drawn at random as the release's were (still cut to a bucket).
+    a batch then costs about what its tokens cost. Off, batches are drawn at random as the
+    release's were (still cut to a bucket).
     `classifier_dropout` is the dropout on the head's input. `encoder_dropout` replaces the model
     config's hidden and attention dropout while fine-tuning (the paper's "ALBERT DR"); None keeps
     the config's, as the release's scripts did.

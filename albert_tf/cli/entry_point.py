@@ -1,5 +1,6 @@
-"""How every console script of the project starts: its own absl FlagValues, one parser, one way
-to report a user's mistake.
+"""How every console script of the project starts (`run_main`, the one entry point: the
+pretraining, export, conversion, data-prep and fine-tuning tools alike): its own absl FlagValues,
+one parser, one --help and --verbose, one way to report a user's mistake.
 
 Each script keeps its flags in a `flags.FlagValues()` of its own, because several define the same
 names (`--input_file`, ...) and one process (a test run) may import them all. absl's `app.run`
@@ -8,8 +9,9 @@ still wants its global FLAGS parsed, so they are parsed with their defaults (log
 A user's mistake (`albert_tf.errors.UserError`, a bad flag, a missing file, a full disk, Ctrl-C)
 ends the script with one line on stderr, `error: <what and where>`, and one convention of exit
 codes for every script: 2 for usage (a flag wrong, missing or unknown), 1 for a failure at run
-time (a file, a value in it, a busy or unusable folder, the machine), 130 for an interrupt. `--verbose` (every script has it) or ALBERT_TF_VERBOSE=1 adds the
-traceback. Any other exception is a bug of ours and keeps its traceback.
+time (a file, a value in it, a busy or unusable folder, the machine), 130 for an interrupt.
+`--verbose` (every script has it) or ALBERT_TF_VERBOSE=1 adds the traceback. Any other exception
+is a bug of ours and keeps its traceback.
 """
 
 from __future__ import annotations

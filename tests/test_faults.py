@@ -492,3 +492,31 @@ def test_one_exit_code_convention_2_usage_1_run_time(tmp_path, small_data_dir, m
         "must have a value other than None.; flag --output_dir=None: Flag --output_dir must have a value other than "
         "None. (see --help)"), 1)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("module, args, line", [
+    ("albert_tf.cli.export", ["--output_dir=OUT"], "give exactly one of --preset and --init_checkpoint"),
+    ("albert_tf.cli.export", ["--output_dir=OUT", "--preset=p", "--init_checkpoint=c"],
+     "give exactly one of --preset and --init_checkpoint"),
+    ("albert_tf.cli.pretrain", ["--output_dir=OUT", "--input_file=x", "--size=albert_base_v2", "--preset=p",
+                                "--init_checkpoint=c"], "give at most one of --preset and --init_checkpoint"),
+    ("finetune.glue.cli", ["--output_dir=OUT", "--task=MRPC", "--data_dir=d", "--do_train", "--preset=p",
+                           "--init_checkpoint=c"], "give at most one of --preset and --init_checkpoint"),
+])
+def test_preset_or_init_checkpoint_is_one_check_for_every_tool(module, args, line, tmp_path, monkeypatch, capsys):
+    """Issue 39: the same question was asked in four places, in three wordings and two exit codes."""
+    import importlib
+
+    from albert_tf import quiet
+
+    tool = importlib.import_module(module)
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["tool", *(arg.replace("OUT", str(out)) for arg in args)])
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
+    try:
+        with pytest.raises(SystemExit) as exited:
+            tool.run()
+    finally:
+        tool.FLAGS.unparse_flags()
+    assert (exited.value.code, capsys.readouterr().err.splitlines()[-1]) == (2, f"error: {line}")
+    assert list(tmp_path.iterdir()) == []

@@ -120,6 +120,7 @@ def main(argv):
     for name in ("input_file", "output_dir"):
         if not FLAGS[name].value:
             raise FlagError(f"--{name} is required")
+    weights_source(FLAGS)
     # Before anything is read or written: an unusable folder is one line naming the flag.
     prepare_output_dir(FLAGS.output_dir, create=False)
     # One run a folder; a run refused or failed before its first checkpoint leaves it as it was.

@@ -36,12 +36,6 @@ MAX_OPEN_FILES = 64
 _COMPRESSIONS = {"auto": None, "none": "", "": "", "gzip": "GZIP"}
 
 
-def expand_file_patterns(file_patterns: str | Sequence[str]) -> list[str]:
-    """Sorted files of comma-separated globs (a str) or of a list of globs; empty globs are errors
-    (`albert_tf.files.expand_patterns`; a file matched twice is read once)."""
-    return expand_patterns(file_patterns)
-
-
 def check_complete(files: Sequence[str]) -> None:
     """Refuses files whose folder's pretraining_data.json says the run that wrote them did not finish.
 
@@ -220,7 +214,7 @@ def pretraining_dataset(
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
-    files = expand_file_patterns(file_patterns)
+    files = expand_patterns(file_patterns)
     check_complete(files)
     if deterministic and seed is None:
         seed = 0

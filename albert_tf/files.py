@@ -43,6 +43,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO, Callable
 
+from albert_tf.cluster import cluster_task
 from albert_tf.errors import FlagError, UserError, reason
 
 PARTIAL_SUFFIX = ".incomplete"
@@ -282,13 +283,20 @@ def expand_patterns(
     keep_repeats: bool = False,
     urls: Callable[[], object] | None = None,
     error: type[UserError] = UserError,
+    flag: str | None = None,
 ) -> list[str]:
     """The files of comma-separated globs (a str) or of a list of globs, each glob's matches sorted,
-    in the order given; folders are skipped. A glob that matches nothing is an `error`.
+    in the order given; folders are skipped. A glob that matches nothing is an `error`; given the
+    `flag` that named the globs, a FlagError that names it.
 
     A file matched twice is listed once, unless `keep_repeats` (repeating a glob then repeats its
     files, a way to weight a corpus). `urls` gives the filesystem of globs with a scheme.
     """
+    if flag is not None:
+        try:
+            return expand_patterns(patterns, keep_repeats=keep_repeats, urls=urls, error=error)
+        except UserError as failure:
+            raise FlagError(f"--{flag}: {failure}") from None
     if isinstance(patterns, (str, os.PathLike)):
         patterns = os.fspath(patterns).split(",")
     patterns = [os.fspath(p).strip() for p in patterns if p and os.fspath(p).strip()]
@@ -307,6 +315,9 @@ def expand_patterns(
                 raise
             matches = []
         if not matches:
+            if fs.isdir(pattern):  # a folder's files are what the user meant, but which of them?
+                raise error(f"input pattern {pattern!r} is a folder: give a glob of its files, such as "
+                            f"'{pattern.rstrip('/')}/*'")
             raise error(f"input pattern {pattern!r} matches no file")
         for match in matches:
             if keep_repeats or match not in seen:
@@ -421,14 +432,10 @@ def _cluster_follower() -> bool:
     """Whether this process is a worker of a multi-worker cluster (TF_CONFIG) other than the chief:
     the chief (or worker 0 where there is none) locks the shared output folder for all of them."""
     try:
-        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-        cluster, task = config.get("cluster") or {}, config.get("task") or {}
-    except (ValueError, AttributeError):
+        task = cluster_task()
+    except ValueError:  # the strategy names what is wrong with it
         return False
-    kind, index = task.get("type"), int(task.get("index") or 0)
-    if kind in ("chief", "master") or not cluster:
-        return False
-    return "chief" in cluster or "master" in cluster or kind != "worker" or index != 0
+    return task is not None and task.follows
 
 
 def _lock_holder(path: str) -> str:

@@ -39,7 +39,7 @@ import tensorflow as tf
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from albert_tf import export
-from albert_tf.choices import QUANTIZATIONS
+from albert_tf.options import QUANTIZATIONS
 from albert_tf.layers import common
 
 MODEL_FILE = "model.tflite"

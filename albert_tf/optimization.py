@@ -36,7 +36,7 @@ DEFAULT_EXCLUDED_PATTERNS = ("LayerNorm", "layer_norm", "bias")
 # excluded whatever the layer is called, so a renamed LayerNorm cannot silently start decaying.
 _NORMALIZATION_VARIABLE_NAMES = ("gamma", "beta")
 
-from albert_tf.choices import OPTIMIZERS  # noqa: E402 (re-exported; defined without TensorFlow)
+from albert_tf.options import OPTIMIZERS  # noqa: E402 (re-exported; defined without TensorFlow)
 
 
 def _variable_path(variable) -> str:

@@ -19,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import re
@@ -28,67 +27,16 @@ from typing import Callable, Optional
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import optimization
-from albert_tf.choices import PRETRAINING_STEPS, PRETRAINING_WARMUP_STEPS
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import FlagError, UserError
-from albert_tf.files import tfrecord_compression
+from albert_tf.files import expand_patterns, tfrecord_compression
 from albert_tf.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
-from albert_tf.training import DatasetFn, Trainer, TrainingOptions, TrainingTask, run_loop
+from albert_tf.options import PretrainingOptions
+from albert_tf.training import DatasetFn, Trainer, TrainingTask, run_loop
 
 TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
 
 EXPORT_DIR = "export"  # <output_dir>/export: the encoder's SavedModel
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PretrainingOptions(TrainingOptions):
-    """How to pretrain; the defaults are the paper's run (ALBERT.md §4) except `steps_per_loop`.
-
-    `train_batch_size` is the global batch of one update: it is split across replicas, and each
-    replica's share into `grad_accum_steps` micro-batches whose gradients are summed before the one
-    update. `input_file` and `eval_input_file` are comma-separated globs of pretraining TFRecords,
-    evaluated every `eval_every_steps` (None: at every checkpoint) on at most `max_eval_steps`
-    batches (None: all). `spm_model_file` is the records' vocabulary: the encoder exported at the
-    end carries it (without one, nothing is exported). Where a fresh run's weights start is the
-    caller's (`run_pretraining`'s `initialize`), as in fine-tuning.
-    """
-
-    input_file: str = ""
-    eval_input_file: str = ""
-    train_batch_size: int = 4096
-    eval_batch_size: int = 64
-    max_predictions_per_seq: int = 20
-    learning_rate: float = 0.00176
-    num_train_steps: int = PRETRAINING_STEPS
-    num_warmup_steps: int = PRETRAINING_WARMUP_STEPS
-    optimizer: str = "lamb"
-    save_checkpoints_steps: int = 5000
-    keep_checkpoint_max: int = 5
-    steps_per_loop: int = 100
-    grad_accum_steps: int = 1
-    eval_every_steps: Optional[int] = None
-    max_eval_steps: Optional[int] = None
-    spm_model_file: Optional[str] = None
-
-    _positive = TrainingOptions._positive + ("max_predictions_per_seq",)
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.optimizer not in optimization.OPTIMIZERS:
-            raise FlagError(
-                f"optimizer must be one of {', '.join(optimization.OPTIMIZERS)}, got {self.optimizer!r}"
-            )
-
-
-def expand_globs(patterns: str, flag: str = "input_file") -> list[str]:
-    """The files matched by comma-separated globs; a glob that matches nothing is an error."""
-    from albert_tf.datasets import expand_file_patterns
-
-    try:
-        return expand_file_patterns(patterns)
-    except ValueError as error:
-        raise FlagError(f"--{flag}: {error}") from None
 
 
 def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_per_seq: int):
@@ -214,11 +162,11 @@ def run_pretraining(
     exported) and `model`, the trained `AlbertPretrainer`.
     """
     if train_dataset_fn is None:
-        files = expand_globs(options.input_file, "input_file")
+        files = expand_patterns(options.input_file, flag="input_file")
         check_record_shapes(files, options.max_seq_length, options.max_predictions_per_seq)
         train_dataset_fn = file_dataset_fn(files, options, is_training=True, vocab_size=config.vocab_size)
     if eval_dataset_fn is None and options.eval_input_file:
-        eval_files = expand_globs(options.eval_input_file, "eval_input_file")
+        eval_files = expand_patterns(options.eval_input_file, flag="eval_input_file")
         check_record_shapes(eval_files, options.max_seq_length, options.max_predictions_per_seq)
         eval_dataset_fn = file_dataset_fn(eval_files, options, is_training=False, vocab_size=config.vocab_size)
 

@@ -21,6 +21,19 @@ import tempfile
 
 LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"
 QUIET_LEVEL = "2"  # errors only: TensorFlow's INFO and WARNING lines are not shown
+VERBOSE_ENV = "ALBERT_TF_VERBOSE"
+_verbose_flag: list[bool] = [False]  # set by albert_tf.cli.entry_point.run_main from the parsed --verbose
+
+
+def verbose() -> bool:
+    """True when the running script was given --verbose, or ALBERT_TF_VERBOSE is set (not 0): the
+    library's code (a Beam pipeline's workers) reads it here, beside the console scripts."""
+    return _verbose_flag[0] or os.environ.get(VERBOSE_ENV, "0") not in ("", "0", "false", "False")
+
+
+def set_verbose(value: bool) -> None:
+    """Records the parsed --verbose of a script."""
+    _verbose_flag[0] = bool(value)
 
 
 @contextlib.contextmanager
@@ -65,6 +78,12 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader)
             module.config.list_physical_devices()
 
 
+def quiet_device_start():
+    """Around the start of TensorFlow's devices (the strategy): its C++ lines ("failed call to
+    cuInit" on a machine without a GPU) are kept from the user unless --verbose; shown on failure."""
+    return contextlib.nullcontext() if verbose() else stderr_captured()
+
+
 def capture_tensorflow_start_up() -> None:
     """TensorFlow's start-up lines are captured when it loads (nothing if it is already loaded)."""
     if "tensorflow" not in sys.modules and not any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
@@ -81,9 +100,18 @@ def user_wants_tensorflow_lines() -> bool:
     return os.environ.get(LOG_LEVEL_ENV, QUIET_LEVEL).strip() in ("0", "1")
 
 
+def set_tensorflow_log_level(level: str = QUIET_LEVEL, override: bool = False) -> None:
+    """TensorFlow's C++ log level (read once, when it loads): `level` unless the user set one, or
+    `level` in any case with `override`."""
+    if override:
+        os.environ[LOG_LEVEL_ENV] = level
+    else:
+        os.environ.setdefault(LOG_LEVEL_ENV, level)
+
+
 def quiet_tensorflow() -> None:
     """TensorFlow's C++ log level to errors unless the user has set one, and its start-up lines
     captured unless the user's level asks for them. Call before TensorFlow loads."""
-    os.environ.setdefault(LOG_LEVEL_ENV, QUIET_LEVEL)
+    set_tensorflow_log_level()
     if not user_wants_tensorflow_lines():
         capture_tensorflow_start_up()

@@ -9,7 +9,6 @@ them.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import socket
@@ -19,7 +18,8 @@ from typing import Callable
 
 import tensorflow as tf
 
-from albert_tf.choices import STRATEGIES, WORKER_TIMEOUT_S
+from albert_tf.cluster import TF_CONFIG_ENV, cluster_task
+from albert_tf.options import STRATEGIES, WORKER_TIMEOUT_S
 from albert_tf.errors import FlagError, UserError
 
 
@@ -90,20 +90,21 @@ def _logical_cpus(count: int) -> list[str]:
 
 
 def _check_tf_config():
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
+    raw = os.environ.get(TF_CONFIG_ENV)
+    try:
+        task = cluster_task()
+    except ValueError as error:
+        raise StrategyUnavailable(f"TF_CONFIG is not a usable multi-worker config ({error}): {raw}") from None
+    if task is None:
         raise StrategyUnavailable(
             "strategy 'multi_worker' needs the TF_CONFIG environment variable (cluster.worker "
             "addresses and this process's task index); it is not set"
         )
-    try:
-        config = json.loads(raw)
-        workers = config["cluster"]["worker"]
-        index = int(config["task"]["index"])
-    except (ValueError, KeyError, TypeError) as error:
-        raise StrategyUnavailable(f"TF_CONFIG is not a usable multi-worker config ({error!r}): {raw}") from error
-    if config["task"].get("type", "worker") == "worker" and not 0 <= index < len(workers):
-        raise StrategyUnavailable(f"TF_CONFIG task index {index} is outside the {len(workers)} workers")
+    workers = task.cluster.get("worker")
+    if not workers:
+        raise StrategyUnavailable(f"TF_CONFIG is not a usable multi-worker config (KeyError('worker')): {raw}")
+    if (task.task_type or "worker") == "worker" and not 0 <= task.task_index < len(workers):
+        raise StrategyUnavailable(f"TF_CONFIG task index {task.task_index} is outside the {len(workers)} workers")
 
 
 def _configure_worker_timeout(timeout_s: float) -> None:

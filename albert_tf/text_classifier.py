@@ -21,8 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import os
-
 import keras
 import numpy as np
 import tensorflow as tf

@@ -25,8 +25,6 @@ masks, that an uninterrupted run would have.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import math
 import os
 import shutil
 import sys
@@ -39,10 +37,10 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import optimization
-from albert_tf.choices import MIXED_PRECISION_POLICIES
 from albert_tf.config import AlbertConfig
 from albert_tf.curves import plot_curves
-from albert_tf.errors import FlagError, UserError, reason
+from albert_tf.errors import UserError, reason
+from albert_tf.options import MIXED_PRECISION_POLICIES, TrainingOptions
 from albert_tf.preemption import PreemptionWatcher
 from albert_tf.run_folder import check_output_dir, checkpoint_key
 from albert_tf.presets.weights import model_weights
@@ -50,68 +48,8 @@ from albert_tf.replicas import replica_batch_size, share_overflow, worker_id
 from albert_tf.strategies import lost_workers_named
 from albert_tf.summaries import format_metrics, summary_writer, write_scalars
 from albert_tf.training_task import TrainingTask
-from albert_tf.validation import require_positive_ints
 
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TrainingOptions:
-    """How to run the loop: the fields that `Trainer` and `run_loop` read, checked here.
-
-    A task's options extend it with their own fields (and, where the task's run differs, their own
-    defaults): `albert_tf.pretraining.PretrainingOptions`, `finetune.trainer.FinetuneOptions`. The
-    defaults here are a short fine-tuning run's (the release's run_classifier.py).
-
-    `train_batch_size` and `eval_batch_size` are global batches, split across replicas (and, for a
-    task whose options declare `grad_accum_steps`, each replica's share into that many
-    micro-batches whose gradients are summed before the one update). The learning rate warms up
-    linearly over `num_warmup_steps` to `learning_rate` and decays linearly to 0 at
-    `num_train_steps`. A checkpoint is written every `save_checkpoints_steps` and at the end, the
-    newest `keep_checkpoint_max` kept; `steps_per_loop` updates run in one compiled call.
-    """
-
-    output_dir: str
-    train_batch_size: int = 32
-    eval_batch_size: int = 32
-    max_seq_length: int = 512
-    learning_rate: float = 2e-5
-    num_train_steps: int = 800
-    num_warmup_steps: int = 200
-    weight_decay: float = 0.01
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 3
-    steps_per_loop: int = 50
-    mixed_precision: str = "none"
-    jit_compile: bool = True
-    seed: int = 12345
-    progress_bar: bool = False
-
-    grad_accum_steps = 1  # not a field: for tasks whose options do not declare gradient accumulation
-    _positive = ("train_batch_size", "eval_batch_size", "max_seq_length", "num_train_steps",
-                 "save_checkpoints_steps", "keep_checkpoint_max", "steps_per_loop", "grad_accum_steps")
-
-    def __post_init__(self):
-        require_positive_ints({name: getattr(self, name) for name in self._positive})
-        if not (isinstance(self.learning_rate, (int, float)) and math.isfinite(self.learning_rate)
-                and self.learning_rate > 0):
-            # 0 trains nothing, a negative rate ascends the loss, NaN ruins the weights: and each
-            # would still run to the end and export.
-            raise FlagError(f"learning_rate must be a positive number, got {self.learning_rate!r}")
-        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise FlagError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
-        if not 0 <= self.num_warmup_steps <= self.num_train_steps:
-            raise FlagError(
-                f"num_warmup_steps must be in [0, num_train_steps={self.num_train_steps}], "
-                f"got {self.num_warmup_steps}"
-            )
-        if self.mixed_precision not in MIXED_PRECISION_POLICIES:
-            raise FlagError(
-                f"mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}, "
-                f"got {self.mixed_precision!r}"
-            )
-        if not self.output_dir:
-            raise FlagError("output_dir must be given")
 
 
 def _mixed_precision_policy(name: str):

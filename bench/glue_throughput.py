@@ -56,7 +56,7 @@ from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
 from finetune import trainer  # noqa: E402
 from finetune.glue import data  # noqa: E402
 from finetune.glue.task import GlueTask  # noqa: E402
-from finetune.glue.benchmark import get_task  # noqa: E402
+from finetune.glue.definitions import get_task  # noqa: E402
 
 
 def subset(cached: data.CachedFeatures, n: int, folder: str) -> data.CachedFeatures:

@@ -86,7 +86,7 @@ from finetune.trainer import SORT_WINDOW  # noqa: E402
 from finetune import trainer  # noqa: E402
 from finetune.glue import data  # noqa: E402
 from finetune.glue.task import GlueTask  # noqa: E402
-from finetune.glue.benchmark import get_task  # noqa: E402
+from finetune.glue.definitions import get_task  # noqa: E402
 
 
 def subset(cached, n: int, folder: str):

@@ -29,7 +29,8 @@ harness.quiet_tensorflow()
 import model_throughput  # noqa: E402  (the peers' systems and the FLOP counts)
 import tensorflow as tf  # noqa: E402
 
-from albert_tf import choices, pretraining, strategies, training  # noqa: E402
+from albert_tf import pretraining, strategies, training  # noqa: E402
+from albert_tf.options import MIXED_PRECISION_POLICIES  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
 
 
@@ -94,7 +95,7 @@ def main():
     parser.add_argument("--predictions", type=int, default=20)
     harness.add_repeats(parser, 5)
     harness.add_threads(parser)
-    parser.add_argument("--mixed_precision", default="none", choices=list(choices.MIXED_PRECISION_POLICIES))
+    parser.add_argument("--mixed_precision", default="none", choices=list(MIXED_PRECISION_POLICIES))
     parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
     parser.add_argument("--input_file", default=None)
     parser.add_argument("--memory_child", action="store_true", help=argparse.SUPPRESS)

@@ -1,11 +1,14 @@
 """Files on any filesystem Apache Beam knows (gs://, s3://, hdfs://, local), for the local tool and
-the Beam pipeline alike: `open_raw` and `BeamFiles`, `albert_tf.files`' filesystem interface. A module
+the Beam pipeline alike: `open_raw`, `local_copy` and `BeamFiles`, `albert_tf.files`' filesystem interface. A module
 of its own, so that the local tool reads a gs:// input without importing the pipeline.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 
 # Quiet Beam's import-time notes (no BigQuery client, ...); a remote run turns its log back on.
 # The BigQuery one goes to the root logger.
@@ -22,6 +25,16 @@ finally:
 def open_raw(path: str):
     """The raw bytes of `path` on any filesystem Beam knows (no decompression: documents.py does it)."""
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def local_copy(path: str) -> str:
+    """A local file with the bytes of `path` (SentencePiece reads local files only)."""
+    if "://" not in path:
+        return path
+    handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
+    with os.fdopen(handle, "wb") as out, open_raw(path) as source:
+        shutil.copyfileobj(source, out)
+    return local
 
 
 class BeamFiles:

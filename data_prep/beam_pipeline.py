@@ -32,13 +32,13 @@ import typing
 import zlib
 from collections.abc import Sequence
 
-from data_prep.beam_files import BeamFiles, open_raw  # first: it imports Beam quietly
+from data_prep.beam_files import BeamFiles, local_copy, open_raw  # first: it imports Beam quietly
 
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
-from albert_tf.cli.entry_point import VERBOSE_ENV, verbose  # noqa: E402
+from albert_tf.quiet import VERBOSE_ENV, verbose  # noqa: E402
 from albert_tf.errors import FlagError, UserError  # noqa: E402
 from albert_tf.files import PartialFile, files_for, prepare_output_dir, remove_partials, write_json  # noqa: E402
 from albert_tf.tokenizer import AlbertTokenizer
@@ -55,7 +55,6 @@ from data_prep.shards import (
     total_counts,
 )
 
-RUNNERS = ("DirectRunner", "DaskRunner", "DataflowRunner", "FlinkRunner", "SparkRunner")
 # A Beam worker holds at most this many bytes of a shard's records before they spill to its local
 # disk (the local tool: 32 MB): a Beam worker already carries ~95 MB of harness.
 WORKER_SHUFFLE_MEMORY_BYTES = 8 << 20
@@ -64,14 +63,17 @@ WORKER_SHUFFLE_MEMORY_BYTES = 8 << 20
 ERROR_MARKER = "albert-data-prep input error: "
 
 
-def _local_copy(path: str) -> str:
-    """A local file with the bytes of `path` (SentencePiece reads local files only)."""
-    if "://" not in path:
-        return path
-    handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
-    with os.fdopen(handle, "wb") as out, open_raw(path) as source:
-        shutil.copyfileobj(source, out)
-    return local
+def beam_options(beam_args: Sequence[str]) -> PipelineOptions:
+    """Beam's options of `beam_args`, by their Beam names: any other flag is a FlagError, where Beam
+    itself would drop it with a warning (a mistyped flag of the tool would silently fall back to its
+    default: `--num_output_shard=3` made the default's shards)."""
+    options = PipelineOptions(list(beam_args))
+    known = options.get_all_options()
+    unknown = [name for name in options.get_all_options(retain_unknown_options=True) if name not in known]
+    if unknown:
+        given = next((arg for arg in beam_args if arg.split("=", 1)[0].lstrip("-") == unknown[0]), f"--{unknown[0]}")
+        raise FlagError(f"unknown flag {given}: neither this tool's nor one of Apache Beam's options (see --help)")
+    return options
 
 
 def _join(directory: str, *names: str) -> str:
@@ -172,7 +174,7 @@ class _GenerateShard(beam.DoFn):
         self._output_dir = output_dir
 
     def setup(self):
-        self._tokenizer = AlbertTokenizer(_local_copy(self._config.spm_model_file), self._config.do_lower_case)
+        self._tokenizer = AlbertTokenizer(local_copy(self._config.spm_model_file), self._config.do_lower_case)
         self._vocab = MaskingVocab.from_tokenizer(self._tokenizer)
 
     def process(self, element):
@@ -323,8 +325,8 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
     if is_local:
         saved = local.check_output_dir(output_dir, settings, config)
         os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)  # after the check: a refused run adds nothing
-        local._remove_incomplete(output_dir)
-        done = local._complete_shards(output_dir, config)
+        local.remove_incomplete(output_dir)
+        done = local.complete_shards(output_dir, config)
     else:
         saved = _read_json(_join(output_dir, METADATA_FILE))
         if saved is not None and saved.get("settings") != settings:
@@ -337,7 +339,7 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
     if saved is None:
         _write_json(metadata_path, {"settings": settings, "complete": False})
     pending = [i for i in range(config.num_output_shards) if i not in done]
-    options = PipelineOptions(list(beam_args))
+    options = beam_options(beam_args)
     runner_name = options.get_all_options().get("runner") or "DirectRunner"
     runner = None
     if runner_name == "DirectRunner":

@@ -34,7 +34,9 @@ def quiet_unless_verbose() -> None:
     """Sends this worker's stderr (Beam's start-up log, a retried bundle's traceback) to /dev/null
     unless the launcher was given --verbose (ALBERT_TF_VERBOSE=1): the launcher reports the
     worker's error itself, once, as one line, and the traceback of a bug of ours with it."""
-    if os.environ.get("ALBERT_TF_VERBOSE", "0") in ("", "0", "false", "False"):
+    from albert_tf.quiet import verbose
+
+    if not verbose():
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
         os.close(devnull)

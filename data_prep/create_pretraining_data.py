@@ -17,7 +17,6 @@ On Apache Beam (pip install 'albert_tf[beam]'), the same bytes; Beam's own optio
 from __future__ import annotations
 
 import os
-import sys
 
 from absl import flags, logging
 
@@ -109,39 +108,37 @@ flags.DEFINE_enum(
     "runner",
     None,
     ["DirectRunner", "DaskRunner", "DataflowRunner", "FlinkRunner", "SparkRunner"],
-    "Run as an Apache Beam pipeline on this runner (flags this tool does not know are passed to Beam: "
-    "--direct_num_workers, --dask_client_address, --project, --flink_master, ...). Unset: the local tool "
-    "(--num_workers processes).",
+    "Run as an Apache Beam pipeline on this runner (Beam's own options pass through by their Beam names: "
+    "--direct_num_workers, --dask_client_address, --project, --flink_master, ...; any other flag is an "
+    "error). Unset: the local tool (--num_workers processes).",
     flag_values=FLAGS,
 )
 
 
 def main(argv) -> int:
-    beam_args = list(argv[1:])
-    if beam_args and FLAGS.runner is None:
-        print(f"error: unknown flag {beam_args[0]} (flags for Apache Beam need --runner; see --help)", file=sys.stderr)
-        return 2
-    from albert_tf.errors import UserError
+    from albert_tf.errors import FlagError
     from albert_tf.files import files_for, locked_run_folder, prepare_output_dir
     from data_prep.documents import beam_files
     from data_prep.shards import format_summary
 
+    beam_args = list(argv[1:])
+    if beam_args and FLAGS.runner is None:
+        raise FlagError(f"unknown flag {beam_args[0]} (flags for Apache Beam need --runner; see --help)")
     for name in ("input_file", "output_dir", "spm_model_file"):
         if not getattr(FLAGS, name):
-            print(f"error: --{name} is required", file=sys.stderr)
-            return 2
-    try:
-        # Before the input is read and hashed: an unusable output_dir fails at once, naming the flag.
-        prepare_output_dir(FLAGS.output_dir, fs=files_for(FLAGS.output_dir, beam_files), create=False)
-        # One run a folder; a failed run keeps complete shards (its rerun makes the rest), else nothing.
-        with locked_run_folder(FLAGS.output_dir, keep_on_failure=holds_shards):
-            result = generate(beam_args)
-    except UserError as error:  # a flag's (exit code 2) or the input's (1)
-        print(f"error: {error}", file=sys.stderr)
-        return error.exit_code
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+            raise FlagError(f"--{name} is required")
+    if FLAGS.runner is not None:
+        beam_args = [f"--runner={FLAGS.runner}", *beam_args]
+        try:
+            from data_prep.beam_pipeline import beam_options
+        except ImportError as error:
+            raise FlagError(f"--runner needs Apache Beam ({error}): pip install 'albert_tf[beam]'") from None
+        beam_options(beam_args)  # before anything is read or written: a flag neither ours nor Beam's
+    # Before the input is read and hashed: an unusable output_dir fails at once, naming the flag.
+    prepare_output_dir(FLAGS.output_dir, fs=files_for(FLAGS.output_dir, beam_files), create=False)
+    # One run a folder; a failed run keeps complete shards (its rerun makes the rest), else nothing.
+    with locked_run_folder(FLAGS.output_dir, keep_on_failure=holds_shards):
+        result = generate(beam_args)
     print(format_summary(result))
     logging.info("wrote %s", os.path.join(FLAGS.output_dir, "pretraining_data.json"))
     return 0
@@ -165,9 +162,9 @@ def generate(beam_args) -> dict:
 
     spm_model = FLAGS.spm_model_file
     if "://" in spm_model:  # gs://... : SentencePiece reads local files
-        from data_prep.beam_pipeline import _local_copy
+        from data_prep.beam_files import local_copy
 
-        spm_model = _local_copy(spm_model)
+        spm_model = local_copy(spm_model)
     AlbertTokenizer(spm_model, FLAGS.do_lower_case)  # fails early on an unusable model
     input_files = expand_input_patterns(FLAGS.input_file)
     check_not_all_empty(input_files)
@@ -179,11 +176,9 @@ def generate(beam_args) -> dict:
         raise FlagError(str(error)) from None
     if FLAGS.runner is None:
         return run_generation(config, FLAGS.output_dir, FLAGS.num_workers, progress=FLAGS.progress)
-    try:
-        from data_prep.beam_pipeline import run_beam_generation
-    except ImportError as error:
-        raise FlagError(f"--runner needs Apache Beam ({error}): pip install 'albert_tf[beam]'") from None
-    return run_beam_generation(config, FLAGS.output_dir, [f"--runner={FLAGS.runner}", *beam_args])
+    from data_prep.beam_pipeline import run_beam_generation
+
+    return run_beam_generation(config, FLAGS.output_dir, beam_args)
 
 
 def generation_config(input_files):
@@ -218,8 +213,8 @@ def generation_config(input_files):
 
 
 def run() -> None:
-    """Console-script entry point."""
-    run_main(main, FLAGS, __doc__, pass_unknown_flags=True)
+    """Console-script entry point: the readers' and checks' ValueErrors name the file or value."""
+    run_main(main, FLAGS, __doc__, pass_unknown_flags=True, value_errors_are_users=True)
 
 
 if __name__ == "__main__":

@@ -298,7 +298,7 @@ def _input_change(saved: dict, settings: dict) -> str:
     return f"{new['path']} changed since: sha256 {digest} there, {new['sha256'][:12]} now"
 
 
-def _complete_shards(output_dir: str, config: GenerationConfig, warn: bool = False) -> dict[int, dict]:
+def complete_shards(output_dir: str, config: GenerationConfig, warn: bool = False) -> dict[int, dict]:
     """The shards that are complete, by index: their file and counts are there, and the file has the
     size its counts recorded (a shard cut short or changed since is made again; `warn` says so)."""
     complete = {}
@@ -319,7 +319,8 @@ def _complete_shards(output_dir: str, config: GenerationConfig, warn: bool = Fal
     return complete
 
 
-def _remove_incomplete(output_dir: str) -> None:
+def remove_incomplete(output_dir: str) -> None:
+    """Removes what a killed run left half-made: spilled records and partial files."""
     shutil.rmtree(os.path.join(output_dir, SPILL_DIR), ignore_errors=True)
     remove_partials(output_dir)
     remove_partials(os.path.join(output_dir, STATS_DIR))
@@ -338,19 +339,19 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
     os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)  # after the check: a refused run adds nothing
     created_metadata = metadata is None
     metadata_path = os.path.join(output_dir, METADATA_FILE)
-    _remove_incomplete(output_dir)
+    remove_incomplete(output_dir)
     if created_metadata:
         write_json(metadata_path, {"settings": settings, "complete": False})
 
-    complete = _complete_shards(output_dir, config, warn=True)
+    complete = complete_shards(output_dir, config, warn=True)
     pending = [i for i in range(config.num_output_shards) if i not in complete]
     started = time.monotonic()
     try:
         if pending:
             _run_workers(config, output_dir, pending, min(num_workers, len(pending)), progress)
     except BaseException:
-        _remove_incomplete(output_dir)
-        if created_metadata and not _complete_shards(output_dir, config):
+        remove_incomplete(output_dir)
+        if created_metadata and not complete_shards(output_dir, config):
             os.remove(metadata_path)
         with contextlib.suppress(OSError):  # when empty: no complete shard to describe
             os.rmdir(os.path.join(output_dir, STATS_DIR))
@@ -358,7 +359,7 @@ def run_generation(config: GenerationConfig, output_dir: str, num_workers: int =
     elapsed = time.monotonic() - started
     shutil.rmtree(os.path.join(output_dir, SPILL_DIR), ignore_errors=True)
 
-    shard_records = _complete_shards(output_dir, config)
+    shard_records = complete_shards(output_dir, config)
     counts = total_counts(config, shard_records)
     refuse_empty_shards(output_dir, config, shard_records, counts)
     result = finished_metadata(config, settings, shard_records, counts, len(pending), elapsed, num_workers=num_workers)

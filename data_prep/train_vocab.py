@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 from typing import Iterator, Sequence
 
 from absl import flags
@@ -154,17 +153,16 @@ def _write_vocab(model_proto: bytes, vocab_file: str) -> None:
 
 def main(argv) -> int:
     del argv
-    from albert_tf.errors import UserError
+    from albert_tf.errors import FlagError, UserError
     from data_prep.documents import check_not_all_empty, expand_input_patterns
 
     for name in ("input_file", "model_prefix"):
         if not getattr(FLAGS, name):
-            print(f"error: --{name} is required", file=sys.stderr)
-            return 2
+            raise FlagError(f"--{name} is required")
+    prepare_output_dir(os.path.dirname(FLAGS.model_prefix) or ".", flag="model_prefix", create=False)
+    files = expand_input_patterns(FLAGS.input_file)
+    check_not_all_empty(files)
     try:
-        prepare_output_dir(os.path.dirname(FLAGS.model_prefix) or ".", flag="model_prefix", create=False)
-        files = expand_input_patterns(FLAGS.input_file)
-        check_not_all_empty(files)
         model_file = train_vocab(
             files,
             FLAGS.model_prefix,
@@ -179,19 +177,15 @@ def main(argv) -> int:
             num_threads=FLAGS.num_threads,
             skip_bad_lines=FLAGS.skip_bad_lines,
         )
-    except UserError as error:  # a flag's (exit code 2) or the input's (1)
-        print(f"error: {error}", file=sys.stderr)
-        return error.exit_code
-    except (ValueError, RuntimeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    except RuntimeError as error:  # SentencePiece's trainer refusing the settings for this corpus
+        raise UserError(str(error)) from None
     print(f"wrote {model_file} and {FLAGS.model_prefix}.vocab")
     return 0
 
 
 def run() -> None:
-    """Console-script entry point."""
-    run_main(main, FLAGS, __doc__)
+    """Console-script entry point: the readers' and checks' ValueErrors name the file or value."""
+    run_main(main, FLAGS, __doc__, value_errors_are_users=True)
 
 
 if __name__ == "__main__":

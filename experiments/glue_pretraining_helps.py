@@ -56,7 +56,7 @@ def main():
     args = parse_args()
     harness.quiet_tensorflow()
     from finetune.glue import cli
-    from finetune.glue.benchmark import get_task
+    from finetune.glue.definitions import get_task
 
     task = get_task(args.task)
     if not (task.has_train and task.eval_splits):

@@ -93,7 +93,9 @@ def create_records(text: str, output_dir: str, spm: str, task: str, dupe_factor:
 
 def evaluate(model_dir: str, config, heldout: dict, args) -> dict:
     """MLM and pair-task accuracy of the final checkpoint in model_dir on each held-out set."""
-    from albert_tf.pretraining import PretrainingOptions, PretrainingTask, expand_globs, file_dataset_fn
+    from albert_tf.files import expand_patterns
+    from albert_tf.options import PretrainingOptions
+    from albert_tf.pretraining import PretrainingTask, file_dataset_fn
     from albert_tf.training import Trainer
 
     options = PretrainingOptions(
@@ -105,7 +107,7 @@ def evaluate(model_dir: str, config, heldout: dict, args) -> dict:
         raise RuntimeError(f"{model_dir} holds no checkpoint of step {args.steps}")
     results = {}
     for task, pattern in heldout.items():
-        dataset_fn = file_dataset_fn(expand_globs(pattern), options, is_training=False)
+        dataset_fn = file_dataset_fn(expand_patterns(pattern), options, is_training=False)
         data = run_state.distribute(dataset_fn, run_state.per_replica_eval_batch)
         results[task] = run_state.evaluate(data)
     return results
@@ -115,10 +117,10 @@ def label_one_fraction(pattern: str, args) -> float:
     """The share of label 1 (random or swapped) in held-out records, for the majority baseline."""
     from albert_tf.datasets import pretraining_dataset
     from albert_tf.features import EXAMPLE_WEIGHT
-    from albert_tf.pretraining import expand_globs
+    from albert_tf.files import expand_patterns
 
     ones = total = 0.0
-    for batch in pretraining_dataset(expand_globs(pattern), batch_size=64, max_seq_length=args.max_seq_length,
+    for batch in pretraining_dataset(expand_patterns(pattern), batch_size=64, max_seq_length=args.max_seq_length,
                                      max_predictions_per_seq=20, is_training=False):
         real = batch[EXAMPLE_WEIGHT].numpy()  # 0 for the rows filling up the last batch
         ones, total = ones + float((batch["next_sentence_labels"].numpy()[:, 0] * real).sum()), total + real.sum()

@@ -1,10 +1,12 @@
 """The CLI skeleton of every fine-tuning task: shared flags named as the option fields, one flow.
 
 A task's console script defines its own flags (GLUE: `--task`, `--data_dir`, `--skip_bad_rows`)
-beside `define_flags(FLAGS)`, and calls `finetune(argv, FLAGS, make_task)` where `make_task(FLAGS)`
-returns its `finetune.task.FinetuningTask`; `console_main` is its entry point. The flow:
+beside `define_flags(FLAGS)`; `run(__doc__, FLAGS, make_task)` is its entry point (the one of every
+console script, `albert_tf.cli.entry_point.run_main`) and `finetune(argv, FLAGS, make_task)` runs a
+command line in-process, where `make_task(FLAGS)` returns its `finetune.task.FinetuningTask`. A tool
+whose action flags mean otherwise (SQuAD's --do_predict also scores) passes its `actions`. The flow:
 
-1. the options: each flag named as a field of `finetune.trainer.FinetuneOptions`; those of the
+1. the options: each flag named as a field of `finetune.options.FinetuneOptions`; those of the
    task's hparams (`finetune.task.HPARAM_FIELDS`) default to the hparams, the others to the field's
    default;
 2. the data files checked, the strategy made, the encoder source found (`--init_checkpoint`: a run
@@ -24,17 +26,18 @@ import dataclasses
 import json
 import math
 import os
-import sys
 from typing import Callable, Sequence
 
 from absl import app, flags, logging
 
-from albert_tf import choices
+from albert_tf import options as run_options
 from albert_tf.cli import entry_point
-from albert_tf.cli.entry_point import quiet_logs
-from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
+from albert_tf.cli.option_flags import define_option_flags, define_strategy_flags, option_values, weights_source
+from albert_tf.cli.release_flags import apply_release_flags
 from albert_tf.errors import FlagError, UserError
 from albert_tf.files import locked_run_folder, prepare_output_dir, write_json
+from albert_tf.quiet import quiet_device_start
+from finetune.options import FinetuneOptions
 from finetune.task import HPARAM_FIELDS
 
 EVAL_RESULTS = "eval_results.json"
@@ -42,41 +45,23 @@ EXPORT_DIR = "export"
 BEST_CHECKPOINT = "model.ckpt-best"  # the release's name
 BEST_RESULTS = "best_checkpoint.json"
 
-# The help of each option field's flag; a field without one is an error at import.
+# The help of fine-tuning's own meaning of a field, where the task's hparams give the default; the
+# others are the fields' (albert_tf.options, finetune.options).
 _OPTION_HELP = {
     "output_dir": "Checkpoints, results, prediction files and the SavedModel.",
     "train_batch_size": "Global training batch (default: the task's hparams, the paper's).",
-    "eval_batch_size": "Global batch of evaluation and prediction.",
     "max_seq_length": "Tokens per sequence (default: the task's hparams).",
     "learning_rate": "Peak AdamW learning rate (default: the task's hparams, the paper's).",
     "num_train_steps": "Updates (default: the task's hparams, the paper's).",
     "num_warmup_steps": "Updates of linear warmup (default: the task's hparams, the paper's).",
-    "weight_decay": "AdamW weight decay of the non-LayerNorm, non-bias weights.",
     "classifier_dropout": "Dropout on the head's input while training (default: the task's hparams, the release's 0.1).",
     "encoder_dropout": "The encoder's hidden and attention dropout while fine-tuning, in place of the model "
                        "config's (default: the task's hparams, the paper's ALBERT DR; --hparams=release keeps the config's).",
-    "save_checkpoints_steps": "Updates between checkpoints.",
-    "keep_checkpoint_max": "Checkpoints kept.",
-    "steps_per_loop": "Updates per call to the compiled loop; also the interval of the progress line and "
-                      "summaries.",
-    "mixed_precision": choices.MIXED_PRECISION_HELP,
-    "jit_compile": "Compile the forward and backward pass with XLA.",
-    "max_train_examples": "Train on the first N training records only (short CPU runs).",
-    "group_by_length": "Batch training records of similar length together (within windows of 32 shuffled "
-                       "batches), where the task cuts batches to length buckets (GLUE): a batch costs about "
-                       "what its tokens cost. --nogroup_by_length draws batches at random, as the release did.",
     "seed": "Seed of the head's initialisation (and the encoder's when it starts from random weights), "
             "dropout and shuffling.",
-    "progress_bar": "Show a progress bar (on the chief).",
 }
-# Where the command line's default differs from the option field's.
-_CLI_DEFAULTS = {"progress_bar": True}
-
-
-def _option_fields():
-    from finetune.trainer import FinetuneOptions
-
-    return dataclasses.fields(FinetuneOptions)
+# Where the command line's default differs from the option field's: the task's hparams fill theirs.
+_CLI_DEFAULTS = {"progress_bar": True, **{name: None for name in HPARAM_FIELDS}}
 
 
 def define_flags(flag_values: flags.FlagValues, hparams: Sequence[str] = (), hparams_help: str = ""):
@@ -107,44 +92,33 @@ def define_flags(flag_values: flags.FlagValues, hparams: Sequence[str] = (), hpa
     define("bool", "do_train", False, "Fine-tune on the train split.")
     define("bool", "do_eval", False, "Evaluate on the labelled split(s); writes eval_results.json.")
     define("bool", "do_predict", False, "Predict the unlabelled split(s); writes the task's prediction files.")
-    define("enum", "strategy", "one_device", "The tf.distribute strategy.", enum_values=list(choices.STRATEGIES))
-    define("integer", "cpu_devices", None, "With --strategy=mirrored on a machine without GPUs: split the CPU "
-           "into this many logical devices, one replica each (to try multi-replica runs).")
-    define("string", "tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.")
+    define_strategy_flags(flag_values)
     define("bool", "export", True, "Export the task model as a SavedModel to <output_dir>/export after training "
            "(or when there is none yet).")
     define("enum", "format", "saved_model", "The export's format: saved_model, or litert: a LiteRT (TFLite) model "
            "for phones, <output_dir>/export/model.tflite beside spiece.model and model_io.json (docs/on_device.md).",
-           enum_values=list(choices.EXPORT_FORMATS))
+           enum_values=list(run_options.EXPORT_FORMATS))
     define("enum", "quantization", "none", "--format=litert: the weights' (and for full_int8 the activations', "
-           "calibrated on the training split's texts) type.", enum_values=list(choices.QUANTIZATIONS))
+           "calibrated on the training split's texts) type.", enum_values=list(run_options.QUANTIZATIONS))
     define("enum", "precision", "float32", "The SavedModel's weights and matmuls: bfloat16 serves 1.5-2x faster "
-           "where the CPU has AVX512_BF16 or AMX (docs/serving.md).", enum_values=list(choices.PRECISIONS))
+           "where the CPU has AVX512_BF16 or AMX (docs/serving.md).", enum_values=list(run_options.PRECISIONS))
     define("integer", "max_eval_examples", None, "Evaluate on the first N examples of each evaluation split only "
            "(short runs; the metrics are over those N).")
     define("integer", "max_predict_examples", None, "Predict the first N examples of each prediction split only "
            "(short runs).")
-    for field in _option_fields():
-        default = None if field.name in HPARAM_FIELDS else _CLI_DEFAULTS.get(field.name, field.default)
-        help_text = _OPTION_HELP[field.name]
-        kind = field.type if isinstance(field.type, str) else field.type.__name__
-        if field.name == "mixed_precision":
-            define("enum", field.name, default, help_text, enum_values=list(choices.MIXED_PRECISION_POLICIES))
-        elif "bool" in kind:
-            define("bool", field.name, default, help_text)
-        elif "int" in kind:
-            define("integer", field.name, default, help_text)
-        elif "float" in kind:
-            define("float", field.name, default, help_text)
-        else:
-            define("string", field.name, default if default is not dataclasses.MISSING else None, help_text)
-
-    define_release_flags(flag_values)
+    define_option_flags(flag_values, FinetuneOptions, _OPTION_HELP, _CLI_DEFAULTS)
+    entry_point.define_common_flags(flag_values)
 
 
 def check_export_flags(flag_values: flags.FlagValues, task):
-    """--format, --quantization and --precision agree, and full int8 has training texts to calibrate on."""
+    """--format, --quantization and --precision agree with --export and with each other, and full
+    int8 has training texts to calibrate on."""
     F = flag_values
+    if not F.export and (F["format"].present or F["quantization"].present):
+        # Else the run would train and export nothing, without a word of the format it was given.
+        given = [f"--{name}={F[name].value}" for name in ("format", "quantization") if F[name].present]
+        raise app.UsageError(f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} for the export, and "
+                             "--noexport exports nothing: drop one of them")
     if F.format != "litert" and F.quantization != "none":
         raise app.UsageError("--quantization is for --format=litert")
     if F.format == "litert" and F.precision != "float32":
@@ -157,20 +131,21 @@ def check_export_flags(flag_values: flags.FlagValues, task):
 
 def options_from_flags(flag_values: flags.FlagValues, task):
     """`FinetuneOptions` of the flags, the task's hparams filling the hparams fields not given."""
-    from finetune.trainer import FinetuneOptions
-
     given = {name: flag_values[name].value for name in HPARAM_FIELDS}
     if given.get("num_train_steps") is not None and given.get("num_warmup_steps") is None:
         # A shorter (or longer) run keeps the hparams' warmup ratio instead of failing on its warmup.
         recipe = task.default_options()
         if recipe.get("num_train_steps") and recipe.get("num_warmup_steps") is not None:
-            given["num_warmup_steps"] = choices.scaled_warmup_steps(
+            given["num_warmup_steps"] = run_options.scaled_warmup_steps(
                 given["num_train_steps"], recipe["num_train_steps"], recipe["num_warmup_steps"])
     steps, warmup = given.get("num_train_steps"), given.get("num_warmup_steps")
-    if steps is not None and warmup is not None and not 0 <= warmup <= steps:
-        raise app.UsageError(f"--num_warmup_steps={warmup} must be between 0 and --num_train_steps={steps}")
+    if steps is not None and warmup is not None:
+        try:
+            run_options.check_warmup(steps, warmup, prefix="--")
+        except FlagError as error:
+            raise app.UsageError(str(error)) from None
     hparams = task.default_options(**given)
-    values = {field.name: flag_values[field.name].value for field in _option_fields()}
+    values = option_values(flag_values, [field.name for field in dataclasses.fields(FinetuneOptions)])
     values.update(hparams)
     return FinetuneOptions(**values)
 
@@ -261,13 +236,30 @@ class Evaluation:
                 for name, value in results[split].items() if isinstance(value, (int, float)) and name not in counts}
 
 
-def run_task(flag_values: flags.FlagValues, task, asked: tuple[str, ...] | None = None) -> dict:
-    """Runs what the parsed `flag_values` ask of `task`; returns a summary: `train` (the result of
-    `finetune.trainer.train` or None), `eval` (what eval_results.json holds or None), `predictions`
-    (the paths written), `export_dir` (or None) and `model` (the task model). `asked` names the
-    flags of what to do that the user gave (default: --do_eval and --do_predict as set), for a
-    tool that maps its own onto them."""
+@dataclasses.dataclass(frozen=True)
+class Actions:
+    """What a run does (train, evaluate, predict) and the flags that asked for it (named in messages)."""
+
+    train: bool
+    eval: bool
+    predict: bool
+    asked: tuple[str, ...]
+
+
+def actions_of_flags(flag_values: flags.FlagValues) -> Actions:
+    """The actions as --do_train, --do_eval and --do_predict name them (a tool whose flags mean
+    otherwise gives `finetune` its own reading, as SQuAD's --do_predict scores)."""
     F = flag_values
+    return Actions(F.do_train, F.do_eval, F.do_predict, tuple(name for name in ("do_eval", "do_predict") if F[name].value))
+
+
+def run_task(flag_values: flags.FlagValues, task, actions: Actions | None = None) -> dict:
+    """Runs what the parsed `flag_values` ask of `task` (`actions`, default: as the flags name
+    them); returns a summary: `train` (the result of `finetune.trainer.train` or None), `eval`
+    (what eval_results.json holds or None), `predictions` (the paths written), `export_dir` (or
+    None) and `model` (the task model)."""
+    F = flag_values
+    actions = actions or actions_of_flags(F)
     check_export_flags(F, task)
     # Before any data is read or a model built: an unusable folder is one line naming its flag.
     prepare_output_dir(F.output_dir, create=False)
@@ -277,7 +269,7 @@ def run_task(flag_values: flags.FlagValues, task, asked: tuple[str, ...] | None 
     from albert_tf import training  # here: --help must not load TensorFlow
 
     with locked_run_folder(F.output_dir, keep_on_failure=training.tf.train.latest_checkpoint):
-        return _run_task(F, task, asked)
+        return _run_task(F, task, actions)
 
 
 def example_limits(flag_values: flags.FlagValues) -> dict[str, int | None]:
@@ -291,26 +283,26 @@ def example_limits(flag_values: flags.FlagValues) -> dict[str, int | None]:
     return limits
 
 
-def _run_task(F: flags.FlagValues, task, asked) -> dict:
+def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
     from albert_tf import strategies, training  # here: --help must not load TensorFlow
 
     options = options_from_flags(F, task)
-    splits = (((task.train_split,) if F.do_train and task.train_split else ())
-              + (tuple(task.eval_splits) if F.do_eval else ()) + (tuple(task.predict_splits) if F.do_predict else ()))
-    if F.do_train and not task.train_split:
+    splits = (((task.train_split,) if actions.train and task.train_split else ())
+              + (tuple(task.eval_splits) if actions.eval else ())
+              + (tuple(task.predict_splits) if actions.predict else ()))
+    if actions.train and not task.train_split:
         raise app.UsageError(f"{task.name} has no training split")
-    if not F.do_train and not training.tf.train.latest_checkpoint(F.output_dir):
+    if not actions.train and not training.tf.train.latest_checkpoint(F.output_dir):
         # Only the encoder comes from --init_checkpoint/--preset: the task's head would be random,
         # and its scores, prediction files and export would look like results.
-        asked = asked or tuple(name for name in ("do_eval", "do_predict") if F[name].value)
         raise UserError(
-            f"{' and '.join('--' + name for name in asked)} without --do_train needs a fine-tuned model, and "
+            f"{' and '.join('--' + name for name in actions.asked)} without --do_train needs a fine-tuned model, and "
             f"--output_dir {F.output_dir} holds no "
             "checkpoint: add --do_train, or give the output_dir of a fine-tuning run"
         )
     task.check_data(splits)
     # Before any other TensorFlow op: multi-worker collectives are configured at startup.
-    with entry_point.quiet_device_start():
+    with quiet_device_start():
         strategy = strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
 
     from albert_tf.tokenizer import AlbertTokenizer
@@ -339,14 +331,14 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
     cache_dir = F.cache_dir or os.path.join(F.output_dir, "features")
     run = trainer.Finetuning(config, task, options, strategy)
     run.restore_or_initialize(lambda model: initialization.initialize_encoder(model, F.init_checkpoint, F.preset))
-    if F.do_train:  # once the folder is known to be this run's: a refused run changes nothing in it
+    if actions.train:  # once the folder is known to be this run's: a refused run changes nothing in it
         keep_run_vocabulary(spm_model_file, F.output_dir)
     summary = {"train": None, "eval": None, "predictions": [], "export_dir": None, "model": run.model}
     evaluation = None
-    if F.do_eval:
+    if actions.eval:
         evaluation = Evaluation(run, task, {split: _features(task, split, tokenizer, options.max_seq_length, cache_dir)
                                             for split in task.eval_splits})
-    if F.do_train:
+    if actions.train:
         cached = _features(task, task.train_split, tokenizer, options.max_seq_length, cache_dir)
         # With --do_eval, the evaluation splits are scored at every checkpoint: TensorBoard's eval/
         # and model.ckpt-best.
@@ -364,7 +356,7 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
             write_json(os.path.join(F.output_dir, EVAL_RESULTS), results, sort_keys=False)
         summary["eval"] = results
 
-    if F.do_predict:
+    if actions.predict:
         for split in task.predict_splits:
             cached = _features(task, split, tokenizer, options.max_seq_length, cache_dir)
             predictions, _ = run.predict(cached)
@@ -372,7 +364,7 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
                 summary["predictions"] += task.write_predictions(split, predictions, cached, F.output_dir)
 
     export_dir = os.path.join(F.output_dir, EXPORT_DIR)
-    if F.export and run.is_chief and (F.do_train or not os.path.exists(export_dir)):
+    if F.export and run.is_chief and (actions.train or not os.path.exists(export_dir)):
         calibration = None  # full int8 calibrates on the task's own training texts
         if F.quantization == "full_int8":
             calibration = _features(task, task.train_split, tokenizer, options.max_seq_length, cache_dir)
@@ -383,19 +375,27 @@ def _run_task(F: flags.FlagValues, task, asked) -> dict:
     return summary
 
 
-def finetune(argv, flag_values: flags.FlagValues, make_task: Callable, required=()) -> dict:
-    """Parses `argv` (argv[0] is the program name) into `flag_values`, checks the flags in
-    `required` and that there is something to do, builds the task with `make_task(flag_values)`
-    and runs it (`run_task`)."""
+def finetune(argv, flag_values: flags.FlagValues, make_task: Callable, required=(),
+             actions: Callable[[flags.FlagValues], Actions] = actions_of_flags) -> dict:
+    """Parses `argv` (argv[0] is the program name) into `flag_values` and runs it (`run_parsed`)."""
     flag_values.unparse_flags()
     flag_values(argv)
     apply_release_flags(flag_values)
+    return run_parsed(flag_values, make_task, required, actions)
+
+
+def run_parsed(flag_values: flags.FlagValues, make_task: Callable, required=(),
+               actions: Callable[[flags.FlagValues], Actions] = actions_of_flags) -> dict:
+    """Checks the flags in `required` and that there is something to do, builds the task with
+    `make_task(flag_values)` and runs the `actions(flag_values)` on it (`run_task`)."""
     for name in (*required, "output_dir"):
         if not flag_values[name].value:
             raise app.UsageError(f"--{name} is required")
-    if not (flag_values.do_train or flag_values.do_eval or flag_values.do_predict):
+    weights_source(flag_values)
+    todo = actions(flag_values)
+    if not (todo.train or todo.eval or todo.predict):
         raise app.UsageError("give at least one of --do_train, --do_eval and --do_predict")
-    return run_task(flag_values, make_task(flag_values))
+    return run_task(flag_values, make_task(flag_values), todo)
 
 
 def print_summary(summary: dict):
@@ -412,28 +412,13 @@ def print_summary(summary: dict):
         print(f"wrote {path}", flush=True)
 
 
-def console_main(doc: str, flag_values: flags.FlagValues, finetune_fn: Callable[[list], dict]):
-    """A fine-tuning console script: `--help` prints `doc` and the flags; errors in the input are
-    one line with the exit code of `albert_tf.cli.entry_point`, not a traceback."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    argv = sys.argv
-    if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
-        print(doc)
-        print(flag_values.get_help())
-        sys.exit(0)
-    if "verbose" not in flag_values:
-        flags.DEFINE_bool("verbose", False, entry_point.VERBOSE_HELP, flag_values=flag_values)
+def run(doc: str, flag_values: flags.FlagValues, make_task: Callable, required=(),
+        actions: Callable[[flags.FlagValues], Actions] = actions_of_flags):
+    """A fine-tuning console script on the one entry point (`albert_tf.cli.entry_point.run_main`):
+    the readers' and checks' ValueErrors name the file or value, so they are the user's (exit 1)."""
+    def main(argv):
+        if len(argv) > 1:
+            raise FlagError(f"unexpected arguments: {argv[1:]}")
+        print_summary(run_parsed(flag_values, make_task, required, actions))
 
-    def main():
-        try:
-            print_summary(finetune_fn(argv))
-        finally:
-            entry_point.set_verbose(flag_values["verbose"].value)
-
-    # absl's own flags (logging) stay at their defaults, parsed so that logging does not complain.
-    flags.FLAGS([argv[0]])
-    entry_point.set_verbose("--verbose" in argv[1:] or "--verbose=true" in argv[1:])
-    quiet_logs()
-    # A user's error is one line with the exit code every console script gives it (2 a flag, 1 the
-    # rest): the readers' and checks' ValueErrors name the file or value, so they are the user's.
-    entry_point.report_errors(main, value_errors_are_users=True)()
+    entry_point.run_main(main, flag_values, doc, value_errors_are_users=True)

@@ -78,7 +78,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import numpy as np
 
-from albert_tf.choices import EXPORT_FORMATS
+from albert_tf.options import EXPORT_FORMATS
 from albert_tf.training_task import TrainingTask
 
 if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not load it

@@ -1,8 +1,9 @@
 """The one fine-tuning trainer: any `finetune.task.FinetuningTask` on albert_tf's trainer.
 
-`FinetuneOptions` extends the loop's options with fine-tuning's own; `Finetuning` is
-`albert_tf.training.Trainer` (the task's model and loss, each replica's share of the global
-batch's sums, and the release's AdamW) with fine-tuning's input and prediction; strategies, XLA, mixed precision, checkpoints in
+`FinetuneOptions` (finetune/options.py) extends the loop's options with fine-tuning's own;
+`Finetuning` is `albert_tf.training.Trainer` (the task's model and loss, each replica's share of
+the global batch's sums, and the release's AdamW) with fine-tuning's input and prediction;
+strategies, XLA, mixed precision, checkpoints in
 `output_dir` (with dropout's seed states), resumption on the data the interrupted run would have
 read next, TensorBoard summaries and curves.png, the progress bar and the Python driver are the
 loop's, as in pretraining.
@@ -23,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from typing import Optional
@@ -37,42 +37,13 @@ from albert_tf.features import EXAMPLE_WEIGHT
 from albert_tf.validation import check_positions
 from finetune import inputs
 from finetune.cache import CachedFeatures
+from finetune.options import FinetuneOptions
 from finetune.task import FinetuningTask
 
 # Where the task cuts batches to length buckets, evaluation and prediction (and training, with
 # `group_by_length`) order the records of each window of this many batches by length
 # (`finetune.inputs.make_dataset`'s `sort_window`).
 SORT_WINDOW = 32
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FinetuneOptions(training.TrainingOptions):
-    """How to fine-tune: the loop's `albert_tf.training.TrainingOptions` (whose defaults are a
-    fine-tuning run's) and the fields below; a task's hparams (`FinetuningTask.default_options`)
-    fill the CLI's defaults.
-
-    `max_train_examples` keeps the first N training records (short CPU runs). `group_by_length`
-    batches training records of similar length together (within windows of `SORT_WINDOW` batches
-    of the shuffled records), for tasks with length buckets: a batch then costs about what its
-    tokens cost. Off, batches are drawn at random as the release's were (still cut to a bucket).
-    `classifier_dropout` is the dropout on the head's input. `encoder_dropout` replaces the model
-    config's hidden and attention dropout while fine-tuning (the paper's "ALBERT DR"); None keeps
-    the config's, as the release's scripts did.
-    """
-
-    classifier_dropout: float = 0.1
-    encoder_dropout: Optional[float] = None
-    max_train_examples: Optional[int] = None
-    group_by_length: bool = True
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.max_train_examples is not None and self.max_train_examples < 1:
-            raise ValueError(f"max_train_examples must be positive, got {self.max_train_examples}")
-        for name in ("classifier_dropout", "encoder_dropout"):
-            value = getattr(self, name)
-            if value is not None and not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value}")
 
 
 class Finetuning(training.Trainer):

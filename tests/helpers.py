@@ -57,13 +57,18 @@ FRESH_SERVING_SCRIPT = textwrap.dedent(
 
 
 def run_create_pretraining_data(args):
-    """The console script's main in this process, flags it does not know passed on as to Beam."""
+    """The console script's main in this process, flags it does not know passed on as to Beam: its
+    exit code, a user's error reported as `albert_tf.cli.entry_point.run_main` reports it."""
     from data_prep import create_pretraining_data
+
+    from albert_tf.cli.entry_point import report_errors
 
     create_pretraining_data.FLAGS.unparse_flags()
     try:
         remaining = create_pretraining_data.FLAGS(["albert-create-pretraining-data", *args], known_only=True)
-        return create_pretraining_data.main(remaining)
+        return report_errors(create_pretraining_data.main, value_errors_are_users=True)(remaining)
+    except SystemExit as exit:  # a user's error: its one line is on stderr
+        return exit.code
     finally:
         create_pretraining_data.FLAGS.unparse_flags()
 

@@ -8,7 +8,6 @@ other bad-input tests.
 import json
 import os
 import pathlib
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,7 +18,6 @@ import pytest
 
 from albert_tf.errors import UserError
 from albert_tf.files import LOCK_FILE, locked_run_folder
-from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.faults
 
@@ -128,11 +126,11 @@ def _console(tool, args, monkeypatch, capsys):
     """Runs `albert-finetune-<tool> args` as its console script in this process: (exit code, last line)."""
     import importlib
 
-    from albert_tf.cli import entry_point
+    from albert_tf import quiet
 
     module = importlib.import_module(f"finetune.{tool}.cli")
     monkeypatch.setattr(sys, "argv", [f"albert-finetune-{tool}", *args])
-    monkeypatch.setattr(entry_point, "_verbose_flag", [False])
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
     with pytest.raises(SystemExit) as exited:
         module.run()
     return exited.value.code, capsys.readouterr().err.splitlines()[-1]
@@ -235,6 +233,20 @@ def test_squad_predict_without_a_model_names_do_predict(tmp_path, small_data_dir
                     monkeypatch, capsys) == (1, (
         f"error: --do_predict without --do_train needs a fine-tuned model, and --output_dir {out} holds no "
         "checkpoint: add --do_train, or give the output_dir of a fine-tuning run"))
+    assert not out.exists()
+
+
+def test_a_litert_format_without_an_export_is_refused_before_anything_is_done(tmp_path, small_data_dir,
+                                                                             monkeypatch, capsys):
+    """Issue 40: `--format=litert --noexport` trained and exported nothing without a word."""
+    out = tmp_path / "run"
+    args = ["--task=MRPC", f"--data_dir={small_data_dir / 'glue'}", *_squad_args(tmp_path, small_data_dir)[:3],
+            "--do_train", "--noexport"]
+    assert _console("glue", [*args, "--format=litert"], monkeypatch, capsys) == (
+        2, "error: --format=litert is for the export, and --noexport exports nothing: drop one of them")
+    assert _console("glue", [*args, "--format=litert", "--quantization=float16"], monkeypatch, capsys) == (
+        2, "error: --format=litert and --quantization=float16 are for the export, and --noexport exports nothing: "
+           "drop one of them")
     assert not out.exists()
 
 
@@ -369,29 +381,40 @@ def test_pretraining_from_a_checkpoint_of_another_model_is_one_line_and_leaves_n
     assert not out.exists()
 
 
-def test_a_pretraining_run_refused_for_another_config_keeps_the_old_runs_vocabulary(tmp_path, tiny_run):
-    """Issue 39: the vocabulary was copied in before the folder's check, over the old run's."""
+def test_pretraining_refused_for_another_config_keeps_the_folders_vocabulary(tmp_path, tiny_run, small_data_dir,
+                                                                             monkeypatch, capsys):
+    """Issue 39: the run's spiece.model was overwritten by --spm_model_file before the folder's
+    config refused the run."""
+    import shutil
+
+    from albert_tf import quiet
+    from albert_tf.cli import pretrain
     from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, write_pretraining_records
     from tests.albert_tf.tiny import TINY
 
-    folder, _ = tiny_run
-    out = tmp_path / "run"
-    shutil.copytree(folder, out)
-    old_vocab = (REPO_ROOT / "tests" / "fixtures" / "export" / "tiny_spm.model").read_bytes()
-    (out / "spiece.model").write_bytes(old_vocab)
-    before = {name: (out / name).read_bytes() for name in os.listdir(out) if (out / name).is_file()}
+    folder = tmp_path / "run"
+    shutil.copytree(tiny_run[0], folder)
+    (folder / "spiece.model").write_bytes(b"the run's own vocabulary")
+    before = sorted(p.name for p in folder.iterdir())
     records = write_pretraining_records(tmp_path / "train.tfrecord", 8)
     config = tmp_path / "wide.json"
     config.write_text(json.dumps(TINY.replace(hidden_size=32, intermediate_size=64).to_dict()))
-    code, line, count = _tool("albert_tf.cli.pretrain", f"--input_file={records}", f"--output_dir={out}",
-                              f"--albert_config_file={config}",
-                              f"--spm_model_file={REPO_ROOT / 'tests' / 'fixtures' / 'data_prep' / 'tiny_vocab.model'}",
-                              f"--max_seq_length={PRETRAINING_SEQ}", f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}",
-                              "--train_batch_size=4", "--num_train_steps=2", "--nojit_compile", "--noprogress_bar")
-    assert (code, count) == (1, 1), line
-    assert line == (f"error: output_dir {out} holds checkpoints of another config: hidden_size 16 there vs 32 here, "
-                    "intermediate_size 32 there vs 64 here; use a fresh output_dir or the same config")
-    assert {name: (out / name).read_bytes() for name in os.listdir(out) if (out / name).is_file()} == before
+    monkeypatch.setattr(sys, "argv", [
+        "albert-pretrain", f"--input_file={records}", f"--output_dir={folder}", f"--albert_config_file={config}",
+        f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}", f"--max_seq_length={PRETRAINING_SEQ}",
+        f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}", "--train_batch_size=4", "--num_train_steps=2",
+        "--nojit_compile", "--noprogress_bar"])
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
+    try:
+        with pytest.raises(SystemExit) as exited:
+            pretrain.run()
+    finally:
+        pretrain.FLAGS.unparse_flags()
+    assert (exited.value.code, capsys.readouterr().err.splitlines()[-1]) == (1, (
+        f"error: output_dir {folder} holds checkpoints of another config: hidden_size 16 there vs 32 here, "
+        "intermediate_size 32 there vs 64 here; use a fresh output_dir or the same config"))
+    assert (folder / "spiece.model").read_bytes() == b"the run's own vocabulary"
+    assert sorted(p.name for p in folder.iterdir()) == before
 
 
 def test_export_of_a_missing_checkpoint_without_a_vocabulary_names_the_checkpoint(tmp_path):
@@ -474,3 +497,31 @@ def test_one_exit_code_convention_2_usage_1_run_time(tmp_path, small_data_dir, m
         "must have a value other than None.; flag --output_dir=None: Flag --output_dir must have a value other than "
         "None. (see --help)"), 1)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("module, args, line", [
+    ("albert_tf.cli.export", ["--output_dir=OUT"], "give exactly one of --preset and --init_checkpoint"),
+    ("albert_tf.cli.export", ["--output_dir=OUT", "--preset=p", "--init_checkpoint=c"],
+     "give exactly one of --preset and --init_checkpoint"),
+    ("albert_tf.cli.pretrain", ["--output_dir=OUT", "--input_file=x", "--size=albert_base_v2", "--preset=p",
+                                "--init_checkpoint=c"], "give at most one of --preset and --init_checkpoint"),
+    ("finetune.glue.cli", ["--output_dir=OUT", "--task=MRPC", "--data_dir=d", "--do_train", "--preset=p",
+                           "--init_checkpoint=c"], "give at most one of --preset and --init_checkpoint"),
+])
+def test_preset_or_init_checkpoint_is_one_check_for_every_tool(module, args, line, tmp_path, monkeypatch, capsys):
+    """Issue 39: the same question was asked in four places, in three wordings and two exit codes."""
+    import importlib
+
+    from albert_tf import quiet
+
+    tool = importlib.import_module(module)
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["tool", *(arg.replace("OUT", str(out)) for arg in args)])
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
+    try:
+        with pytest.raises(SystemExit) as exited:
+            tool.run()
+    finally:
+        tool.FLAGS.unparse_flags()
+    assert (exited.value.code, capsys.readouterr().err.splitlines()[-1]) == (2, f"error: {line}")
+    assert list(tmp_path.iterdir()) == []

@@ -76,3 +76,32 @@ def test_convert_names_its_output_folder_as_the_other_tools():
             assert flags.output_dir == "out"
     finally:
         convert.FLAGS.unparse_flags()
+
+
+@pytest.mark.parametrize("tool", ["pretrain", "glue"])
+def test_the_option_flags_take_their_defaults_and_help_from_the_option_fields(tool):
+    """Issue 39: each default and help text written once, on the option dataclass's field; a tool
+    says only where its command line means otherwise."""
+    import dataclasses
+
+    from albert_tf.options import PretrainingOptions
+    from finetune.options import FinetuneOptions
+    from finetune.task import HPARAM_FIELDS
+
+    if tool == "pretrain":
+        flag_values, options_class = pretrain.FLAGS, PretrainingOptions
+        # read from the records' pretraining_data.json, scaled to the steps, or a bar on a terminal
+        own = {"input_file": None, "eval_input_file": None, "max_seq_length": None, "max_predictions_per_seq": None,
+               "num_warmup_steps": None, "progress_bar": True}
+    else:
+        from finetune.glue import cli
+
+        flag_values, options_class = cli.FLAGS, FinetuneOptions
+        own = {"progress_bar": True, **{name: None for name in HPARAM_FIELDS}}  # the task's hparams fill these
+    for field in dataclasses.fields(options_class):
+        flag = flag_values[field.name]
+        default = None if field.default is dataclasses.MISSING else field.default
+        assert flag.default == own.get(field.name, default), field.name
+        assert flag.help, field.name
+    assert flag_values["jit_compile"].help == "Compile the forward and backward pass with XLA."
+    assert flag_values["keep_checkpoint_max"].help == "Checkpoints kept."

@@ -112,3 +112,15 @@ def test_conversion_and_presets_import_no_model_class():
             seen.add(name)
             todo.extend(graph[name])
     assert not seen & models, sorted(seen & models)
+
+
+def test_the_library_imports_no_console_script():
+    """Issue 39: the Beam pipeline imported albert_tf.cli.entry_point. Only the console scripts (the
+    CLI modules and data_prep's two tools) import the CLI layer; the option dataclasses the flags
+    come from live below it."""
+    graph = import_graph()
+    tools = {"data_prep.create_pretraining_data", "data_prep.train_vocab"}
+    for name, targets in graph.items():
+        if name.startswith("albert_tf.cli") or name in tools or name.endswith(".cli"):
+            continue
+        assert not {t for t in targets if t.startswith("albert_tf.cli") or t.endswith(".cli") or t in tools}, name

@@ -3,17 +3,17 @@
 import pytest
 from absl import app
 
-from albert_tf import choices
+from albert_tf import options
 from albert_tf.cli import pretrain
 from albert_tf.errors import FlagError
 from tests.conftest import REPO_ROOT  # noqa: F401 (the repository on the path)
 
 
 def test_scaled_warmup_keeps_the_ratio_within_the_run():
-    assert choices.scaled_warmup_steps(125_000, 125_000, 3_125) == 3_125
-    assert choices.scaled_warmup_steps(40, 125_000, 3_125) == 1  # 2.5% of 40
-    assert choices.scaled_warmup_steps(40, 800, 200) == 10  # MRPC's 200 of 800
-    assert choices.scaled_warmup_steps(3, 10, 10) == 3
+    assert options.scaled_warmup_steps(125_000, 125_000, 3_125) == 3_125
+    assert options.scaled_warmup_steps(40, 125_000, 3_125) == 1  # 2.5% of 40
+    assert options.scaled_warmup_steps(40, 800, 200) == 10  # MRPC's 200 of 800
+    assert options.scaled_warmup_steps(3, 10, 10) == 3
 
 
 def _pretrain_flags(*args):

@@ -1,5 +1,6 @@
-"""How every console script of the project starts: its own absl FlagValues, one parser, one way
-to report a user's mistake.
+"""How every console script of the project starts (`run_main`, the one entry point: the
+pretraining, export, conversion, data-prep and fine-tuning tools alike): its own absl FlagValues,
+one parser, one --help and --verbose, one way to report a user's mistake.
 
 Each script keeps its flags in a `flags.FlagValues()` of its own, because several define the same
 names (`--input_file`, ...) and one process (a test run) may import them all. absl's `app.run`
@@ -8,36 +9,24 @@ still wants its global FLAGS parsed, so they are parsed with their defaults (log
 A user's mistake (`albert_tf.errors.UserError`, a bad flag, a missing file, a full disk, Ctrl-C)
 ends the script with one line on stderr, `error: <what and where>`, and one convention of exit
 codes for every script: 2 for usage (a flag wrong, missing or unknown), 1 for a failure at run
-time (a file, a value in it, a busy or unusable folder, the machine), 130 for an interrupt. `--verbose` (every script has it) or ALBERT_TF_VERBOSE=1 adds the
-traceback. Any other exception is a bug of ours and keeps its traceback.
+time (a file, a value in it, a busy or unusable folder, the machine), 130 for an interrupt.
+`--verbose` (every script has it) or ALBERT_TF_VERBOSE=1 adds the traceback. Any other exception
+is a bug of ours and keeps its traceback.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 import traceback
 from typing import Callable
 
 from absl import app, flags
 
-from albert_tf.quiet import LOG_LEVEL_ENV, QUIET_LEVEL, quiet_tensorflow, show_tensorflow_start_up, stderr_captured
+from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
+from albert_tf.quiet import (VERBOSE_ENV, quiet_tensorflow, set_tensorflow_log_level, set_verbose,
+                             show_tensorflow_start_up, verbose)
 
-VERBOSE_ENV = "ALBERT_TF_VERBOSE"
 VERBOSE_HELP = f"Show tracebacks of user errors (also: {VERBOSE_ENV}=1) and more log."
-_verbose_flag: list[bool] = [False]  # set by run_main from the parsed --verbose
-
-
-def verbose() -> bool:
-    """True when the running script was given --verbose, or ALBERT_TF_VERBOSE is set (not 0)."""
-    return _verbose_flag[0] or os.environ.get(VERBOSE_ENV, "0") not in ("", "0", "false", "False")
-
-
-def quiet_device_start():
-    """Around the start of TensorFlow's devices (the strategy): its C++ lines ("failed call to
-    cuInit" on a machine without a GPU) are kept from the user unless --verbose; shown on failure."""
-    return contextlib.nullcontext() if verbose() else stderr_captured()
 
 
 def quiet_logs() -> None:
@@ -52,11 +41,6 @@ def quiet_logs() -> None:
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)
-
-
-def set_verbose(value: bool) -> None:
-    """Records the parsed --verbose of a script that parses its own flags."""
-    _verbose_flag[0] = bool(value)
 
 
 def report_errors(main: Callable, value_errors_are_users: bool = False) -> Callable:
@@ -85,6 +69,13 @@ def report_errors(main: Callable, value_errors_are_users: bool = False) -> Calla
     return guarded
 
 
+def define_common_flags(flag_values: flags.FlagValues) -> None:
+    """--verbose, and the release's names of the flags `flag_values` holds: what every script has."""
+    if "verbose" not in flag_values:
+        flags.DEFINE_bool("verbose", False, VERBOSE_HELP, flag_values=flag_values)
+    define_release_flags(flag_values)
+
+
 def run_main(
     main: Callable, flag_values: flags.FlagValues, doc: str | None, pass_unknown_flags: bool = False,
     value_errors_are_users: bool = False,
@@ -97,12 +88,8 @@ def run_main(
     options, such as Beam's); `main` must refuse them where they mean nothing. With
     `value_errors_are_users`, see `report_errors`.
     """
-    os.environ.setdefault(LOG_LEVEL_ENV, QUIET_LEVEL)
-    if "verbose" not in flag_values:
-        flags.DEFINE_bool("verbose", False, VERBOSE_HELP, flag_values=flag_values)
-    from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
-
-    define_release_flags(flag_values)
+    set_tensorflow_log_level()
+    define_common_flags(flag_values)
 
     def parse(argv: list[str]) -> list[str]:
         if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
@@ -110,6 +97,7 @@ def run_main(
                 print(doc)
             print(flag_values.get_help())
             sys.exit(0)
+        flag_values.unparse_flags()  # a command line's own values only, in a process that ran others
         try:
             remaining = flag_values(argv, known_only=pass_unknown_flags)
         except flags.Error as error:  # one line, even for several missing flags (one line each in absl)
@@ -125,10 +113,9 @@ def run_main(
     app.run(report_errors(main, value_errors_are_users), flags_parser=parse)
 
 
-# A script whose flags need TensorFlow to be defined (the fine-tuning scripts, whose flags are the
-# option fields of albert_tf.training) loads it when its module is imported, before run_main: the
-# start-up lines are captured from then on, unless the user asked for them.
-# (Importing albert_tf did so already; --verbose asks for TensorFlow's lines.)
+# Every script loads TensorFlow in its main, after the flags are parsed: from the import of a script
+# on, its start-up lines are captured, unless the user asked for them (--verbose, read here before
+# the flags are parsed because TensorFlow's first lines may come before).
 if verbose() or "--verbose" in sys.argv[1:]:
     show_tensorflow_start_up()
 else:

@@ -25,7 +25,8 @@ import os
 
 from absl import flags
 
-from albert_tf.choices import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS
+from albert_tf.cli.option_flags import weights_source
+from albert_tf.options import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS
 from albert_tf.cli.entry_point import run_main
 from albert_tf.errors import FlagError
 from albert_tf.files import locked_run_folder, prepare_output_dir
@@ -111,8 +112,7 @@ def _representative_texts(path: str) -> list:
 
 def main(argv):
     del argv
-    if bool(FLAGS.preset) == bool(FLAGS.init_checkpoint):
-        raise FlagError("give exactly one of --preset and --init_checkpoint")
+    weights_source(FLAGS, required=True)
     if not FLAGS.output_dir:
         raise FlagError("--output_dir is required")
     _check_litert_flags()

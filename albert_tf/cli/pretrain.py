@@ -18,70 +18,40 @@ import os
 
 from absl import flags
 
-from albert_tf import choices
-from albert_tf.cli.entry_point import quiet_device_start, run_main, verbose
+from albert_tf import options
+from albert_tf.cli.entry_point import run_main
+from albert_tf.quiet import quiet_device_start, set_tensorflow_log_level, verbose
+from albert_tf.cli.option_flags import define_option_flags, define_strategy_flags, option_values, weights_source
 from albert_tf.errors import FlagError
-from albert_tf.files import locked_run_folder, prepare_output_dir
+from albert_tf.files import expand_patterns, locked_run_folder, prepare_output_dir
 
 # Its own FlagValues: data_prep's scripts define --input_file too, and one process may import both.
 FLAGS = flags.FlagValues()
-flags.DEFINE_string("input_file", None, "Comma-separated globs of pretraining TFRecords.", flag_values=FLAGS)
-flags.DEFINE_string("eval_input_file", None, "Comma-separated globs of held-out TFRecords, evaluated "
-                    "at every checkpoint and at the end.", flag_values=FLAGS)
-flags.DEFINE_string("output_dir", None, "Where checkpoints, TensorBoard summaries, albert_config.json "
-                    "and the exported SavedModel go. A rerun resumes from its latest checkpoint.", flag_values=FLAGS)
+# The help of this tool's own meaning of a field; the others are the fields' (albert_tf.options).
+_OPTION_HELP = {
+    "output_dir": "Where checkpoints, TensorBoard summaries, albert_config.json and the exported SavedModel go. "
+                  "A rerun resumes from its latest checkpoint.",
+    "max_seq_length": "Sequence length the records were written with (default: read from the "
+                      "pretraining_data.json beside them).",
+    "max_predictions_per_seq": "Masked positions per record, as written (default: read from the "
+                               "pretraining_data.json beside them).",
+    "num_warmup_steps": "Updates of linear warmup (default: the paper's 3,125 of 125,000, scaled to "
+                        "--num_train_steps).",
+}
+# Where the command line's default differs from the field's: read from the records, or scaled.
+_CLI_DEFAULTS = {"input_file": None, "eval_input_file": None, "max_seq_length": None,
+                 "max_predictions_per_seq": None, "num_warmup_steps": None, "progress_bar": True}
+OPTION_FLAGS = define_option_flags(FLAGS, options.PretrainingOptions, _OPTION_HELP, _CLI_DEFAULTS)
 flags.DEFINE_string("albert_config_file", None, "An albert_config.json (or give --size or --preset).", flag_values=FLAGS)
 flags.DEFINE_string("size", None, "A released size without weights, such as albert_base_v2 (albert-presets --sizes): "
                     "pretraining from scratch.", flag_values=FLAGS)
 flags.DEFINE_string("preset", None, "Start from a preset's weights (encoder and pretraining heads) and config: a "
                     "folder, a released name such as albert_base_v2 (albert-presets), a tarball URL or hf://<repo>.",
                     flag_values=FLAGS)
-flags.DEFINE_string("init_checkpoint", None, "Start from the weights of this checkpoint (a prefix or an "
-                    "output_dir of albert-pretrain, or a preset as --preset takes it); every weight must be there "
-                    "with its shape.", flag_values=FLAGS)
-flags.DEFINE_integer("train_batch_size", 4096, "Global batch of one update, over all replicas and "
-                     "accumulated micro-batches.", flag_values=FLAGS)
-flags.DEFINE_integer("eval_batch_size", 64, "Global batch for evaluation.", flag_values=FLAGS)
-flags.DEFINE_integer("max_seq_length", None, "Sequence length the records were written with (default: read "
-                     "from the pretraining_data.json beside them).", flag_values=FLAGS)
-flags.DEFINE_integer("max_predictions_per_seq", None, "Masked positions per record, as written (default: "
-                     "read from the pretraining_data.json beside them).", flag_values=FLAGS)
-flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate (after warmup).", flag_values=FLAGS)
-flags.DEFINE_integer("num_train_steps", choices.PRETRAINING_STEPS, "Updates in all; the learning rate reaches 0 there.", flag_values=FLAGS)
-flags.DEFINE_integer("num_warmup_steps", None, "Updates of linear warmup (default: the paper's 3,125 of "
-                     "125,000, scaled to --num_train_steps).", flag_values=FLAGS)
-flags.DEFINE_float("weight_decay", 0.01, "Weight decay of the non-LayerNorm, non-bias weights.", flag_values=FLAGS)
-flags.DEFINE_enum("optimizer", "lamb", list(choices.OPTIMIZERS), "lamb (pretraining, as released) "
-                  "or adamw.", flag_values=FLAGS)
-flags.DEFINE_integer("save_checkpoints_steps", 5000, "Updates between checkpoints.", flag_values=FLAGS)
-flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.", flag_values=FLAGS)
-flags.DEFINE_integer("steps_per_loop", 100, "Updates per call to the compiled loop (TPUs want many); "
-                     "also the interval of the progress line and summaries.", flag_values=FLAGS)
-flags.DEFINE_integer("grad_accum_steps", 1, "Micro-batches per update: the batch of each replica is "
-                     "split in this many, their gradients summed, and applied once.", flag_values=FLAGS)
-flags.DEFINE_enum("mixed_precision", "none", list(choices.MIXED_PRECISION_POLICIES),
-                  choices.MIXED_PRECISION_HELP, flag_values=FLAGS)
-flags.DEFINE_bool("jit_compile", True, "Compile the forward and backward pass with XLA.", flag_values=FLAGS)
-flags.DEFINE_enum("strategy", "one_device", list(choices.STRATEGIES), "The tf.distribute strategy.", flag_values=FLAGS)
-flags.DEFINE_integer("cpu_devices", None, "With --strategy=mirrored on a machine without GPUs: split the "
-                     "CPU into this many logical devices, one replica each (to try multi-replica runs).",
-                     flag_values=FLAGS)
-flags.DEFINE_float("worker_timeout_s", choices.WORKER_TIMEOUT_S, "With --strategy=multi_worker: a worker not heard from for this "
-                   "long (its machine gone) is taken as lost, and every other worker stops with one line; a "
-                   "worker that dies on a live machine is noticed at once.", flag_values=FLAGS)
-flags.DEFINE_string("tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.", flag_values=FLAGS)
-flags.DEFINE_integer("max_eval_steps", None, "Evaluate at most this many batches (default: all).", flag_values=FLAGS)
-flags.DEFINE_integer("seed", 12345, "Seed of the initialisation and of the input shuffling.", flag_values=FLAGS)
-flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the records, kept in --output_dir (a "
-                    "rerun needs it no more); the encoder is exported at the end only with one.", flag_values=FLAGS)
-flags.DEFINE_bool("progress_bar", True, "Show a progress bar (on the chief).", flag_values=FLAGS)
-
-
-def init_source() -> str | None:
-    """Where the weights start from: --preset or --init_checkpoint (at most one), or None."""
-    if FLAGS.preset and FLAGS.init_checkpoint:
-        raise FlagError("give at most one of --preset and --init_checkpoint")
-    return FLAGS.preset or FLAGS.init_checkpoint
+flags.DEFINE_string("init_checkpoint", None, "Start from the weights of this checkpoint (a prefix or an output_dir "
+                    "of albert-pretrain, or a preset as --preset takes it); every weight must be there with its "
+                    "shape.", flag_values=FLAGS)
+define_strategy_flags(FLAGS, worker_timeout=True)
 
 
 def load_config():
@@ -94,10 +64,10 @@ def load_config():
         return AlbertConfig.named(FLAGS.size)
     if FLAGS.albert_config_file:
         return AlbertConfig.from_json_file(FLAGS.albert_config_file)
-    if init_source():
+    if weights_source(FLAGS):
         from albert_tf.presets.loader import init_config
 
-        return init_config(init_source())
+        return init_config(weights_source(FLAGS))
     raise FlagError("give one of --albert_config_file, --size and --preset")
 
 
@@ -109,9 +79,7 @@ def record_lengths() -> tuple[int, int]:
     given = {"max_seq_length": FLAGS.max_seq_length, "max_predictions_per_seq": FLAGS.max_predictions_per_seq}
     if None not in given.values():
         return given["max_seq_length"], given["max_predictions_per_seq"]
-    from albert_tf.pretraining import expand_globs
-
-    files = expand_globs(FLAGS.input_file, "input_file")
+    files = expand_patterns(FLAGS.input_file, flag="input_file")
     metadata = os.path.join(os.path.dirname(files[0]), PRETRAINING_METADATA_FILE)
     if not os.path.exists(metadata):
         missing = [f"--{name}" for name, value in given.items() if value is None]
@@ -136,9 +104,8 @@ def warmup_steps() -> int:
     """--num_warmup_steps, or the paper's warmup ratio applied to --num_train_steps."""
     steps, warmup = FLAGS.num_train_steps, FLAGS.num_warmup_steps
     if warmup is None:
-        return choices.scaled_warmup_steps(steps, choices.PRETRAINING_STEPS, choices.PRETRAINING_WARMUP_STEPS)
-    if not 0 <= warmup <= steps:
-        raise FlagError(f"--num_warmup_steps={warmup} must be between 0 and --num_train_steps={steps}")
+        return options.scaled_warmup_steps(steps, options.PRETRAINING_STEPS, options.PRETRAINING_WARMUP_STEPS)
+    options.check_warmup(steps, warmup, prefix="--")
     return warmup
 
 
@@ -147,7 +114,7 @@ def main(argv):
         # When a worker is lost, TensorFlow's runtime logs every aborted collective as an ERROR of
         # its own; the one line that says what happened is ours (strategies.lost_workers_named).
         # Read once, when TensorFlow loads, which is below.
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        set_tensorflow_log_level("3", override=True)
     from albert_tf import pretraining, strategies  # here, not above: --help must not load TensorFlow
 
     if len(argv) > 1:
@@ -155,6 +122,7 @@ def main(argv):
     for name in ("input_file", "output_dir"):
         if not FLAGS[name].value:
             raise FlagError(f"--{name} is required")
+    weights_source(FLAGS)
     # Before anything is read or written: an unusable folder is one line naming the flag.
     prepare_output_dir(FLAGS.output_dir, create=False)
     # One run a folder; a run refused or failed before its first checkpoint leaves it as it was.
@@ -166,30 +134,11 @@ def pretrain(strategies, pretraining):
     """The pretraining run the flags ask for, in the locked --output_dir."""
     config = load_config()
     max_seq_length, max_predictions_per_seq = record_lengths()
-    options = pretraining.PretrainingOptions(
-        output_dir=FLAGS.output_dir,
-        input_file=FLAGS.input_file,
-        eval_input_file=FLAGS.eval_input_file or "",
-        train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size,
-        max_seq_length=max_seq_length,
-        max_predictions_per_seq=max_predictions_per_seq,
-        learning_rate=FLAGS.learning_rate,
-        num_train_steps=FLAGS.num_train_steps,
-        num_warmup_steps=warmup_steps(),
-        weight_decay=FLAGS.weight_decay,
-        optimizer=FLAGS.optimizer,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-        steps_per_loop=FLAGS.steps_per_loop,
-        grad_accum_steps=FLAGS.grad_accum_steps,
-        mixed_precision=FLAGS.mixed_precision,
-        jit_compile=FLAGS.jit_compile,
-        max_eval_steps=FLAGS.max_eval_steps,
-        seed=FLAGS.seed,
-        progress_bar=FLAGS.progress_bar,
-        spm_model_file=run_vocabulary(),
-    )
+    values = option_values(FLAGS, OPTION_FLAGS)
+    values.update(eval_input_file=FLAGS.eval_input_file or "", max_seq_length=max_seq_length,
+                  max_predictions_per_seq=max_predictions_per_seq, num_warmup_steps=warmup_steps(),
+                  spm_model_file=run_vocabulary())
+    run_options = options.PretrainingOptions(**values)
     # First, before any other TensorFlow op: multi-worker collectives must be configured at startup.
     try:
         with quiet_device_start():
@@ -197,13 +146,13 @@ def pretrain(strategies, pretraining):
                                                worker_timeout_s=FLAGS.worker_timeout_s)
     except ValueError as error:
         raise FlagError(f"--strategy={FLAGS.strategy}: {error}") from error
-    source = init_source()
+    source = weights_source(FLAGS)
     initialize = None
     if source:
         from albert_tf.presets.loader import initialize_pretrainer
 
         initialize = lambda model: initialize_pretrainer(model, source)  # noqa: E731
-    result = pretraining.run_pretraining(config, options, strategy=strategy, initialize=initialize)
+    result = pretraining.run_pretraining(config, run_options, strategy=strategy, initialize=initialize)
     print(summary_line(result), flush=True)
 
 

@@ -43,7 +43,7 @@ skeleton.define_flags(FLAGS, hparams=("paper", "release"), hparams_help=(
 def make_task(flag_values):
     from albert_tf.errors import FlagError
     from finetune.glue.task import GlueTask
-    from finetune.glue.benchmark import get_task
+    from finetune.glue.definitions import get_task
 
     try:
         task = get_task(flag_values.task)
@@ -61,8 +61,8 @@ def finetune(argv) -> dict:
 
 
 def run():
-    """Console-script entry point: errors in the input are one line, not a traceback."""
-    skeleton.console_main(__doc__, FLAGS, finetune)
+    """Console-script entry point."""
+    skeleton.run(__doc__, FLAGS, make_task, required=("task", "data_dir"))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from albert_tf.tokenizer import AlbertTokenizer
 from finetune import cache, inputs
 from finetune.cache import CachedFeatures
 from finetune.glue.readers import Example, read_examples, split_path
-from finetune.glue.benchmark import Task, get_task
+from finetune.glue.definitions import Task, get_task
 
 # Bump when the conversion changes what a record holds, so that old caches are not reused
 # (2: the cache's description moved to finetune.cache, with the spec in it).

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from finetune.glue.benchmark import get_task
+from finetune.glue.definitions import get_task
 from finetune.task import Hparams
 
 

@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from finetune.glue.benchmark import Task, get_task
+from finetune.glue.definitions import Task, get_task
 
 
 def _pair(labels, predictions, dtype) -> tuple[np.ndarray, np.ndarray]:

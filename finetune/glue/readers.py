@@ -15,7 +15,7 @@ import math
 import os
 import pathlib
 
-from finetune.glue.benchmark import SplitLayout, Task, get_task
+from finetune.glue.definitions import SplitLayout, Task, get_task
 
 
 @dataclasses.dataclass(frozen=True)

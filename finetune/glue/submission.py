@@ -12,7 +12,7 @@ import pathlib
 
 from albert_tf.files import atomic_open
 from finetune.glue.metrics import predictions_from_outputs
-from finetune.glue.benchmark import Task, get_task
+from finetune.glue.definitions import Task, get_task
 
 
 def prediction_strings(task: Task | str, outputs) -> list[str]:

@@ -19,12 +19,12 @@ from albert_tf.length_buckets import bucket_lengths
 from finetune.glue import data, metrics, submission
 from finetune.glue.hparams import glue_hparams
 from finetune.glue.readers import split_path
-from finetune.glue.benchmark import Task, get_task
+from finetune.glue.definitions import Task, get_task
 from finetune.task import FinetuningTask, model_inputs
 
 
 class GlueTask(FinetuningTask):
-    """One GLUE task (`finetune.glue.benchmark.Task` or its name) on the data in `data_dir`; `hparams`
+    """One GLUE task (`finetune.glue.definitions.Task` or its name) on the data in `data_dir`; `hparams`
     ("paper" or "release", see `finetune.glue.hparams`) fills the options not given."""
 
     prediction_features = ("label_ids",)

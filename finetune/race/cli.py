@@ -60,8 +60,8 @@ def finetune(argv) -> dict:
 
 
 def run():
-    """Console-script entry point: errors in the input are one line, not a traceback."""
-    skeleton.console_main(__doc__, FLAGS, finetune)
+    """Console-script entry point."""
+    skeleton.run(__doc__, FLAGS, make_task)
 
 
 if __name__ == "__main__":

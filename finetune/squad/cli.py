@@ -52,52 +52,53 @@ skeleton.define_flags(FLAGS, hparams=("paper", "release"), hparams_help=(
 
 
 def make_task(flag_values):
+    """The SquadTask of the flags, once they agree with each other."""
+    F = flag_values
+    if F.do_train and not F.train_file:
+        raise app.UsageError("--do_train needs --train_file")
+    if (F.do_eval or F.do_predict) and not F.predict_file:
+        raise app.UsageError("--do_predict needs --predict_file")
+    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "start_n_top", "end_n_top",
+                 "export_top_k"):
+        if F[name].value < 1:
+            raise app.UsageError(f"--{name} must be positive, got {F[name].value}")
+    from finetune.squad.features import FeatureSettings
     from finetune.squad.task import SquadTask
 
-    return SquadTask(flag_values.train_file, flag_values.predict_file, flag_values.version_2_with_negative,
-                     flag_values.doc_stride, flag_values.max_query_length, flag_values.n_best_size,
-                     flag_values.max_answer_length, flag_values.start_n_top, flag_values.end_n_top,
-                     flag_values.null_score_diff_threshold, flag_values.hparams, flag_values.export_top_k,
-                     skeleton.example_limits(flag_values)["max_eval_examples"])
+    limits = skeleton.example_limits(F)
+    # The release's --do_predict scores --predict_file (the skeleton's evaluation, below): so
+    # --max_predict_examples limits it when --max_eval_examples does not.
+    max_examples = limits["max_eval_examples"] or limits["max_predict_examples"]
+    task = SquadTask(F.train_file, F.predict_file, F.version_2_with_negative, F.doc_stride, F.max_query_length,
+                     F.n_best_size, F.max_answer_length, F.start_n_top, F.end_n_top, F.null_score_diff_threshold,
+                     F.hparams, F.export_top_k, max_examples)
+    try:  # before anything is read or written: the lengths leave room for a context
+        FeatureSettings(F.max_seq_length or task.default_options()["max_seq_length"], F.doc_stride,
+                        F.max_query_length)
+    except ValueError as error:
+        raise app.UsageError(str(error)) from None
+    return task
+
+
+def actions(flag_values) -> skeleton.Actions:
+    """The release's --do_predict answers --predict_file and scores it: that is the skeleton's
+    evaluation (--do_eval says the same)."""
+    F = flag_values
+    score = F.do_eval or F.do_predict
+    if not (F.do_train or score):
+        raise app.UsageError("give at least one of --do_train and --do_predict")
+    return skeleton.Actions(F.do_train, score, False, tuple(name for name in ("do_eval", "do_predict") if F[name].value))
 
 
 def finetune(argv) -> dict:
     """Runs the command line `argv` (argv[0] is the program name) in this process; returns the
     skeleton's summary (`train`, `eval`, `predictions`, `export_dir`, `model`)."""
-    FLAGS.unparse_flags()
-    FLAGS(argv)
-    if not FLAGS.output_dir:
-        raise app.UsageError("--output_dir is required")
-    asked = tuple(name for name in ("do_eval", "do_predict") if FLAGS[name].value)
-    # The release's --do_predict answers --predict_file and scores it: that is the layer's eval.
-    FLAGS.do_eval = FLAGS.do_eval or FLAGS.do_predict
-    FLAGS.do_predict = False
-    if FLAGS.max_eval_examples is None:
-        FLAGS.max_eval_examples = FLAGS.max_predict_examples
-    if FLAGS.do_train and not FLAGS.train_file:
-        raise app.UsageError("--do_train needs --train_file")
-    if FLAGS.do_eval and not FLAGS.predict_file:
-        raise app.UsageError("--do_predict needs --predict_file")
-    if not (FLAGS.do_train or FLAGS.do_eval):
-        raise app.UsageError("give at least one of --do_train and --do_predict")
-    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "start_n_top", "end_n_top",
-                 "export_top_k"):
-        if FLAGS[name].value < 1:
-            raise app.UsageError(f"--{name} must be positive, got {FLAGS[name].value}")
-    task = make_task(FLAGS)
-    from finetune.squad.features import FeatureSettings
-
-    try:  # before anything is read or written: the lengths leave room for a context
-        FeatureSettings(FLAGS.max_seq_length or task.default_options()["max_seq_length"], FLAGS.doc_stride,
-                        FLAGS.max_query_length)
-    except ValueError as error:
-        raise app.UsageError(str(error)) from None
-    return skeleton.run_task(FLAGS, task, asked)
+    return skeleton.finetune(argv, FLAGS, make_task, actions=actions)
 
 
 def run():
-    """Console-script entry point: errors in the input are one line, not a traceback."""
-    skeleton.console_main(__doc__, FLAGS, finetune)
+    """Console-script entry point."""
+    skeleton.run(__doc__, FLAGS, make_task, actions=actions)
 
 
 if __name__ == "__main__":

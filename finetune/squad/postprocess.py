@@ -203,23 +203,3 @@ def postprocess_v2(
         else:
             answers[example.qas_id] = ""
     return Predictions(answers, nbest_json, null_odds)
-
-
-def dataset_of(examples: Sequence[Example]) -> list[dict]:
-    """The examples as the official JSON's "data" list (what the metrics read)."""
-    articles: dict[str, dict] = {}
-    for e in examples:
-        article = articles.setdefault(e.title, {"title": e.title, "paragraphs": []})
-        article["paragraphs"].append(
-            {
-                "context": e.context,
-                "qas": [
-                    {
-                        "id": e.qas_id,
-                        "question": e.question,
-                        "answers": [{"text": a.text, "answer_start": a.start} for a in e.answers],
-                    }
-                ],
-            }
-        )
-    return list(articles.values())

@@ -6,6 +6,7 @@ import sys
 import pytest
 from absl import flags
 
+from albert_tf import quiet
 from albert_tf.cli import entry_point
 from albert_tf.errors import FlagError, UserError
 
@@ -17,7 +18,7 @@ def _run(main, argv, monkeypatch, env=None):
     flag_values = flags.FlagValues()
     flags.DEFINE_string("input_file", None, "a file", flag_values=flag_values)
     monkeypatch.setattr(sys, "argv", ["tool", *argv])
-    monkeypatch.setattr(entry_point, "_verbose_flag", [False])
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
     for key, value in (env or {}).items():
         monkeypatch.setenv(key, value)
     with pytest.raises(SystemExit) as exited:
@@ -53,7 +54,7 @@ def test_verbose_adds_the_traceback(monkeypatch, capsys):
     assert _run(_raises(UserError("bad file")), ["--verbose"], monkeypatch) == 1
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and err.splitlines()[-1] == "error: bad file"
-    assert _run(_raises(UserError("bad file")), [], monkeypatch, env={entry_point.VERBOSE_ENV: "1"}) == 1
+    assert _run(_raises(UserError("bad file")), [], monkeypatch, env={quiet.VERBOSE_ENV: "1"}) == 1
     assert "Traceback" in capsys.readouterr().err
 
 

@@ -22,8 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import pretraining, replicas, training
-from albert_tf import run_folder
+from albert_tf import files, pretraining, replicas, run_folder, training
 from albert_tf.presets.weights import model_weights
 from albert_tf.pretrainer import pretraining_sums
 from tests.helpers import LOOP_CONFIG as CONFIG
@@ -205,7 +204,7 @@ def test_the_training_code_imports_of_presets_only_the_weight_names():
 
 def test_bad_inputs_are_errors(tmp_path):
     with pytest.raises(ValueError, match="--input_file: .*'/nonexistent/\\*.tfrecord' matches no file"):
-        pretraining.expand_globs("/nonexistent/*.tfrecord")
+        files.expand_patterns("/nonexistent/*.tfrecord", flag="input_file")
     with pytest.raises(ValueError, match="global batch of 7 is not divisible by the 2 replicas"):
         replicas.replica_batch_size(7, 2)
     with pytest.raises(ValueError, match="per-replica batch of 6 .* grad_accum_steps=4"):

@@ -219,3 +219,48 @@ def test_a_rerun_makes_again_a_shard_cut_short_since_saying_so(tmp_path, spm_mod
         "changed since): making it again"]
     assert {p.name: p.read_bytes() for p in out.glob("pretrain-*")} == made
     assert run_generation(config, str(out), progress=False)["generated_shards"] == 0  # whole: kept
+
+
+@pytest.mark.parametrize("runner", [None, "DirectRunner"])
+def test_a_mistyped_flag_is_an_error_with_or_without_a_runner(tmp_path, spm_model, capsys, runner):
+    """Issue 40: with --runner, Beam dropped what it could not parse, so `--num_output_shard=3` made
+    the default's one shard without a word."""
+    from tests.helpers import run_create_pretraining_data
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("One sentence here.\nAnother one there.\n")
+    out = tmp_path / "out"
+    beam = [f"--runner={runner}"] if runner else []
+    code = run_create_pretraining_data([f"--input_file={corpus}", f"--output_dir={out}", f"--spm_model_file={spm_model}",
+                                        "--noprogress", *beam, "--num_output_shard=3"])
+    reason = ("neither this tool's nor one of Apache Beam's options (see --help)" if runner
+              else "(flags for Apache Beam need --runner; see --help)")
+    assert (code, capsys.readouterr().err.splitlines()) == (
+        2, [f"error: unknown flag --num_output_shard=3{':' if runner else ''} {reason}"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]
+
+
+def test_beams_own_options_pass_by_their_beam_names_only():
+    from albert_tf.errors import FlagError
+    from data_prep.beam_pipeline import beam_options
+
+    options = beam_options(["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"])
+    assert (options.get_all_options()["direct_num_workers"], options.get_all_options()["direct_running_mode"]) == (
+        2, "multi_processing")
+    with pytest.raises(FlagError, match=r"^unknown flag --direct_num_work=2: neither this tool's nor one of Apache "
+                                        r"Beam's options \(see --help\)$"):
+        beam_options(["--runner=DirectRunner", "--direct_num_work=2"])  # an abbreviation is not Beam's name
+
+
+def test_a_folder_given_as_input_file_is_named_a_folder(tmp_path, spm_model, capsys):
+    from tests.helpers import run_create_pretraining_data
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("One sentence here.\n")
+    out = tmp_path / "out"
+    code = run_create_pretraining_data([f"--input_file={corpus}", f"--output_dir={out}", f"--spm_model_file={spm_model}",
+                                        "--noprogress"])
+    assert (code, capsys.readouterr().err.splitlines()) == (
+        1, [f"error: input pattern '{corpus}' is a folder: give a glob of its files, such as '{corpus}/*'"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]

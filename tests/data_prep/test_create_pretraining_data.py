@@ -246,14 +246,9 @@ def test_a_file_that_is_not_utf8_is_named_with_its_line_and_nothing_is_written(t
 
 def _run_command_line(args):
     """Runs the console script's main in this process (a subprocess would re-import TensorFlow)."""
-    from data_prep import create_pretraining_data
+    from tests.helpers import run_create_pretraining_data
 
-    create_pretraining_data.FLAGS.unparse_flags()
-    try:
-        create_pretraining_data.FLAGS(["albert-create-pretraining-data", *args])
-        return create_pretraining_data.main([])
-    finally:
-        create_pretraining_data.FLAGS.unparse_flags()
+    return run_create_pretraining_data(args)
 
 
 def test_the_command_line_reports_bad_input_and_exits_nonzero(tmp_path, corpus, spm_model, capsys):

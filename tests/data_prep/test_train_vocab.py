@@ -75,6 +75,7 @@ def test_a_refused_vocabulary_leaves_no_model_file(tmp_path, monkeypatch):
 
 
 def test_the_model_prefix_folder_is_checked_naming_the_flag(tmp_path, capsys):
+    from albert_tf.cli.entry_point import report_errors
     from data_prep import train_vocab as tool
 
     (tmp_path / "a_file").write_text("x")
@@ -83,7 +84,9 @@ def test_the_model_prefix_folder_is_checked_naming_the_flag(tmp_path, capsys):
         # The input matches nothing too: the output is checked first.
         tool.FLAGS(["albert-train-vocab", f"--input_file={tmp_path}/none-*.txt",
                     f"--model_prefix={tmp_path / 'a_file' / 'vocab' / 'spiece'}"])
-        assert tool.main([]) == 2
+        with pytest.raises(SystemExit) as exited:  # as the console script reports it
+            report_errors(tool.main, value_errors_are_users=True)([])
+        assert exited.value.code == 2
     finally:
         tool.FLAGS.unparse_flags()
     assert capsys.readouterr().err.splitlines() == [

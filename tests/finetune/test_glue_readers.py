@@ -9,7 +9,7 @@ import collections
 
 import pytest
 
-from finetune.glue import benchmark as tasks, readers
+from finetune.glue import definitions as tasks, readers
 
 # task, split, rows, label counts (None for STS-B's scores)
 OFFICIAL_SPLITS = [

@@ -76,7 +76,7 @@ def _mirrored(output_dir, data_dir):
     from finetune import trainer
     from finetune.glue import data
     from finetune.glue.task import GlueTask
-    from finetune.glue.benchmark import get_task
+    from finetune.glue.definitions import get_task
 
     config = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)

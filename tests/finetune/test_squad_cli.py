@@ -48,6 +48,34 @@ def test_bad_files_are_one_line_and_write_nothing(tmp_path, small_data_dir):
     assert not (tmp_path / "run").exists()
 
 
+class _StrategyAsked(Exception):
+    pass
+
+
+def test_the_release_flags_reach_the_strategy_and_the_users_flags_stay_as_given(tmp_path, small_data_dir,
+                                                                                 monkeypatch):
+    """Issue 39: SQuAD takes the shared path, so --use_tpu means --strategy=tpu as in GLUE (it was
+    ignored), and --do_predict scores without the tool rewriting --do_eval and --do_predict."""
+    from albert_tf import strategies
+
+    asked = []
+
+    def get_strategy(name, tpu=None, **kwargs):
+        asked.append((name, tpu))
+        raise _StrategyAsked
+
+    monkeypatch.setattr(strategies, "get_strategy", get_strategy)
+    data = small_data_dir / "squad" / "dev-v1.1.articles1-2.json"
+    try:
+        with pytest.raises(_StrategyAsked):
+            cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={data}", f"--predict_file={data}",
+                               "--do_train", "--do_predict", "--use_tpu", "--tpu_name=my-tpu", *TRAINING))
+        assert asked == [("tpu", "my-tpu")]
+        assert (cli.FLAGS.do_eval, cli.FLAGS.do_predict, cli.FLAGS.max_eval_examples) == (False, True, None)
+    finally:
+        cli.FLAGS.unparse_flags()
+
+
 def _serve(export_dir, examples, tmp_path):
     pairs = tmp_path / "pairs.json"
     pairs.write_text(json.dumps([[e.question, e.context] for e in examples]))

@@ -1,0 +1,78 @@
+"""The flags several tools share, each defined and checked here once: those generated from an
+option dataclass (`albert_tf.options`, `finetune.options`: one flag per field, named as the field,
+its default the field's; a tool writes only each flag's help), the strategy's, and where the
+weights start from."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from absl import flags
+
+from albert_tf.errors import FlagError
+from albert_tf.options import MIXED_PRECISION_POLICIES, OPTIMIZERS, STRATEGIES, WORKER_TIMEOUT_S
+
+# Fields whose values are a fixed set of names.
+_ENUMS = {"mixed_precision": list(MIXED_PRECISION_POLICIES), "optimizer": list(OPTIMIZERS)}
+
+
+def define_option_flags(flag_values: flags.FlagValues, options_class, help_texts: dict | None = None,
+                        defaults: dict | None = None, skip=()) -> tuple[str, ...]:
+    """Defines, in `flag_values`, a flag for each field of `options_class` but those in `skip`,
+    with the field's help unless `help_texts` gives the tool's own (a field with neither is an
+    error here, at import) and the field's default unless `defaults` gives the command line's
+    own; returns the flags' names."""
+    help_texts, defaults = help_texts or {}, defaults or {}
+    names = []
+    for field in dataclasses.fields(options_class):
+        if field.name in skip:
+            continue
+        name = field.name
+        help_text = help_texts.get(name) or field.metadata.get("help")
+        if not help_text:
+            raise ValueError(f"the option {options_class.__name__}.{name} has no help for its flag")
+        default = defaults.get(name, None if field.default is dataclasses.MISSING else field.default)
+        kind = field.type if isinstance(field.type, str) else field.type.__name__
+        if name in _ENUMS:
+            flags.DEFINE_enum(name, default, _ENUMS[name], help_text, flag_values=flag_values)
+        elif "bool" in kind:
+            flags.DEFINE_bool(name, default, help_text, flag_values=flag_values)
+        elif "int" in kind:
+            flags.DEFINE_integer(name, default, help_text, flag_values=flag_values)
+        elif "float" in kind:
+            flags.DEFINE_float(name, default, help_text, flag_values=flag_values)
+        else:
+            flags.DEFINE_string(name, default, help_text, flag_values=flag_values)
+        names.append(name)
+    return tuple(names)
+
+
+def option_values(flag_values: flags.FlagValues, names) -> dict:
+    """The parsed values of the option flags `names`, as keyword arguments of their dataclass."""
+    return {name: flag_values[name].value for name in names}
+
+
+def define_strategy_flags(flag_values: flags.FlagValues, worker_timeout: bool = False) -> None:
+    """--strategy, --cpu_devices and --tpu (and --worker_timeout_s): the arguments of
+    `albert_tf.strategies.get_strategy`."""
+    flags.DEFINE_enum("strategy", "one_device", list(STRATEGIES), "The tf.distribute strategy.",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("cpu_devices", None, "With --strategy=mirrored on a machine without GPUs: split the CPU "
+                         "into this many logical devices, one replica each (to try multi-replica runs).",
+                         flag_values=flag_values)
+    flags.DEFINE_string("tpu", None, "For --strategy=tpu: a Cloud TPU name, grpc://host:port or 'local'.",
+                        flag_values=flag_values)
+    if worker_timeout:
+        flags.DEFINE_float("worker_timeout_s", WORKER_TIMEOUT_S, "With --strategy=multi_worker: a worker not heard "
+                           "from for this long (its machine gone) is taken as lost, and every other worker stops "
+                           "with one line; a worker that dies on a live machine is noticed at once.",
+                           flag_values=flag_values)
+
+
+def weights_source(flag_values: flags.FlagValues, required: bool = False) -> str | None:
+    """Where the weights start from: --preset or --init_checkpoint, never both (and one of them
+    when `required`); None when neither is given."""
+    preset, checkpoint = flag_values["preset"].value, flag_values["init_checkpoint"].value
+    if preset and checkpoint or required and not (preset or checkpoint):
+        raise FlagError(f"give {'exactly' if required else 'at most'} one of --preset and --init_checkpoint")
+    return preset or checkpoint

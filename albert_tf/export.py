@@ -40,7 +40,7 @@ from typing import Callable, Mapping, Sequence
 import keras
 import tensorflow as tf
 
-from albert_tf.choices import PRECISIONS
+from albert_tf.options import PRECISIONS
 from albert_tf.features import classification_feature_spec, pretraining_feature_spec
 from albert_tf.files import atomic_folder
 from albert_tf.graph_tokenizer import AlbertGraphTokenizer

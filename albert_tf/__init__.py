@@ -2,43 +2,43 @@
 
 import importlib
 
-from albert_tf.quiet import quiet_tensorflow
+from albert_tf.utils.quiet import quiet_tensorflow
 
 # Before TensorFlow loads (it reads its log level once): its C++ start-up lines ("failed call to
 # cuInit", the CPU-feature notes) kept from a user of the library, as from the CLIs', unless the
 # user set TF_CPP_MIN_LOG_LEVEL to show them.
 quiet_tensorflow()
 
-# Every name is loaded on first access: `import albert_tf.tokenizer` or `albert_tf.tfrecord` (what
+# Every name is loaded on first access: `import albert_tf.tokenizers.tokenizer` or `albert_tf.data.tfrecord` (what
 # the data-prep workers need) must not pull in TensorFlow, which costs each process seconds and
 # hundreds of MB. `albert_tf.AlbertEncoder` and `from albert_tf import AlbertEncoder` work as before.
 _LAZY = {
     "SIZES": "albert_tf.config",
     "AlbertConfig": "albert_tf.config",
-    "convert_hf": "albert_tf.convert",
-    "convert_preset_to_hf": "albert_tf.convert",
-    "convert_tf1": "albert_tf.convert",
-    "pretraining_dataset": "albert_tf.datasets",
-    "AlbertEncoder": "albert_tf.encoder",
-    "classification_feature_spec": "albert_tf.features",
-    "example_serializer": "albert_tf.features",
-    "multiple_choice_feature_spec": "albert_tf.features",
-    "pretraining_feature_spec": "albert_tf.features",
-    "serialize_example": "albert_tf.features",
-    "to_example": "albert_tf.features",
-    "AlbertPretrainer": "albert_tf.pretrainer",
-    "losses_from_sums": "albert_tf.pretrainer",
-    "pretraining_losses": "albert_tf.pretrainer",
-    "pretraining_sums": "albert_tf.pretrainer",
-    "AlbertTokenizer": "albert_tf.tokenizer",
-    "normalize_text": "albert_tf.tokenizer",
-    "AlbertGraphTokenizer": "albert_tf.graph_tokenizer",
-    "SavedModelLayer": "albert_tf.export",
-    "export_encoder": "albert_tf.export",
-    "export_pretrainer": "albert_tf.export",
-    "export_saved_model": "albert_tf.export",
-    "AlbertTextClassifier": "albert_tf.text_classifier",
-    "AlbertTextPreprocessor": "albert_tf.text_preprocessor",
+    "convert_hf": "albert_tf.presets.convert",
+    "convert_preset_to_hf": "albert_tf.presets.convert",
+    "convert_tf1": "albert_tf.presets.convert",
+    "pretraining_dataset": "albert_tf.data.datasets",
+    "AlbertEncoder": "albert_tf.models.encoder",
+    "classification_feature_spec": "albert_tf.data.features",
+    "example_serializer": "albert_tf.data.features",
+    "multiple_choice_feature_spec": "albert_tf.data.features",
+    "pretraining_feature_spec": "albert_tf.data.features",
+    "serialize_example": "albert_tf.data.features",
+    "to_example": "albert_tf.data.features",
+    "AlbertPretrainer": "albert_tf.models.pretrainer",
+    "losses_from_sums": "albert_tf.models.pretrainer",
+    "pretraining_losses": "albert_tf.models.pretrainer",
+    "pretraining_sums": "albert_tf.models.pretrainer",
+    "AlbertTokenizer": "albert_tf.tokenizers.tokenizer",
+    "normalize_text": "albert_tf.tokenizers.tokenizer",
+    "AlbertGraphTokenizer": "albert_tf.tokenizers.graph_tokenizer",
+    "SavedModelLayer": "albert_tf.serving.export",
+    "export_encoder": "albert_tf.serving.export",
+    "export_pretrainer": "albert_tf.serving.export",
+    "export_saved_model": "albert_tf.serving.export",
+    "AlbertTextClassifier": "albert_tf.tasks.text_classifier",
+    "AlbertTextPreprocessor": "albert_tf.tokenizers.preprocessor",
 }
 
 

@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any
 
-from albert_tf.validation import require_positive_ints
+from albert_tf.utils.validation import require_positive_ints
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh", "swish", "silu")

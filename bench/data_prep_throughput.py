@@ -4,7 +4,7 @@ Measures, on ../shared/data/corpus (or --corpus_dir):
   1. albert-create-pretraining-data at max_seq_length 128, dupe_factor 5, with 1 and 2 workers:
      instances per second and peak RSS (largest process, and the whole process tree);
   2. peak RSS when the input grows tenfold (the corpus listed 10 times, dupe_factor 1);
-  3. the reader, `albert_tf.datasets.pretraining_dataset`: examples per second, parse + batch.
+  3. the reader, `albert_tf.data.datasets.pretraining_dataset`: examples per second, parse + batch.
 
 Reference (from issue 3): the original google-research create_pretraining_data.py makes about
 400 instances/s at max_seq_length 128 (dupe_factor 1) on this kind of machine, with a peak RSS of
@@ -167,7 +167,7 @@ def _generate(corpus_glob: str, output_dir: str, workers: int, dupe_factor: int,
 
 def _reader_examples_per_s(pattern: str, batch_size: int, seconds: float = 5.0) -> float:
     harness.quiet_tensorflow()
-    from albert_tf.datasets import pretraining_dataset
+    from albert_tf.data.datasets import pretraining_dataset
 
     dataset = pretraining_dataset(
         pattern, batch_size=batch_size, max_seq_length=128, max_predictions_per_seq=20, is_training=True, seed=1
@@ -221,7 +221,7 @@ def _original_command(original_dir: str, corpus: str, output_dir: str, repeat: i
 
 
 def _count_records(directory: str) -> int:
-    from albert_tf.tfrecord import read_records
+    from albert_tf.data.tfrecord import read_records
 
     total = 0
     for path in sorted(pathlib.Path(directory).glob("*.tfrecord")):
@@ -244,14 +244,14 @@ WORKER_FLOORS = {
     "Beam's SDK harness alone (python -m apache_beam.runners.worker.sdk_worker_main)": (
         "import apache_beam.runners.worker.sdk_worker_main"
     ),
-    "the pipeline's worker harness (python -m data_prep.beam_worker)": (
-        "from data_prep.beam_worker import hide_unused_modules\nhide_unused_modules()\n"
+    "the pipeline's worker harness (python -m data_prep.beam.worker)": (
+        "from data_prep.beam.worker import hide_unused_modules\nhide_unused_modules()\n"
         "import apache_beam.runners.worker.sdk_worker_main"
     ),
     "the same, with the pipeline's modules and the SentencePiece model loaded": (
-        "from data_prep.beam_worker import hide_unused_modules\nhide_unused_modules()\n"
-        "import apache_beam.runners.worker.sdk_worker_main\nimport data_prep.beam_pipeline\n"
-        "from albert_tf.tokenizer import AlbertTokenizer\nAlbertTokenizer('{model}')"
+        "from data_prep.beam.worker import hide_unused_modules\nhide_unused_modules()\n"
+        "import apache_beam.runners.worker.sdk_worker_main\nimport data_prep.beam.pipeline\n"
+        "from albert_tf.tokenizers.tokenizer import AlbertTokenizer\nAlbertTokenizer('{model}')"
     ),
 }
 

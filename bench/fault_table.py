@@ -124,7 +124,7 @@ def main():
     # ---- one run a folder: a second run while the first holds the folder, then after it was killed
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys, time
-        from albert_tf.files import locked_run_folder
+        from albert_tf.utils.files import locked_run_folder
         with locked_run_folder("busy"):
             print("locked", flush=True)
             time.sleep(600)
@@ -189,14 +189,16 @@ def main():
     tool("albert-export --checkpoint of a missing folder, no --spm_model_file", "albert_tf.cli.export",
          "--checkpoint=runs/nope", "--output_dir=exp1", folder=scratch / "exp1")
     subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
-        from albert_tf import AlbertConfig, pretraining, training
-        from albert_tf.run_folder import check_output_dir
+        from albert_tf import AlbertConfig
+        from albert_tf.training import pretraining
+        from albert_tf.training import loop
+        from albert_tf.checkpoints.run_folder import check_output_dir
         config = AlbertConfig(**{{**{CONFIG!r}, "vocab_size": 300}})
         options = pretraining.PretrainingOptions(output_dir="small", input_file="x", train_batch_size=4,
                                               eval_batch_size=4, max_seq_length=16, max_predictions_per_seq=2,
                                               num_train_steps=2, num_warmup_steps=0)
         check_output_dir("small", config, write=True)
-        training.Trainer(config, pretraining.PretrainingTask(), options).save()
+        loop.Trainer(config, pretraining.PretrainingTask(), options).save()
         """)], cwd=scratch, check=True, capture_output=True)
     tool("albert-export, a vocabulary larger than the model's", "albert_tf.cli.export", "--init_checkpoint=small",
          f"--spm_model_file={SPM}", "--max_seq_length=16", "--output_dir=exp2", folder=scratch / "exp2")

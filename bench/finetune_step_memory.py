@@ -45,7 +45,7 @@ def hugging_face_update(config, ids, labels):
     import torch
     import transformers
 
-    from albert_tf.convert import config_to_hf
+    from albert_tf.presets.convert import config_to_hf
 
     torch.set_num_threads(ARGS.threads)
     model = transformers.AlbertForSequenceClassification(transformers.AlbertConfig(**config_to_hf(config), num_labels=2))

@@ -79,8 +79,8 @@ harness.set_threads(ARGS.threads, torch=True)
 import transformers  # noqa: E402
 
 from albert_tf import AlbertConfig  # noqa: E402
-from albert_tf.convert import config_to_hf  # noqa: E402
-from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
+from albert_tf.presets.convert import config_to_hf  # noqa: E402
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer  # noqa: E402
 from finetune import inputs  # noqa: E402
 from finetune.trainer import SORT_WINDOW  # noqa: E402
 from finetune import trainer  # noqa: E402

@@ -3,7 +3,7 @@
     python bench/gpu_pretrain_throughput.py [--sizes albert_base_v2,albert_large_v2] \\
         [--batch 64] [--seq 512] [--predictions 20] [--steps 10] [--repeats 5] [--hf]
 
-For each preset, our loop (`albert_tf.training.Trainer` of `PretrainingTask` under the one-device strategy on the
+For each preset, our loop (`albert_tf.training.loop.Trainer` of `PretrainingTask` under the one-device strategy on the
 first GPU: forward, backward, gradient clipping, LAMB with its exclusions, XLA, mixed_bfloat16) on a
 synthetic batch, `--steps` updates per compiled call as `--steps_per_loop` runs them; the median of
 `--repeats` calls after two warm-up calls.
@@ -79,14 +79,16 @@ def our_update(config, args):
     import tensorflow as tf
 
     import pretrain_throughput
-    from albert_tf import pretraining, strategies, training
+    from albert_tf.training import pretraining
+    from albert_tf.training import strategies
+    from albert_tf.training import loop
 
     options = pretraining.PretrainingOptions(
         output_dir=tempfile.mkdtemp(), train_batch_size=args.batch, max_seq_length=args.seq,
         max_predictions_per_seq=args.predictions, num_train_steps=10**6, num_warmup_steps=0,
         steps_per_loop=args.steps, jit_compile=True, mixed_precision="bf16",
     )
-    run = training.Trainer(config, pretraining.PretrainingTask(), options, strategies.get_strategy("one_device"))
+    run = loop.Trainer(config, pretraining.PretrainingTask(), options, strategies.get_strategy("one_device"))
     dataset_fn = pretrain_throughput.synthetic_dataset_fn(args.seq, args.predictions, config.vocab_size)
     iterator = iter(run.distribute(dataset_fn, run.per_replica_batch))
     tf.config.experimental.reset_memory_stats("GPU:0")
@@ -97,7 +99,7 @@ def our_update(config, args):
 
 def hf_update(config, args):
     """Runs the Hugging Face step in a child process; returns its seconds per update and peak MiB."""
-    from albert_tf.convert import config_to_hf
+    from albert_tf.presets.convert import config_to_hf
 
     command = [sys.executable, os.path.abspath(__file__), "--hf_child", json.dumps(config_to_hf(config)),
                f"--batch={args.batch}", f"--seq={args.seq}", f"--predictions={args.predictions}",
@@ -113,7 +115,7 @@ def hf_child(args):
     import torch
     import transformers
 
-    values = json.loads(args.hf_child)  # albert_tf.convert.config_to_hf of the preset
+    values = json.loads(args.hf_child)  # albert_tf.presets.convert.config_to_hf of the preset
     # No dropout where ours has none: the SOP head's own rate follows the config's hidden rate.
     config = transformers.AlbertConfig(**{**values, "classifier_dropout_prob": values["hidden_dropout_prob"]})
     device = torch.device("cuda")

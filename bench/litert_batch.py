@@ -30,8 +30,9 @@ import tensorflow as tf  # noqa: E402
 
 harness.set_threads(ARGS.threads)
 
-from albert_tf import AlbertConfig, AlbertEncoder, litert  # noqa: E402
-from albert_tf.export import export_encoder  # noqa: E402
+from albert_tf import AlbertConfig, AlbertEncoder  # noqa: E402
+from albert_tf.serving import litert
+from albert_tf.serving.export import export_encoder  # noqa: E402
 
 
 def main():

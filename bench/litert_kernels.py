@@ -32,7 +32,7 @@ import tensorflow as tf  # noqa: E402
 
 harness.set_threads(ARGS.threads)
 
-from albert_tf import litert  # noqa: E402
+from albert_tf.serving import litert  # noqa: E402
 
 
 def one_matmul(inner: int, outer: int):

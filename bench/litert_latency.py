@@ -5,9 +5,9 @@ on-device path).
 albert base with random weights (the same architecture as the released one; latency does not
 depend on the values) at sequence length 128, batch 1:
 
-- `saved_model`: `albert_tf.export.export_encoder`, reloaded with `tf.saved_model.load`, its
+- `saved_model`: `albert_tf.serving.export.export_encoder`, reloaded with `tf.saved_model.load`, its
   `serving_default` signature (float32, the fused CPU LayerNorm form);
-- `litert float32`, `litert dynamic_int8`: `albert_tf.litert.convert` of the same encoder, run by
+- `litert float32`, `litert dynamic_int8`: `albert_tf.serving.litert.convert` of the same encoder, run by
   the LiteRT interpreter (ai_edge_litert where installed) through its signature runner;
 - `hf torch dynamic_int8`: `transformers.AlbertModel` of the same config under
   `torch.ao.quantization.quantize_dynamic` (its Linear layers int8), in `torch.inference_mode`.
@@ -56,8 +56,9 @@ def _runners(workdir: str):
     import torch
     import transformers
 
-    from albert_tf import AlbertConfig, AlbertEncoder, litert
-    from albert_tf.export import export_encoder
+    from albert_tf import AlbertConfig, AlbertEncoder
+    from albert_tf.serving import litert
+    from albert_tf.serving.export import export_encoder
 
     harness.set_threads(FLAGS.threads, torch=True)
     keras.utils.set_random_seed(0)

@@ -166,7 +166,7 @@ def hugging_face_system(c):
     import torch
     import transformers
 
-    from albert_tf.convert import config_to_hf
+    from albert_tf.presets.convert import config_to_hf
 
     values = config_to_hf(c)
     # No dropout where ours has none: the SOP head's own rate follows the config's hidden rate.

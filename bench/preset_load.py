@@ -29,8 +29,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer  # noqa: E402
-from albert_tf.checkpoint_names import encoder_weight_names, head_weight_names  # noqa: E402
-from albert_tf.convert import write_tf1_release  # noqa: E402
+from albert_tf.checkpoints.names import encoder_weight_names, head_weight_names  # noqa: E402
+from albert_tf.presets.convert import write_tf1_release  # noqa: E402
 
 VOCAB = harness.REPO / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
 

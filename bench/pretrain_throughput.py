@@ -1,4 +1,4 @@
-"""Pretraining throughput of the training loop (albert_tf.training), side by side with the peers.
+"""Pretraining throughput of the training loop (albert_tf.training.loop), side by side with the peers.
 
     python bench/pretrain_throughput.py [--size albert_base_v2] [--batch 8] [--seq 128] \\
         [--repeats 5] [--input_file 'out/train/*.tfrecord']
@@ -29,8 +29,10 @@ harness.quiet_tensorflow()
 import model_throughput  # noqa: E402  (the peers' systems and the FLOP counts)
 import tensorflow as tf  # noqa: E402
 
-from albert_tf import pretraining, strategies, training  # noqa: E402
-from albert_tf.options import MIXED_PRECISION_POLICIES  # noqa: E402
+from albert_tf.training import pretraining  # noqa: E402
+from albert_tf.training import strategies
+from albert_tf.training import loop
+from albert_tf.training.options import MIXED_PRECISION_POLICIES  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
 
 
@@ -57,7 +59,7 @@ def loop_system(config, args, jit_compile):
         max_predictions_per_seq=args.predictions, num_train_steps=10**6, num_warmup_steps=0,
         jit_compile=jit_compile, mixed_precision=args.mixed_precision,
     )
-    run = training.Trainer(config, pretraining.PretrainingTask(), options, strategies.get_strategy("one_device"))
+    run = loop.Trainer(config, pretraining.PretrainingTask(), options, strategies.get_strategy("one_device"))
     iterator = iter(run.distribute(synthetic_dataset_fn(args.seq, args.predictions, config.vocab_size),
                                    run.per_replica_batch))
     run.train_steps(iterator, 2)  # trace and compile
@@ -65,7 +67,7 @@ def loop_system(config, args, jit_compile):
 
 
 def time_input(args):
-    from albert_tf.datasets import pretraining_dataset
+    from albert_tf.data.datasets import pretraining_dataset
 
     dataset = pretraining_dataset(args.input_file, batch_size=args.batch, max_seq_length=args.seq,
                                   max_predictions_per_seq=args.predictions, is_training=True, seed=0)

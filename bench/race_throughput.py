@@ -45,9 +45,9 @@ import keras  # noqa: E402
 import transformers  # noqa: E402
 
 from albert_tf import AlbertConfig  # noqa: E402
-from albert_tf.convert import config_to_hf  # noqa: E402
+from albert_tf.presets.convert import config_to_hf  # noqa: E402
 from albert_tf.models import AlbertMultipleChoice, classifier_sums  # noqa: E402
-from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer  # noqa: E402
 from finetune.race import features, readers  # noqa: E402
 
 

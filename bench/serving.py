@@ -69,8 +69,8 @@ def padding_main():
     import tensorflow_text  # noqa: F401
 
     from albert_tf import AlbertConfig, AlbertEncoder
-    from albert_tf.export import export_encoder
-    from albert_tf.length_buckets import bucket_lengths
+    from albert_tf.serving.export import export_encoder
+    from albert_tf.tokenizers.length_buckets import bucket_lengths
 
     config = AlbertConfig.named(FLAGS.size)
     encoder = AlbertEncoder(config)
@@ -123,8 +123,8 @@ def main(argv):
     import tensorflow_text  # noqa: F401
 
     from albert_tf import AlbertConfig, AlbertEncoder
-    from albert_tf.export import export_encoder
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.serving.export import export_encoder
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
     config = AlbertConfig.named(FLAGS.size)
     encoder = AlbertEncoder(config)

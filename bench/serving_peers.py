@@ -6,7 +6,7 @@ the same weights in every system (our encoder -> its preset -> `convert_preset_t
 Face's AlbertModel -> `torch.onnx.export`):
 
 - ours: the Keras encoder (float32, no XLA); the SavedModel of `albert-export` in float32 and
-  bfloat16 (`--precision`); LiteRT float32 and dynamic int8 (`albert_tf.litert`, XNNPACK; its batch
+  bfloat16 (`--precision`); LiteRT float32 and dynamic int8 (`albert_tf.serving.litert`, XNNPACK; its batch
   is 1, so batch 8 runs eight calls, as `LiteRTModel` does);
 - PyTorch: the Hugging Face AlbertModel in float32, bfloat16 (`.to(torch.bfloat16)`) and dynamic
   int8 (`torch.ao.quantization.quantize_dynamic` of its Linear layers);
@@ -56,9 +56,10 @@ harness.set_threads(ARGS.threads, torch=True)
 import keras  # noqa: E402
 import torch  # noqa: E402
 
-from albert_tf import AlbertConfig, AlbertEncoder, litert  # noqa: E402
-from albert_tf.export import at_precision, export_encoder  # noqa: E402
-from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
+from albert_tf import AlbertConfig, AlbertEncoder  # noqa: E402
+from albert_tf.serving import litert
+from albert_tf.serving.export import at_precision, export_encoder  # noqa: E402
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer  # noqa: E402
 
 SPM = harness.REPO / "tests" / "fixtures" / "data" / "albert" / "30k-clean.model"
 RTE = harness.REPO / "tests" / "fixtures" / "data" / "glue" / "RTE" / "train.tsv"
@@ -85,7 +86,7 @@ def build(workdir: str, config: AlbertConfig):
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers.optimizer import optimize_model
 
-    from albert_tf.convert import convert_preset_to_hf
+    from albert_tf.presets.convert import convert_preset_to_hf
 
     keras.utils.set_random_seed(0)
     encoder = AlbertEncoder(config)

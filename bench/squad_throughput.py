@@ -56,8 +56,8 @@ import transformers  # noqa: E402
 
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.models import AlbertSpanLabeler  # noqa: E402
-from albert_tf.optimization import create_optimizer  # noqa: E402
-from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
+from albert_tf.training.optimization import create_optimizer  # noqa: E402
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer  # noqa: E402
 from finetune.squad import features, postprocess, readers  # noqa: E402
 from finetune.squad.model import v1_loss_sums  # noqa: E402
 

@@ -116,8 +116,8 @@ flags.DEFINE_enum(
 
 
 def main(argv) -> int:
-    from albert_tf.errors import FlagError
-    from albert_tf.files import files_for, locked_run_folder, prepare_output_dir
+    from albert_tf.utils.errors import FlagError
+    from albert_tf.utils.files import files_for, locked_run_folder, prepare_output_dir
     from data_prep.documents import beam_files
     from data_prep.shards import format_summary
 
@@ -130,7 +130,7 @@ def main(argv) -> int:
     if FLAGS.runner is not None:
         beam_args = [f"--runner={FLAGS.runner}", *beam_args]
         try:
-            from data_prep.beam_pipeline import beam_options
+            from data_prep.beam.pipeline import beam_options
         except ImportError as error:
             raise FlagError(f"--runner needs Apache Beam ({error}): pip install 'albert_tf[beam]'") from None
         beam_options(beam_args)  # before anything is read or written: a flag neither ours nor Beam's
@@ -146,7 +146,7 @@ def main(argv) -> int:
 
 def holds_shards(folder: str) -> bool:
     """Whether a data-prep folder holds a complete shard or a finished run's description."""
-    from albert_tf.files import is_partial
+    from albert_tf.utils.files import is_partial
     from data_prep.shards import METADATA_FILE
 
     return any(name.endswith((".tfrecord", ".tfrecord.gz")) or name == METADATA_FILE
@@ -155,14 +155,14 @@ def holds_shards(folder: str) -> bool:
 
 def generate(beam_args) -> dict:
     """Makes the shards the flags ask for in the locked --output_dir; returns the run's metadata."""
-    from albert_tf.errors import FlagError, UserError
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.utils.errors import FlagError, UserError
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from data_prep.documents import check_not_all_empty, expand_input_patterns
     from data_prep.shards import run_generation
 
     spm_model = FLAGS.spm_model_file
     if "://" in spm_model:  # gs://... : SentencePiece reads local files
-        from data_prep.beam_files import local_copy
+        from data_prep.beam.files import local_copy
 
         spm_model = local_copy(spm_model)
     AlbertTokenizer(spm_model, FLAGS.do_lower_case)  # fails early on an unusable model
@@ -176,7 +176,7 @@ def generate(beam_args) -> dict:
         raise FlagError(str(error)) from None
     if FLAGS.runner is None:
         return run_generation(config, FLAGS.output_dir, FLAGS.num_workers, progress=FLAGS.progress)
-    from data_prep.beam_pipeline import run_beam_generation
+    from data_prep.beam.pipeline import run_beam_generation
 
     return run_beam_generation(config, FLAGS.output_dir, beam_args)
 

@@ -3,7 +3,7 @@
 Two layouts: `sentence_per_line` (the original's: one sentence per line, a blank line between
 documents) and `document_per_line` (one document per line, split into sentences here). A file's
 end always ends a document. Nothing is held beyond the current document. Files ending in `.gz`,
-`.gzip`, `.bz2` or `.xz` are decompressed as they are read (`albert_tf.files`' rule).
+`.gzip`, `.bz2` or `.xz` are decompressed as they are read (`albert_tf.utils.files`' rule).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import os
 import re
 from typing import BinaryIO, Callable, Iterator, Sequence
 
-from albert_tf.errors import UserError
-from albert_tf.files import DECOMPRESSION_ERRORS, compression_of, expand_patterns, open_decompressed
+from albert_tf.utils.errors import UserError
+from albert_tf.utils.files import DECOMPRESSION_ERRORS, compression_of, expand_patterns, open_decompressed
 
 INPUT_FORMATS = ("sentence_per_line", "document_per_line")
 # A "sentence" this long is a whole text on one line: read as sentence_per_line it would become a
@@ -61,7 +61,7 @@ class InputStats:
 def _open_raw(path: str) -> BinaryIO:
     """A local file, or one on a filesystem Apache Beam knows (gs://, s3://, hdfs://...)."""
     if "://" in path:
-        from data_prep.beam_files import open_raw
+        from data_prep.beam.files import open_raw
 
         return open_raw(path)
     return open(path, "rb")
@@ -70,7 +70,7 @@ def _open_raw(path: str) -> BinaryIO:
 def beam_files():
     """Apache Beam's filesystems, for input paths with a scheme (the workers do not load TensorFlow)."""
     try:
-        from data_prep.beam_files import BeamFiles
+        from data_prep.beam.files import BeamFiles
     except ImportError:
         raise BadInputError("input paths with a scheme (gs://...) need Apache Beam: pip install 'albert_tf[beam]'") from None
     return BeamFiles()

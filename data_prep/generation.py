@@ -23,8 +23,8 @@ import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import BinaryIO
 
-from albert_tf.features import pretraining_feature_layout
-from albert_tf.tfrecord import RecordWriter, example_encoder
+from albert_tf.data.features import pretraining_feature_layout
+from albert_tf.data.tfrecord import RecordWriter, example_encoder
 from data_prep.instances import (
     InstanceOptions,
     InstanceStats,

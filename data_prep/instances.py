@@ -11,7 +11,7 @@ import dataclasses
 import itertools
 from typing import NamedTuple, Sequence
 
-from albert_tf.tokenizer import SPIECE_UNDERLINE, AlbertTokenizer, truncate_pair_lengths
+from albert_tf.tokenizers.tokenizer import SPIECE_UNDERLINE, AlbertTokenizer, truncate_pair_lengths
 
 Document = Sequence[Sequence[int]]  # sentences of piece ids
 
@@ -335,7 +335,7 @@ def create_masked_lm_predictions(
 
 
 def instance_features(instance: TrainingInstance, options: InstanceOptions) -> dict[str, list]:
-    """The padded feature lists of `albert_tf.features.pretraining_feature_spec`."""
+    """The padded feature lists of `albert_tf.data.features.pretraining_feature_spec`."""
     seq_pad = options.max_seq_length - len(instance.input_ids)
     pred_pad = options.max_predictions_per_seq - len(instance.masked_lm_positions)
     if seq_pad < 0 or pred_pad < 0:

@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 
 from absl import logging
 
-from albert_tf.errors import one_line
-from albert_tf.features import PRETRAINING_METADATA_FILE, read_pretraining_metadata
-from albert_tf.files import (
+from albert_tf.utils.errors import one_line
+from albert_tf.data.features import PRETRAINING_METADATA_FILE, read_pretraining_metadata
+from albert_tf.utils.files import (
     PartialFile,
     compression_suffix,
     files_for,
@@ -39,7 +39,7 @@ from albert_tf.files import (
     remove_partials,
     write_json,
 )
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of
 from data_prep.instances import InstanceOptions, InstanceStats, MaskingVocab
@@ -104,7 +104,7 @@ def _absolute(path: str) -> str:
 def file_sha256(path: str) -> str:
     """sha256 of the file's bytes (a path with a scheme, gs://..., is read through Beam)."""
     if "://" in path:
-        from data_prep.beam_files import open_raw
+        from data_prep.beam.files import open_raw
 
         opened = open_raw(path)
     else:
@@ -391,7 +391,7 @@ def finished_metadata(config, settings, shard_records, counts, generated_shards,
 def refuse_empty_shards(output_dir: str, config: GenerationConfig, shard_records: dict, counts: dict,
                         fs=None) -> None:
     """An output with no instances, or with a shard without any, is an error, and is removed
-    (through `fs`, `albert_tf.files`' filesystem interface: the Beam pipeline passes Beam's).
+    (through `fs`, `albert_tf.utils.files`' filesystem interface: the Beam pipeline passes Beam's).
 
     Training on it would hang (no records) or read empty files; the fix is in the flags or input.
     """

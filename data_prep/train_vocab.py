@@ -3,7 +3,7 @@
 The settings are those of the released `30k-clean.model`: unigram, `<pad>`=0, `<unk>`=1, no
 <s>/</s>, control symbols [CLS] [SEP] [MASK] at 2, 3, 4, the same user-defined punctuation pieces,
 character coverage 0.99995. The text is normalised first (ALBERT's normalisation, see
-`albert_tf.tokenizer.normalize_text`), exactly as it will be when the model is used.
+`albert_tf.tokenizers.tokenizer.normalize_text`), exactly as it will be when the model is used.
 
 Example:
     albert-train-vocab --input_file='corpus/*.txt' --model_prefix=out/30k --vocab_size=30000
@@ -18,7 +18,7 @@ from typing import Iterator, Sequence
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
-from albert_tf.files import partial_path, prepare_output_dir
+from albert_tf.utils.files import partial_path, prepare_output_dir
 
 # Its own FlagValues, so that the two console scripts (and tests importing both) never collide.
 FLAGS = flags.FlagValues()
@@ -67,7 +67,7 @@ def normalized_sentences(
     files: Sequence[str], input_format: str, do_lower_case: bool, skip_bad_lines: bool
 ) -> Iterator[str]:
     """The training text as SentencePiece will see it at use time, one sentence at a time."""
-    from albert_tf.tokenizer import normalize_text
+    from albert_tf.tokenizers.tokenizer import normalize_text
     from data_prep.documents import iter_documents
 
     for document in iter_documents(files, input_format, skip_bad_lines):
@@ -95,12 +95,12 @@ def train_vocab(
     """Trains the model, checks it has the ALBERT special pieces, and returns the .model path."""
     import sentencepiece as spm
 
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
     if vocab_size < 6:
         raise ValueError(f"vocab_size must leave room beyond the 5 special pieces, got {vocab_size}")
     prepare_output_dir(os.path.dirname(model_prefix) or ".", flag="model_prefix")
-    # Trained in memory, then written under a partial prefix and renamed (albert_tf.files' rule):
+    # Trained in memory, then written under a partial prefix and renamed (albert_tf.utils.files' rule):
     # an interrupted or refused training leaves no .model that a later tool would take for a
     # finished vocabulary. A model trained so records no prefix among its trainer's settings, so
     # the same training gives the same bytes wherever it is saved (data prep records the sha256).
@@ -153,7 +153,7 @@ def _write_vocab(model_proto: bytes, vocab_file: str) -> None:
 
 def main(argv) -> int:
     del argv
-    from albert_tf.errors import FlagError, UserError
+    from albert_tf.utils.errors import FlagError, UserError
     from data_prep.documents import check_not_all_empty, expand_input_patterns
 
     for name in ("input_file", "model_prefix"):

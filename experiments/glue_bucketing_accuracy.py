@@ -65,7 +65,7 @@ import tensorflow as tf  # noqa: E402
 harness.set_threads(ARGS.threads)
 
 from albert_tf import AlbertConfig  # noqa: E402
-from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer  # noqa: E402
 from albert_tf.presets import loader as initialization  # noqa: E402
 from finetune import trainer  # noqa: E402
 from finetune.glue.task import GlueTask  # noqa: E402

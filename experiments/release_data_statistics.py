@@ -38,7 +38,7 @@ def read_records(paths: list[str]) -> dict[str, np.ndarray]:
     """Every record's features as [N, length] int arrays."""
     import tensorflow as tf
 
-    from albert_tf.features import pretraining_feature_spec
+    from albert_tf.data.features import pretraining_feature_spec
 
     spec = pretraining_feature_spec(SEQ, PREDICTIONS)
     columns: dict[str, list] = {k: [] for k in spec}
@@ -196,7 +196,7 @@ def main() -> None:
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
 
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
     tokenizer = AlbertTokenizer(SPM_MODEL)
     pieces = tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size))

@@ -41,8 +41,8 @@ def main():
     import tensorflow as tf
 
     from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.run_folder import load_init_checkpoint
-    from albert_tf.presets.weights import model_weights
+    from albert_tf.checkpoints.run_folder import load_init_checkpoint
+    from albert_tf.checkpoints.weights import model_weights
 
     config = AlbertConfig.from_json_file(os.path.join(args.checkpoint, "albert_config.json"))
     model = AlbertPretrainer(config)

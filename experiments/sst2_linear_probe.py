@@ -59,8 +59,8 @@ def main():
     import numpy as np
 
     from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.tokenizer import AlbertTokenizer
-    from albert_tf.run_folder import load_init_checkpoint
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
+    from albert_tf.checkpoints.run_folder import load_init_checkpoint
 
     config = AlbertConfig.from_json_file(os.path.join(args.pretrained, "albert_config.json"))
     tokenizer = AlbertTokenizer(args.spm_model_file)

@@ -66,7 +66,7 @@ def main():
     args = parse_args()
     import numpy as np
 
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
     tokenizer = AlbertTokenizer(args.spm_model_file)
     vocab_size = tokenizer.vocab_size

@@ -24,7 +24,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import harness  # noqa: E402  (bench/harness.py: the checkout's paths, the data folder, quiet TensorFlow)
 
-from albert_tf.tokenizer import AlbertTokenizer  # noqa: E402
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer  # noqa: E402
 from finetune.glue.readers import read_examples  # noqa: E402
 
 

@@ -33,9 +33,9 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.features import serialize_example
-from albert_tf.files import atomic_open, atomic_path
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.data.features import serialize_example
+from albert_tf.utils.files import atomic_open, atomic_path
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
 _DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
 
@@ -130,7 +130,7 @@ def fingerprint(sources: Sequence[str | os.PathLike], tokenizer: AlbertTokenizer
 
 def _damage(record_path: pathlib.Path, num_records: int) -> str | None:
     """Why the cached record file is not the one its description counts, or None when it is."""
-    from albert_tf.datasets import count_records
+    from albert_tf.data.datasets import count_records
 
     try:
         found = count_records(str(record_path))
@@ -155,7 +155,7 @@ def cache_features(
 
     Args:
         task, split: names, used in the file name.
-        spec: the records' feature spec (`albert_tf.features`' conventions).
+        spec: the records' feature spec (`albert_tf.data.features`' conventions).
         max_seq_length: the features' sequence length (in the file name too).
         sources: the files the features come from; their bytes are fingerprinted.
         settings: everything else the records depend on (a task's format version, its options);

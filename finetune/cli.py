@@ -30,13 +30,13 @@ from typing import Callable, Sequence
 
 from absl import app, flags, logging
 
-from albert_tf import options as run_options
+from albert_tf.training import options as run_options
 from albert_tf.cli import entry_point
 from albert_tf.cli.option_flags import define_option_flags, define_strategy_flags, option_values, weights_source
 from albert_tf.cli.release_flags import apply_release_flags
-from albert_tf.errors import FlagError, UserError
-from albert_tf.files import locked_run_folder, prepare_output_dir, write_json
-from albert_tf.quiet import quiet_device_start
+from albert_tf.utils.errors import FlagError, UserError
+from albert_tf.utils.files import locked_run_folder, prepare_output_dir, write_json
+from albert_tf.utils.quiet import quiet_device_start
 from finetune.options import FinetuneOptions
 from finetune.task import HPARAM_FIELDS
 
@@ -46,7 +46,7 @@ BEST_CHECKPOINT = "model.ckpt-best"  # the release's name
 BEST_RESULTS = "best_checkpoint.json"
 
 # The help of fine-tuning's own meaning of a field, where the task's hparams give the default; the
-# others are the fields' (albert_tf.options, finetune.options).
+# others are the fields' (albert_tf.training.options, finetune.options).
 _OPTION_HELP = {
     "output_dir": "Checkpoints, results, prediction files and the SavedModel.",
     "train_batch_size": "Global training batch (default: the task's hparams, the paper's).",
@@ -192,7 +192,7 @@ class Evaluation:
             results[split], self.predictions[split] = split_results, predictions
         self._results, self._step = results, step
         if write_summaries:
-            from albert_tf import summaries  # here: the module loads without TensorFlow (--help)
+            from albert_tf.training import summaries  # here: the module loads without TensorFlow (--help)
 
             if self._writer is None:
                 self._writer = summaries.summary_writer(self.run.options, self.run.is_chief, "eval")
@@ -266,9 +266,9 @@ def run_task(flag_values: flags.FlagValues, task, actions: Actions | None = None
     if F.cache_dir:
         prepare_output_dir(F.cache_dir, "cache_dir", create=False)
     # One run a folder; a run refused or failed before its first checkpoint leaves it as it was.
-    from albert_tf import training  # here: --help must not load TensorFlow
+    from albert_tf.training import loop  # here: --help must not load TensorFlow
 
-    with locked_run_folder(F.output_dir, keep_on_failure=training.tf.train.latest_checkpoint):
+    with locked_run_folder(F.output_dir, keep_on_failure=loop.tf.train.latest_checkpoint):
         return _run_task(F, task, actions)
 
 
@@ -284,7 +284,8 @@ def example_limits(flag_values: flags.FlagValues) -> dict[str, int | None]:
 
 
 def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
-    from albert_tf import strategies, training  # here: --help must not load TensorFlow
+    from albert_tf.training import strategies  # here: --help must not load TensorFlow
+    from albert_tf.training import loop
 
     options = options_from_flags(F, task)
     splits = (((task.train_split,) if actions.train and task.train_split else ())
@@ -292,7 +293,7 @@ def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
               + (tuple(task.predict_splits) if actions.predict else ()))
     if actions.train and not task.train_split:
         raise app.UsageError(f"{task.name} has no training split")
-    if not actions.train and not training.tf.train.latest_checkpoint(F.output_dir):
+    if not actions.train and not loop.tf.train.latest_checkpoint(F.output_dir):
         # Only the encoder comes from --init_checkpoint/--preset: the task's head would be random,
         # and its scores, prediction files and export would look like results.
         raise UserError(
@@ -305,14 +306,14 @@ def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
     with quiet_device_start():
         strategy = strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
 
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from albert_tf.presets import folder as preset_folder
     from albert_tf.presets import loader as initialization
-    from albert_tf.run_folder import keep_run_vocabulary
+    from albert_tf.checkpoints.run_folder import keep_run_vocabulary
     from finetune import trainer
 
     source_given = F.init_checkpoint or F.preset or F.albert_config_file
-    if not source_given and training.tf.train.latest_checkpoint(F.output_dir):
+    if not source_given and loop.tf.train.latest_checkpoint(F.output_dir):
         # A fine-tuning run folder remembers its config and vocabulary: resuming, evaluating or
         # predicting from it repeats neither.
         source = initialization.find_source(F.output_dir)
@@ -400,7 +401,7 @@ def run_parsed(flag_values: flags.FlagValues, make_task: Callable, required=(),
 
 def print_summary(summary: dict):
     if summary["train"]:  # where training started (fresh, or resumed from which checkpoint) and its curves
-        from albert_tf.summaries import format_metrics
+        from albert_tf.training.summaries import format_metrics
 
         train = summary["train"]
         metrics = format_metrics(train["train"]) or "(no step left)"

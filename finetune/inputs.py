@@ -11,7 +11,7 @@ interleaved them.
 
 With `length_buckets` (evaluation and prediction of the tasks that ask for it), each batch's
 `input_ids`, `input_mask` and `segment_ids` are cut to the smallest bucket length that holds the
-batch's longest row (`albert_tf.length_buckets`): the same rows without padding columns, a handful
+batch's longest row (`albert_tf.tokenizers.length_buckets`): the same rows without padding columns, a handful
 of shapes for XLA to compile, and the outputs of padding to `max_seq_length`. With `sort_window`
 as well (evaluation and prediction), the records of each window of that many batches are put in
 order of length before they are batched, so that short rows share batches with short rows and a
@@ -29,8 +29,8 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from albert_tf.features import EXAMPLE_WEIGHT, serialize_example
-from albert_tf.length_buckets import bucket_length
+from albert_tf.data.features import EXAMPLE_WEIGHT, serialize_example
+from albert_tf.tokenizers.length_buckets import bucket_length
 from finetune.cache import CachedFeatures
 
 RECORD_INDEX = "record_index"

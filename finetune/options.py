@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from albert_tf.options import TrainingOptions, option_field
+from albert_tf.training.options import TrainingOptions, option_field
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FinetuneOptions(TrainingOptions):
-    """How to fine-tune: the loop's `albert_tf.options.TrainingOptions` (whose defaults are a
+    """How to fine-tune: the loop's `albert_tf.training.options.TrainingOptions` (whose defaults are a
     fine-tuning run's) and the fields below; a task's hparams (`FinetuningTask.default_options`)
     fill the CLI's defaults.
 

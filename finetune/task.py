@@ -1,5 +1,5 @@
 """The fine-tuning task protocol: what a fine-tuning task supplies to the shared trainer, CLI and
-export, on albert_tf's `albert_tf.training.TrainingTask` (which pretraining implements too).
+export, on albert_tf's `albert_tf.training.task.TrainingTask` (which pretraining implements too).
 
 A task is one class derived from `FinetuningTask`; the trainer (`finetune.trainer.Finetuning`), the
 CLI skeleton (`finetune.cli`), the feature cache (`finetune.cache`), the input pipeline
@@ -43,10 +43,10 @@ Serving and runs
         SavedModel or a LiteRT model, at a serving precision, with the settings the run's
         evaluation `results` give (not state left on the task). The SavedModel is
         `export_saved_model(..., results)`: by default
-        `serving_outputs(model)` on every signature of `albert_tf.export` (token ids, serialized
+        `serving_outputs(model)` on every signature of `albert_tf.serving.export` (token ids, serialized
         tf.Examples, raw text); a task with other text inputs overrides it with its own
-        `albert_tf.export.ServingModule`. The LiteRT model's outputs are the task's
-        `litert_outputs` (a classifier's: `albert_tf.litert`'s).
+        `albert_tf.serving.export.ServingModule`. The LiteRT model's outputs are the task's
+        `litert_outputs` (a classifier's: `albert_tf.serving.litert`'s).
     `recipe()`: the task's `Hparams` (the paper's hyperparameters, or the set the task was made
         with), which `default_options(**given)` fills the option fields `HPARAM_FIELDS` from.
     `run_info()`: what `output_dir/task.json` records, so that a run of another task (or another
@@ -78,8 +78,8 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import numpy as np
 
-from albert_tf.options import EXPORT_FORMATS
-from albert_tf.training_task import TrainingTask
+from albert_tf.training.options import EXPORT_FORMATS
+from albert_tf.training.task import TrainingTask
 
 if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not load it
     import tensorflow as tf
@@ -216,7 +216,7 @@ class FinetuningTask(TrainingTask):
 
         import tensorflow as tf
 
-        from albert_tf.files import write_json
+        from albert_tf.utils.files import write_json
 
         path = os.path.join(output_dir, TASK_FILE)
         info = self.run_info()
@@ -261,25 +261,25 @@ class FinetuningTask(TrainingTask):
     # ---- serving and runs --------------------------------------------------------------------
 
     def serving_outputs(self, model):
-        """`outputs_fn(inputs, training)` of `albert_tf.export.export_saved_model`."""
+        """`outputs_fn(inputs, training)` of `albert_tf.serving.export.export_saved_model`."""
         return lambda inputs, training: model(inputs, training=training)
 
     def export(self, model, spm_model_file: str, max_seq_length: int, export_dir: str, format: str = "saved_model",
                quantization: str = "none", calibration=None, precision: str = "float32",
                results: Mapping[str, Mapping[str, float]] | None = None) -> str:
         """The task model as a SavedModel (`export_saved_model`) or, with `format="litert"`, a LiteRT
-        model of `quantization` (`albert_tf.litert.export_litert`; full int8 calibrated on
+        model of `quantization` (`albert_tf.serving.litert.export_litert`; full int8 calibrated on
         `calibration`, the `CachedFeatures` of the training split); returns the folder.
 
         `precision`: the SavedModel's weights and matmuls, "float32" or "bfloat16"
-        (`albert_tf.export.at_precision`). `results`: this run's evaluation results by split, which
+        (`albert_tf.serving.export.at_precision`). `results`: this run's evaluation results by split, which
         a task may read settings of its export from (SQuAD v2.0's null-score threshold). What
         `export_dir` held is replaced only once the new export is complete.
         """
         import tensorflow as tf
 
-        from albert_tf.export import at_precision, check_precision
-        from albert_tf.files import atomic_folder
+        from albert_tf.serving.export import at_precision, check_precision
+        from albert_tf.utils.files import atomic_folder
 
         if format not in EXPORT_FORMATS:
             raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {format!r}")
@@ -289,7 +289,7 @@ class FinetuningTask(TrainingTask):
             if format == "saved_model":
                 self.export_saved_model(model, spm_model_file, max_seq_length, folder, results or {})
                 return os.fspath(export_dir)
-            from albert_tf.litert import export_litert
+            from albert_tf.serving.litert import export_litert
 
             def records():  # the first training records, read when the converter calibrates
                 spec = calibration.feature_spec()
@@ -304,15 +304,15 @@ class FinetuningTask(TrainingTask):
     def export_saved_model(self, model, spm_model_file: str, max_seq_length: int, export_dir: str,
                            results: Mapping[str, Mapping[str, float]]) -> str:
         """The task's SavedModel: by default `serving_outputs(model)` on every signature of
-        `albert_tf.export` (token ids, serialized tf.Examples, raw text). `results`: `export`'s."""
-        from albert_tf.export import export_saved_model
+        `albert_tf.serving.export` (token ids, serialized tf.Examples, raw text). `results`: `export`'s."""
+        from albert_tf.serving.export import export_saved_model
 
         return export_saved_model(model, export_dir, spm_model_file, max_seq_length,
                                   outputs_fn=self.serving_outputs(model), text_segments=self.text_segments)
 
     def litert_outputs(self, model, max_seq_length: int):
-        """The LiteRT model's `albert_tf.litert.TaskOutputs`: each task owns its model's outputs.
-        None: the model is an encoder or classifier, whose outputs albert_tf.litert knows."""
+        """The LiteRT model's `albert_tf.serving.litert.TaskOutputs`: each task owns its model's outputs.
+        None: the model is an encoder or classifier, whose outputs albert_tf.serving.litert knows."""
         return None
 
     def recipe(self) -> Optional[Hparams]:

@@ -1,7 +1,7 @@
 """The one fine-tuning trainer: any `finetune.task.FinetuningTask` on albert_tf's trainer.
 
 `FinetuneOptions` (finetune/options.py) extends the loop's options with fine-tuning's own;
-`Finetuning` is `albert_tf.training.Trainer` (the task's model and loss, each replica's share of
+`Finetuning` is `albert_tf.training.loop.Trainer` (the task's model and loss, each replica's share of
 the global batch's sums, and the release's AdamW) with fine-tuning's input and prediction;
 strategies, XLA, mixed precision, checkpoints in
 `output_dir` (with dropout's seed states), resumption on the data the interrupted run would have
@@ -31,10 +31,10 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import training
+from albert_tf.training import loop
 from albert_tf.config import AlbertConfig
-from albert_tf.features import EXAMPLE_WEIGHT
-from albert_tf.validation import check_positions
+from albert_tf.data.features import EXAMPLE_WEIGHT
+from albert_tf.utils.validation import check_positions
 from finetune import inputs
 from finetune.cache import CachedFeatures
 from finetune.options import FinetuneOptions
@@ -46,7 +46,7 @@ from finetune.task import FinetuningTask
 SORT_WINDOW = 32
 
 
-class Finetuning(training.Trainer):
+class Finetuning(loop.Trainer):
     """One fine-tuning run of `task`'s model on the trainer, with its input and prediction."""
 
     def __init__(self, config: AlbertConfig, task: FinetuningTask, options: FinetuneOptions, strategy=None):
@@ -65,7 +65,7 @@ class Finetuning(training.Trainer):
 
     # ---- input -------------------------------------------------------------------------------
 
-    def dataset_fn(self, cached: CachedFeatures, for_training: bool) -> training.DatasetFn:
+    def dataset_fn(self, cached: CachedFeatures, for_training: bool) -> loop.DatasetFn:
         """A `DatasetFn` of the cached features: shuffled and repeated for training, else one
         pass completed to full batches, each record with its position (in file order). Where the
         task has length buckets, records are sorted by length within windows of `SORT_WINDOW`
@@ -122,9 +122,9 @@ class Finetuning(training.Trainer):
 
 
 def train(run: Finetuning, cached: CachedFeatures, evaluate=None, eval_every_steps: Optional[int] = None) -> dict:
-    """Trains (or resumes training) to `num_train_steps` with `albert_tf.training.run_loop`;
+    """Trains (or resumes training) to `num_train_steps` with `albert_tf.training.loop.run_loop`;
     `evaluate()`, if given, runs at every checkpoint (or every `eval_every_steps`) and at the end,
     its metrics going to TensorBoard's `eval/`. Returns what `run_loop` returns: `step`, `train`
     (the last loop's metrics), `eval` (the last evaluation), `resumed_from`, `started` (where the
     run took its state from), `curves` (curves.png) and `examples_per_second` (the steady rate)."""
-    return training.run_loop(run, run.dataset_fn(cached, for_training=True), evaluate, eval_every_steps)
+    return loop.run_loop(run, run.dataset_fn(cached, for_training=True), evaluate, eval_every_steps)

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.errors import FlagError
+from albert_tf.utils.errors import FlagError
 
 FILLER = "the a of house river king night long old little man came went saw there".split()
 
@@ -126,7 +126,7 @@ PRETRAINING_SEQ, PRETRAINING_PREDICTIONS = 16, 4
 def write_pretraining_records(path, count, seq=PRETRAINING_SEQ, max_id=50):
     import tensorflow as tf
 
-    from albert_tf import features
+    from albert_tf.data import features
 
     spec = features.pretraining_feature_spec(seq, PRETRAINING_PREDICTIONS)
     rng = np.random.default_rng(0)
@@ -147,7 +147,7 @@ def write_pretraining_records(path, count, seq=PRETRAINING_SEQ, max_id=50):
 
 
 def pretraining_options(output_dir, **changes):
-    from albert_tf import pretraining
+    from albert_tf.training import pretraining
 
     values = dict(output_dir=str(output_dir), train_batch_size=4, eval_batch_size=4, max_seq_length=PRETRAINING_SEQ,
                   max_predictions_per_seq=PRETRAINING_PREDICTIONS, num_train_steps=10, num_warmup_steps=0, jit_compile=False)
@@ -191,7 +191,7 @@ def random_dataset_fn(seed: int = 0, num_examples: int = 2**40):
 
 
 def loop_options(output_dir, **changes):
-    from albert_tf import pretraining
+    from albert_tf.training import pretraining
 
     values = dict(
         output_dir=str(output_dir), train_batch_size=8, eval_batch_size=8, max_seq_length=PRETRAINING_SEQ,
@@ -218,8 +218,8 @@ def free_ports(n):
 
 
 def write_random_records(path, num_records, seed=0, max_seq_length=PRETRAINING_SEQ, max_predictions=PRETRAINING_PREDICTIONS):
-    """Pretraining TFRecords with random contents, in the schema of albert_tf.features."""
-    from albert_tf import features
+    """Pretraining TFRecords with random contents, in the schema of albert_tf.data.features."""
+    from albert_tf.data import features
 
     spec = features.pretraining_feature_spec(max_seq_length, max_predictions)
     rng = np.random.default_rng(seed)

@@ -91,8 +91,8 @@ def demo_standin(tmp_path_factory):
     import tensorflow as tf
 
     from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.run_folder import CONFIG_FILE, keep_run_vocabulary
-    from albert_tf.presets.weights import model_weights
+    from albert_tf.checkpoints.run_folder import CONFIG_FILE, keep_run_vocabulary
+    from albert_tf.checkpoints.weights import model_weights
 
     demo = tmp_path_factory.mktemp("runs") / "demo"
     run = demo / "model"

@@ -16,8 +16,8 @@ import textwrap
 
 import pytest
 
-from albert_tf.errors import UserError
-from albert_tf.files import LOCK_FILE, locked_run_folder
+from albert_tf.utils.errors import UserError
+from albert_tf.utils.files import LOCK_FILE, locked_run_folder
 
 pytestmark = pytest.mark.faults
 
@@ -30,7 +30,7 @@ def _holder(folder, *, write_after_lock=None):
     """A second Python process holding the lock of `folder` until killed; returns it once it holds it."""
     code = textwrap.dedent(f"""
         import sys, time
-        from albert_tf.files import locked_run_folder
+        from albert_tf.utils.files import locked_run_folder
         with locked_run_folder({str(folder)!r}):
             {f"open({str(write_after_lock)!r}, 'w').write('mine')" if write_after_lock else "pass"}
             print("locked", flush=True)
@@ -126,7 +126,7 @@ def _console(tool, args, monkeypatch, capsys):
     """Runs `albert-finetune-<tool> args` as its console script in this process: (exit code, last line)."""
     import importlib
 
-    from albert_tf import quiet
+    from albert_tf.utils import quiet
 
     module = importlib.import_module(f"finetune.{tool}.cli")
     monkeypatch.setattr(sys, "argv", [f"albert-finetune-{tool}", *args])
@@ -204,15 +204,16 @@ def test_a_refused_fine_tuning_run_leaves_nothing_in_a_new_output_dir(tmp_path, 
 def test_fine_tuning_from_a_checkpoint_of_another_width_leaves_nothing_in_a_new_output_dir(
         tmp_path, small_data_dir, monkeypatch, capsys):
     """Item 7: the refusal came after albert_config.json, spiece.model and task.json were written."""
-    from albert_tf import pretraining, training
-    from albert_tf import run_folder
+    from albert_tf.training import pretraining
+    from albert_tf.training import loop
+    from albert_tf.checkpoints import run_folder
     from tests.helpers import pretraining_options
     from tests.albert_tf.tiny import TINY
 
     narrow = TINY.replace(vocab_size=300)
     pretrained = tmp_path / "pretrained"
     run_folder.check_output_dir(str(pretrained), narrow, write=True)
-    training.Trainer(narrow, pretraining.PretrainingTask(), pretraining_options(pretrained)).save()
+    loop.Trainer(narrow, pretraining.PretrainingTask(), pretraining_options(pretrained)).save()
     wide = tmp_path / "wide.json"
     wide.write_text(json.dumps(narrow.replace(hidden_size=32, intermediate_size=64).to_dict()))
     vocab = pathlib.Path(__file__).parent / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -349,13 +350,14 @@ def _tool(module, *args):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A pretraining run folder of the tiny config: albert_config.json and one checkpoint, no vocabulary."""
-    from albert_tf import pretraining, training
-    from albert_tf import run_folder
+    from albert_tf.training import pretraining
+    from albert_tf.training import loop
+    from albert_tf.checkpoints import run_folder
     from tests.helpers import pretraining_options
     from tests.albert_tf.tiny import TINY
 
     folder = tmp_path_factory.mktemp("pretrain") / "run"
-    run = training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(folder))
+    run = loop.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(folder))
     run_folder.check_output_dir(str(folder), TINY, write=True)
     return folder, run.save()
 
@@ -387,7 +389,7 @@ def test_pretraining_refused_for_another_config_keeps_the_folders_vocabulary(tmp
     config refused the run."""
     import shutil
 
-    from albert_tf import quiet
+    from albert_tf.utils import quiet
     from albert_tf.cli import pretrain
     from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, write_pretraining_records
     from tests.albert_tf.tiny import TINY
@@ -466,8 +468,8 @@ def test_bytes_that_are_not_utf8_read_as_u_fffd_by_both_tokenizers(raw, small_da
     bytes.decode("utf-8", "replace") does before the Python tokenizer: same ids, same offsets."""
     import tensorflow as tf
 
-    from albert_tf.graph_tokenizer import AlbertGraphTokenizer
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
     spm = small_data_dir / "albert" / "30k-clean.model"
     text = raw.decode("utf-8", "replace")
@@ -512,7 +514,7 @@ def test_preset_or_init_checkpoint_is_one_check_for_every_tool(module, args, lin
     """Issue 39: the same question was asked in four places, in three wordings and two exit codes."""
     import importlib
 
-    from albert_tf import quiet
+    from albert_tf.utils import quiet
 
     tool = importlib.import_module(module)
     out = tmp_path / "out"

@@ -84,7 +84,7 @@ def test_the_option_flags_take_their_defaults_and_help_from_the_option_fields(to
     says only where its command line means otherwise."""
     import dataclasses
 
-    from albert_tf.options import PretrainingOptions
+    from albert_tf.training.options import PretrainingOptions
     from finetune.options import FinetuneOptions
     from finetune.task import HPARAM_FIELDS
 

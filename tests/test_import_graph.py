@@ -1,9 +1,9 @@
-"""No import circle anywhere in the house: module-level and function-level imports alike.
+"""The house's imports: no circle anywhere (module-level and function-level imports alike), and
+albert_tf's rooms imported downward only.
 
 A function-level import that closes a circle still ties the modules into one knot that a reader
-must hold at once (and that only works by the order of execution); issue 28 removed the 8-file knot
-of albert_tf (model_base -> convert -> encoder ...) and data_prep's 3-file one (documents ->
-beam_pipeline). `from package import module` is an edge to that module.
+must hold at once (and that only works by the order of execution). `from package import module` is
+an edge to that module.
 """
 
 import ast
@@ -102,9 +102,9 @@ def test_imports_go_one_way():
 
 def test_conversion_and_presets_import_no_model_class():
     graph = import_graph()
-    models = {"albert_tf.encoder", "albert_tf.pretrainer", "albert_tf.text_classifier", "albert_tf.model_base",
+    models = {"albert_tf.models.encoder", "albert_tf.models.pretrainer", "albert_tf.tasks.text_classifier", "albert_tf.models.base",
               "albert_tf.models", "albert_tf.models.classifier"}
-    below = {"albert_tf.convert", "albert_tf.checkpoint_names"} | {n for n in graph if n.startswith("albert_tf.presets")}
+    below = {"albert_tf.presets.convert", "albert_tf.checkpoints.names"} | {n for n in graph if n.startswith("albert_tf.presets")}
     seen, todo = set(), list(below)
     while todo:  # everything they reach, directly or not
         name = todo.pop()
@@ -124,3 +124,41 @@ def test_the_library_imports_no_console_script():
         if name.startswith("albert_tf.cli") or name in tools or name.endswith(".cli"):
             continue
         assert not {t for t in targets if t.startswith("albert_tf.cli") or t.endswith(".cli") or t in tools}, name
+
+
+# albert_tf's rooms, lowest first: a module imports from its own room or a lower one, never a higher
+# one (`albert_tf` itself, the package's __init__, sits just above utils).
+ROOMS = ("utils", "albert_tf", "config", "tokenizers", "data", "layers", "checkpoints", "presets", "models",
+         "training", "serving", "tasks", "cli")
+
+
+def room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module in a higher room than the importer's, as 'importer -> imported'."""
+    rank = {name: i for i, name in enumerate(ROOMS)}
+    return sorted(f"{name} -> {target}" for name, targets in graph.items() if name.startswith("albert_tf")
+                  for target in targets
+                  if target.startswith("albert_tf") and rank[room(target)] > rank[room(name)])
+
+
+def test_the_checker_finds_an_upward_import():
+    graph = {"albert_tf.models.encoder": {"albert_tf.layers.common", "albert_tf.serving.export"},
+             "albert_tf.layers.common": {"albert_tf.utils.errors"}, "albert_tf.utils.errors": set()}
+    assert upward_imports(graph) == ["albert_tf.models.encoder -> albert_tf.serving.export"]
+
+
+def test_albert_tf_imports_go_down_its_rooms():
+    graph = import_graph()
+    assert {room(name) for name in graph if name.startswith("albert_tf")} <= set(ROOMS)
+    assert upward_imports(graph) == []
+
+
+def test_every_module_lives_in_a_room():
+    """The tree shows the architecture: no module of albert_tf outside a concept folder but the
+    package's __init__.py and config.py (the one object every room takes)."""
+    loose = sorted(path.name for path in (REPO_ROOT / "albert_tf").glob("*.py"))
+    assert loose == ["__init__.py", "config.py"]

@@ -3,9 +3,9 @@
 import pytest
 from absl import app
 
-from albert_tf import options
+from albert_tf.training import options
 from albert_tf.cli import pretrain
-from albert_tf.errors import FlagError
+from albert_tf.utils.errors import FlagError
 from tests.conftest import REPO_ROOT  # noqa: F401 (the repository on the path)
 
 

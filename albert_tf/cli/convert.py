@@ -15,8 +15,8 @@ misshapen tensor stops the conversion with its name.
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
-from albert_tf.errors import FlagError
-from albert_tf.files import locked_run_folder, prepare_output_dir
+from albert_tf.utils.errors import FlagError
+from albert_tf.utils.files import locked_run_folder, prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_enum("source", None, ["tf1", "hf", "preset"], "What --input holds.", flag_values=FLAGS)
@@ -34,7 +34,7 @@ flags.mark_flags_as_required(["source", "input", "output_dir"], flag_values=FLAG
 
 def main(argv):
     del argv
-    from albert_tf import convert
+    from albert_tf.presets import convert
 
     prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before any weights are read
     with locked_run_folder(FLAGS.output_dir):  # one run a folder; a failed one leaves nothing

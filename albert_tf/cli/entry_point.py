@@ -6,7 +6,7 @@ Each script keeps its flags in a `flags.FlagValues()` of its own, because severa
 names (`--input_file`, ...) and one process (a test run) may import them all. absl's `app.run`
 still wants its global FLAGS parsed, so they are parsed with their defaults (logging flags).
 
-A user's mistake (`albert_tf.errors.UserError`, a bad flag, a missing file, a full disk, Ctrl-C)
+A user's mistake (`albert_tf.utils.errors.UserError`, a bad flag, a missing file, a full disk, Ctrl-C)
 ends the script with one line on stderr, `error: <what and where>`, and one convention of exit
 codes for every script: 2 for usage (a flag wrong, missing or unknown), 1 for a failure at run
 time (a file, a value in it, a busy or unusable folder, the machine), 130 for an interrupt.
@@ -23,7 +23,7 @@ from typing import Callable
 from absl import app, flags
 
 from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
-from albert_tf.quiet import (VERBOSE_ENV, quiet_tensorflow, set_tensorflow_log_level, set_verbose,
+from albert_tf.utils.quiet import (VERBOSE_ENV, quiet_tensorflow, set_tensorflow_log_level, set_verbose,
                              show_tensorflow_start_up, verbose)
 
 VERBOSE_HELP = f"Show tracebacks of user errors (also: {VERBOSE_ENV}=1) and more log."
@@ -48,7 +48,7 @@ def report_errors(main: Callable, value_errors_are_users: bool = False) -> Calla
     a flag (usage), 1 for a failure at run time (a file, a value in it, the machine), 130 for
     Ctrl-C. With `value_errors_are_users`, any ValueError is the user's too (exit code 1): the
     fine-tuning scripts, whose readers and checks raise ValueErrors naming the file or value."""
-    from albert_tf.errors import INPUT_EXIT_CODE, one_line, reason
+    from albert_tf.utils.errors import INPUT_EXIT_CODE, one_line, reason
 
     def guarded(*args, **kwargs):
         try:

@@ -13,12 +13,12 @@ serves bf16 weights and matmuls (1.5-2x faster where the CPU has AVX512_BF16 or 
     albert-export --preset albert_base_v2 --format litert --quantization full_int8 \
         --representative_texts train_texts.txt --output_dir DIR
 
-writes a LiteRT model instead (DIR/model.tflite, model_io.json, spiece.model; `albert_tf.litert`,
+writes a LiteRT model instead (DIR/model.tflite, model_io.json, spiece.model; `albert_tf.serving.litert`,
 docs/on_device.md): int32 ids [1, max_seq_length] in, builtin ops only; the encoder only (a
 fine-tuned task's comes from its fine-tuning tool's --format=litert).
 
 The SavedModel's signatures are `serving_default` (token ids), `serve_examples` (serialized
-tf.Examples), `serve_text` (raw strings) and `tokenize`; see `albert_tf.export`.
+tf.Examples), `serve_text` (raw strings) and `tokenize`; see `albert_tf.serving.export`.
 """
 
 import os
@@ -26,10 +26,10 @@ import os
 from absl import flags
 
 from albert_tf.cli.option_flags import weights_source
-from albert_tf.options import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS
+from albert_tf.training.options import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS
 from albert_tf.cli.entry_point import run_main
-from albert_tf.errors import FlagError
-from albert_tf.files import locked_run_folder, prepare_output_dir
+from albert_tf.utils.errors import FlagError
+from albert_tf.utils.files import locked_run_folder, prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_string("preset", None, "A preset: a folder (config.json, model.weights.h5, spiece.model), a "
@@ -52,7 +52,7 @@ flags.DEFINE_integer("max_seq_length", 128, "Length serve_text pads/truncates to
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Length of masked_lm_positions in serve_examples "
                      "(pretrainer only).", flag_values=FLAGS)
 flags.DEFINE_enum("format", "saved_model", list(EXPORT_FORMATS), "saved_model, or litert: a LiteRT "
-                  "(TFLite) model of the encoder for phones (albert_tf.litert).", flag_values=FLAGS)
+                  "(TFLite) model of the encoder for phones (albert_tf.serving.litert).", flag_values=FLAGS)
 flags.DEFINE_enum("quantization", "none", list(QUANTIZATIONS), "--format=litert: "
                   "the weights' (and for full_int8 the activations') type.", flag_values=FLAGS)
 flags.DEFINE_enum("precision", "float32", list(PRECISIONS), "The SavedModel's weights and matmuls: bfloat16 "
@@ -66,7 +66,7 @@ flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for t
 
 def _run_vocabulary(checkpoint: str) -> str | None:
     """The spiece.model that albert-pretrain keeps in its output_dir (a checkpoint prefix's folder)."""
-    from albert_tf.run_folder import RUN_VOCAB
+    from albert_tf.checkpoints.run_folder import RUN_VOCAB
 
     run_dir = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
     kept = os.path.join(run_dir, RUN_VOCAB)
@@ -123,7 +123,7 @@ def main(argv):
 
 def export():
     """The SavedModel (or LiteRT model) the flags ask for, written into the locked --output_dir."""
-    from albert_tf.export import at_precision, export_encoder, export_pretrainer, load_model
+    from albert_tf.serving.export import at_precision, export_encoder, export_pretrainer, load_model
     from albert_tf.presets import folder
     from albert_tf.presets.loader import is_preset, names_preset
     from albert_tf.presets.sources import resolve
@@ -144,7 +144,7 @@ def export():
             raise FlagError("--spm_model_file is required: the run folder of --init_checkpoint holds no "
                             "spiece.model (albert-pretrain keeps the one it was given)")
     if FLAGS.format == "litert":
-        from albert_tf.litert import export_litert, tokenized_texts
+        from albert_tf.serving.litert import export_litert, tokenized_texts
 
         calibration = None
         if FLAGS.representative_texts:

@@ -8,7 +8,7 @@ Example:
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
-from albert_tf.errors import FlagError
+from albert_tf.utils.errors import FlagError
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("saved_model", None, "A pretrainer SavedModel (albert-export --model pretrainer).",
@@ -22,7 +22,7 @@ def main(argv):
     del argv
     if not FLAGS.saved_model or not FLAGS.text:
         raise FlagError("--saved_model and --text are required")
-    from albert_tf.fill_mask import fill_mask, saved_model_predictor
+    from albert_tf.serving.fill_mask import fill_mask, saved_model_predictor
 
     predict, tokenizer = saved_model_predictor(FLAGS.saved_model)
     for text in FLAGS.text:

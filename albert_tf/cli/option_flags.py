@@ -1,5 +1,5 @@
 """The flags several tools share, each defined and checked here once: those generated from an
-option dataclass (`albert_tf.options`, `finetune.options`: one flag per field, named as the field,
+option dataclass (`albert_tf.training.options`, `finetune.options`: one flag per field, named as the field,
 its default the field's; a tool writes only each flag's help), the strategy's, and where the
 weights start from."""
 
@@ -9,8 +9,8 @@ import dataclasses
 
 from absl import flags
 
-from albert_tf.errors import FlagError
-from albert_tf.options import MIXED_PRECISION_POLICIES, OPTIMIZERS, STRATEGIES, WORKER_TIMEOUT_S
+from albert_tf.utils.errors import FlagError
+from albert_tf.training.options import MIXED_PRECISION_POLICIES, OPTIMIZERS, STRATEGIES, WORKER_TIMEOUT_S
 
 # Fields whose values are a fixed set of names.
 _ENUMS = {"mixed_precision": list(MIXED_PRECISION_POLICIES), "optimizer": list(OPTIMIZERS)}
@@ -54,7 +54,7 @@ def option_values(flag_values: flags.FlagValues, names) -> dict:
 
 def define_strategy_flags(flag_values: flags.FlagValues, worker_timeout: bool = False) -> None:
     """--strategy, --cpu_devices and --tpu (and --worker_timeout_s): the arguments of
-    `albert_tf.strategies.get_strategy`."""
+    `albert_tf.training.strategies.get_strategy`."""
     flags.DEFINE_enum("strategy", "one_device", list(STRATEGIES), "The tf.distribute strategy.",
                       flag_values=flag_values)
     flags.DEFINE_integer("cpu_devices", None, "With --strategy=mirrored on a machine without GPUs: split the CPU "

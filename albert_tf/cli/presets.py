@@ -13,7 +13,7 @@ which takes minutes for the large sizes.
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
-from albert_tf.errors import FlagError
+from albert_tf.utils.errors import FlagError
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_list("presets", None, "Names to list (default: all).", flag_values=FLAGS)

@@ -18,16 +18,16 @@ import os
 
 from absl import flags
 
-from albert_tf import options
+from albert_tf.training import options
 from albert_tf.cli.entry_point import run_main
-from albert_tf.quiet import quiet_device_start, set_tensorflow_log_level, verbose
+from albert_tf.utils.quiet import quiet_device_start, set_tensorflow_log_level, verbose
 from albert_tf.cli.option_flags import define_option_flags, define_strategy_flags, option_values, weights_source
-from albert_tf.errors import FlagError
-from albert_tf.files import expand_patterns, locked_run_folder, prepare_output_dir
+from albert_tf.utils.errors import FlagError
+from albert_tf.utils.files import expand_patterns, locked_run_folder, prepare_output_dir
 
 # Its own FlagValues: data_prep's scripts define --input_file too, and one process may import both.
 FLAGS = flags.FlagValues()
-# The help of this tool's own meaning of a field; the others are the fields' (albert_tf.options).
+# The help of this tool's own meaning of a field; the others are the fields' (albert_tf.training.options).
 _OPTION_HELP = {
     "output_dir": "Where checkpoints, TensorBoard summaries, albert_config.json and the exported SavedModel go. "
                   "A rerun resumes from its latest checkpoint.",
@@ -74,7 +74,7 @@ def load_config():
 def record_lengths() -> tuple[int, int]:
     """--max_seq_length and --max_predictions_per_seq, each read from the records' own
     pretraining_data.json (written by albert-create-pretraining-data) when not given."""
-    from albert_tf.features import PRETRAINING_METADATA_FILE, read_pretraining_metadata
+    from albert_tf.data.features import PRETRAINING_METADATA_FILE, read_pretraining_metadata
 
     given = {"max_seq_length": FLAGS.max_seq_length, "max_predictions_per_seq": FLAGS.max_predictions_per_seq}
     if None not in given.values():
@@ -92,7 +92,7 @@ def record_lengths() -> tuple[int, int]:
 def run_vocabulary() -> str | None:
     """--spm_model_file (the run keeps it in its folder once the folder is its own); or the one a
     previous run of the folder kept."""
-    from albert_tf.run_folder import RUN_VOCAB
+    from albert_tf.checkpoints.run_folder import RUN_VOCAB
 
     if FLAGS.spm_model_file:
         return FLAGS.spm_model_file
@@ -115,7 +115,8 @@ def main(argv):
         # its own; the one line that says what happened is ours (strategies.lost_workers_named).
         # Read once, when TensorFlow loads, which is below.
         set_tensorflow_log_level("3", override=True)
-    from albert_tf import pretraining, strategies  # here, not above: --help must not load TensorFlow
+    from albert_tf.training import pretraining  # here, not above: --help must not load TensorFlow
+    from albert_tf.training import strategies
 
     if len(argv) > 1:
         raise FlagError(f"unexpected arguments: {argv[1:]}")
@@ -152,14 +153,29 @@ def pretrain(strategies, pretraining):
         from albert_tf.presets.loader import initialize_pretrainer
 
         initialize = lambda model: initialize_pretrainer(model, source)  # noqa: E731
-    result = pretraining.run_pretraining(config, run_options, strategy=strategy, initialize=initialize)
+    result = pretraining.run_pretraining(config, run_options, strategy=strategy, initialize=initialize,
+                                         export_fn=encoder_export(run_options))
     print(summary_line(result), flush=True)
+
+
+def encoder_export(run_options):
+    """The end of the run: the encoder's SavedModel (token ids, serialized examples and raw text
+    in), or nothing without a vocabulary (a SavedModel that could not tokenize text is not written;
+    the summary line gives the albert-export command that exports the checkpoint later)."""
+    def export(model, export_dir: str) -> str | None:
+        if not run_options.spm_model_file:
+            return None
+        from albert_tf.serving.export import export_encoder
+
+        return export_encoder(model.encoder, export_dir, run_options.spm_model_file, run_options.max_seq_length)
+
+    return export
 
 
 def summary_line(result: dict) -> str:
     """The run in one line: "finished at step N: train <metrics>[; eval <metrics>]; <how it
     started>; curves <png>; exported to <dir>" (or why it was not)."""
-    from albert_tf.summaries import format_metrics
+    from albert_tf.training.summaries import format_metrics
 
     parts = [f"finished at step {result['step']}: train " + (format_metrics(result["train"]) or "(no step left)")]
     if result["eval"]:

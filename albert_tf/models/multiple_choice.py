@@ -8,11 +8,11 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.encoder import AlbertEncoder
+from albert_tf.models.encoder import AlbertEncoder
 from albert_tf.models.classifier import check_dropout
 from albert_tf.layers import common
-from albert_tf.model_base import AlbertConfigModel
-from albert_tf.validation import require_positive_ints
+from albert_tf.models.base import AlbertConfigModel
+from albert_tf.utils.validation import require_positive_ints
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

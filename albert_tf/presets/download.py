@@ -25,7 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from albert_tf.errors import UserError, reason
+from albert_tf.utils.errors import UserError, reason
 
 CHUNK = 1 << 16  # the most one read waits for: a slow connection still moves the bar
 MIN_BYTES = 1 << 16  # what a connection must give in ALBERT_TF_TIMEOUT seconds

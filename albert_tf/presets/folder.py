@@ -1,7 +1,7 @@
 """The preset folder: what it holds, and how a model is written to it and loaded from it.
 
     config.json        the encoder's `AlbertConfig`, in the keys of the original albert_config.json
-    model.weights.h5   the encoder's weights, always (by name: `albert_tf.presets.weights`)
+    model.weights.h5   the encoder's weights, always (by name: `albert_tf.checkpoints.weights`)
     spiece.model       the SentencePiece vocabulary
     task.json          only with a task: its class and constructor arguments
     task.weights.h5    only with a task: its weights other than the encoder's (heads)
@@ -18,8 +18,8 @@ import os
 import shutil
 
 from albert_tf.config import AlbertConfig
-from albert_tf.errors import UserError
-from albert_tf.presets import weights as weights_module
+from albert_tf.utils.errors import UserError
+from albert_tf.checkpoints import weights as weights_module
 
 CONFIG = "config.json"
 WEIGHTS = "model.weights.h5"
@@ -147,7 +147,7 @@ def check_pieces(spm_model_file: str | os.PathLike, pieces: int, vocab_size: int
 def check_vocabulary(spm_model_file: str | os.PathLike, config: AlbertConfig):
     """The tokenizer of `spm_model_file`; an error unless it is an ALBERT SentencePiece model whose
     ids all index the embedding table."""
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
     if not os.path.isfile(spm_model_file):
         raise FileNotFoundError(f"SentencePiece model {spm_model_file} not found")
@@ -160,7 +160,7 @@ def write(folder: str | os.PathLike, config: AlbertConfig, encoder: dict, spm_mo
           task: dict | None = None, task_weights: dict | None = None) -> str:
     """Writes a preset folder from tensors by name (`encoder`: below the encoder; `task_weights`:
     the task's others). `folder` must be new or empty."""
-    from albert_tf.files import locked_run_folder, prepare_output_dir, write_json
+    from albert_tf.utils.files import locked_run_folder, prepare_output_dir, write_json
 
     folder = os.fspath(folder)
     prepare_output_dir(folder, create=False, empty=True)

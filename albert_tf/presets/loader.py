@@ -7,9 +7,9 @@ released name, a URL, hf://: `albert_tf.presets.sources.resolve`) -> the model w
 
 - `checkpoint`: a run of this package, pretraining or fine-tuning (an `albert-pretrain` or
   `albert-finetune-*` output_dir, or a checkpoint prefix in one), with `albert_config.json` beside
-  it; read by `albert_tf.run_folder.load_init_checkpoint`, which refuses missing or
+  it; read by `albert_tf.checkpoints.run_folder.load_init_checkpoint`, which refuses missing or
   misshapen weights;
-- `saved_model`: an encoder, pretrainer or task SavedModel of `albert_tf.export` (`albert-export`,
+- `saved_model`: an encoder, pretrainer or task SavedModel of `albert_tf.serving.export` (`albert-export`,
   or a fine-tuning run's `export/`); its vocabulary is the asset inside it;
 - `preset`: a preset folder (`config.json`, `model.weights.h5`, `spiece.model`) of `albert-convert`
   or `save_to_preset`, or the name or address of one (a released name, a URL, hf://);
@@ -36,12 +36,12 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
-from albert_tf.convert import TF1_CHECKPOINT, TF1_VOCAB, read_tf1_checkpoint
+from albert_tf.presets.convert import TF1_CHECKPOINT, TF1_VOCAB, read_tf1_checkpoint
 from albert_tf.presets import folder as preset_folder
-from albert_tf.run_folder import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
-from albert_tf.presets.weights import ENCODER_PREFIX, model_weights
-from albert_tf.presets.weights import split as weights_split
-from albert_tf.files import is_url
+from albert_tf.checkpoints.run_folder import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
+from albert_tf.checkpoints.weights import ENCODER_PREFIX, model_weights
+from albert_tf.checkpoints.weights import split as weights_split
+from albert_tf.utils.files import is_url
 from albert_tf.presets.sources import resolve
 
 # The word-embedding table's path below the encoder, in checkpoints and SavedModels alike.
@@ -168,7 +168,7 @@ def init_config(init_checkpoint: Optional[str], albert_config_file: Optional[str
 
 
 def saved_model_vocab_file(path: str) -> Optional[str]:
-    """The SentencePiece model that `albert_tf.export` stored in a SavedModel's assets, if any."""
+    """The SentencePiece model that `albert_tf.serving.export` stored in a SavedModel's assets, if any."""
     assets = os.path.join(path, "assets")
     if not tf.io.gfile.isdir(assets):
         return None
@@ -252,10 +252,10 @@ def check_vocab_size(init_checkpoint: str, vocab_size: int, source: str):
 
 
 def load_encoder_saved_model(encoder, path: str):
-    """Copies the weights of an `albert_tf.export` SavedModel of an encoder, pretrainer or task
+    """Copies the weights of an `albert_tf.serving.export` SavedModel of an encoder, pretrainer or task
     model into `encoder`, matching variables by their path below the encoder; all must be there,
     same shape (`weights.assign`, the one check of weights against a model)."""
-    from albert_tf.presets import weights
+    from albert_tf.checkpoints import weights
 
     loaded = {_encoder_key(v.name): v for v in load_saved_model(path).variables}
     variables = weights.split(encoder)[0]
@@ -265,8 +265,8 @@ def load_encoder_saved_model(encoder, path: str):
 
 
 def _load_tf1(encoder, path: str) -> str:
-    from albert_tf.checkpoint_names import encoder_weight_names, to_ours
-    from albert_tf.presets import weights
+    from albert_tf.checkpoints.names import encoder_weight_names, to_ours
+    from albert_tf.checkpoints import weights
 
     prefix = _checkpoint_prefix(path)
     source = f"TF1 checkpoint {prefix}"

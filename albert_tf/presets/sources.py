@@ -27,9 +27,9 @@ import tempfile
 import urllib.parse
 import zlib
 
-from albert_tf.convert import TF1_CHECKPOINT, TF1_CONFIG, TF1_VOCAB, convert_hf, convert_tf1
-from albert_tf.errors import UserError, reason
-from albert_tf.files import is_url
+from albert_tf.presets.convert import TF1_CHECKPOINT, TF1_CONFIG, TF1_VOCAB, convert_hf, convert_tf1
+from albert_tf.utils.errors import UserError, reason
+from albert_tf.utils.files import is_url
 from albert_tf.presets import download, folder, registry
 
 HF_SCHEME = "hf://"

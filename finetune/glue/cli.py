@@ -41,7 +41,7 @@ skeleton.define_flags(FLAGS, hparams=("paper", "release"), hparams_help=(
 
 
 def make_task(flag_values):
-    from albert_tf.errors import FlagError
+    from albert_tf.utils.errors import FlagError
     from finetune.glue.task import GlueTask
     from finetune.glue.definitions import get_task
 

@@ -1,7 +1,7 @@
 """GLUE examples -> fixed-length features, cached by `finetune.cache` and batched by
 `finetune.inputs` as every task's are.
 
-Features follow `albert_tf.features.classification_feature_spec`, the one spec that the writer,
+Features follow `albert_tf.data.features.classification_feature_spec`, the one spec that the writer,
 the reader and serving share. The cache file's name carries a fingerprint of everything the records
 depend on (the source file, the SentencePiece model, the sequence length, the conversion code's
 version): a changed input gets a new file instead of stale features.
@@ -14,8 +14,8 @@ from typing import Iterable, Iterator
 
 import tensorflow as tf
 
-from albert_tf.features import EXAMPLE_WEIGHT, classification_feature_spec
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.data.features import EXAMPLE_WEIGHT, classification_feature_spec
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune import cache, inputs
 from finetune.cache import CachedFeatures
 from finetune.glue.readers import Example, read_examples, split_path

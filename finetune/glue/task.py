@@ -13,9 +13,9 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.features import EXAMPLE_WEIGHT, classification_feature_spec
+from albert_tf.data.features import EXAMPLE_WEIGHT, classification_feature_spec
 from albert_tf.models import AlbertClassifier, classifier_sums
-from albert_tf.length_buckets import bucket_lengths
+from albert_tf.tokenizers.length_buckets import bucket_lengths
 from finetune.glue import data, metrics, submission
 from finetune.glue.hparams import glue_hparams
 from finetune.glue.readers import split_path

@@ -39,7 +39,7 @@ skeleton.define_flags(FLAGS, hparams=("v2", "v1"), hparams_help=(
 
 
 def make_task(flag_values):
-    from albert_tf.errors import FlagError
+    from albert_tf.utils.errors import FlagError
     from finetune.race.features import check_lengths
     from finetune.race.task import HPARAMS, RaceTask
 

@@ -19,14 +19,14 @@ import os
 
 import tensorflow as tf
 
-from albert_tf import export
-from albert_tf.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.serving import export
+from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 from finetune.race.features import SEQUENCE_FEATURES, check_lengths, graph_features
 from finetune.race.readers import LETTERS, NUM_OPTIONS
 
 
 class RaceServing(export.ServingModule):
-    """RACE's serving module (`albert_tf.export.ServingModule`): the signatures above."""
+    """RACE's serving module (`albert_tf.serving.export.ServingModule`): the signatures above."""
 
     def __init__(self, model, tokenizer: AlbertGraphTokenizer, max_seq_length: int, max_qa_length: int):
         super().__init__()

@@ -14,8 +14,8 @@ from typing import Iterable, Iterator, Sequence
 
 import tensorflow as tf
 
-from albert_tf.tokenizer import AlbertTokenizer
-from albert_tf.validation import require_positive_ints
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
+from albert_tf.utils.validation import require_positive_ints
 from finetune.race.readers import LETTERS, NUM_OPTIONS, Question
 
 MAX_SEQ_LENGTH = 512
@@ -125,7 +125,7 @@ def graph_features(tokenizer, articles, questions, options, max_seq_length: int 
     """`convert_questions`' rows built in a TensorFlow graph from raw strings.
 
     Args:
-        tokenizer: an `albert_tf.graph_tokenizer.AlbertGraphTokenizer`.
+        tokenizer: an `albert_tf.tokenizers.graph_tokenizer.AlbertGraphTokenizer`.
         articles, questions: string tensors [B].
         options: strings [B, 4], the options A-D of each question.
     Returns int32 `input_ids`, `input_mask`, `segment_ids` [B, 4, max_seq_length].

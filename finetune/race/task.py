@@ -16,9 +16,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from albert_tf.errors import UserError
-from albert_tf.features import EXAMPLE_WEIGHT, multiple_choice_feature_spec
-from albert_tf.files import atomic_open
+from albert_tf.utils.errors import UserError
+from albert_tf.data.features import EXAMPLE_WEIGHT, multiple_choice_feature_spec
+from albert_tf.utils.files import atomic_open
 from albert_tf.models import AlbertMultipleChoice, classifier_sums
 from finetune import cache
 from finetune.race import features, metrics, readers
@@ -166,7 +166,7 @@ class RaceTask(FinetuningTask):
         return export_race_model(model, export_dir, spm_model_file, max_seq_length, self.max_qa_length)
 
     def litert_outputs(self, model, max_seq_length):
-        from albert_tf.litert import INPUTS, TaskOutputs, logits_and_probability
+        from albert_tf.serving.litert import INPUTS, TaskOutputs, logits_and_probability
 
         return TaskOutputs("race", INPUTS, (1, model.num_choices, max_seq_length),
                            lambda inputs: logits_and_probability(model(inputs, training=False)))

@@ -37,7 +37,7 @@ import unicodedata
 
 import numpy as np
 
-from albert_tf.tokenizer import SPIECE_UNDERLINE
+from albert_tf.tokenizers.tokenizer import SPIECE_UNDERLINE
 from finetune.squad.readers import Answer, Example
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "p_mask", "char_starts", "char_ends", "max_context")

@@ -21,7 +21,7 @@ import re
 import string
 from typing import Iterable, Mapping
 
-from albert_tf.errors import UserError
+from albert_tf.utils.errors import UserError
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)

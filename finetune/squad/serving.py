@@ -31,8 +31,8 @@ import os
 
 import tensorflow as tf
 
-from albert_tf import export
-from albert_tf.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.serving import export
+from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 from finetune.squad.features import FeatureSettings
 
 
@@ -58,7 +58,7 @@ def _column(value, rows, dtype=tf.int64):
 
 class SquadServer(export.ServingModule):
     """Windows, model and post-processing of raw SQuAD questions in one graph (see the module):
-    SQuAD's serving module (`albert_tf.export.ServingModule`).
+    SQuAD's serving module (`albert_tf.serving.export.ServingModule`).
 
     Args:
         outputs_fn: the model on a dict of int32 [R, T] `input_ids`, `input_mask`,

@@ -12,9 +12,9 @@ import os
 
 from tqdm import tqdm
 
-from albert_tf.errors import UserError
-from albert_tf.features import EXAMPLE_WEIGHT, span_feature_spec
-from albert_tf.files import write_json
+from albert_tf.utils.errors import UserError
+from albert_tf.data.features import EXAMPLE_WEIGHT, span_feature_spec
+from albert_tf.utils.files import write_json
 from albert_tf.models import AlbertSpanLabeler
 from finetune.cache import cache_features
 from finetune.squad import features, metrics, postprocess, readers, serving
@@ -192,7 +192,7 @@ class SquadTask(FinetuningTask):
                                     top_k=self.export_top_k)
 
     def litert_outputs(self, model, max_seq_length):
-        from albert_tf.litert import INPUTS, TaskOutputs
+        from albert_tf.serving.litert import INPUTS, TaskOutputs
 
         if not self.version_2:  # end_logits, start_logits: BertQuestionAnswerer's order
             return TaskOutputs("squad", INPUTS, (1, max_seq_length), lambda inputs: dict(model(inputs, training=False)))

@@ -79,7 +79,7 @@ def _vocab_lines(spm_model: pathlib.Path) -> str:
 
 def release_tensors(name: str, seed: int) -> dict[str, np.ndarray]:
     """The release checkpoint's tensors by their TF1 names (test_convert.tf1_shapes, written
-    independently of albert_tf.checkpoint_names), random, and `global_step`."""
+    independently of albert_tf.checkpoints.names), random, and `global_step`."""
     from tests.albert_tf.test_convert import tf1_shapes
 
     rng = np.random.default_rng(seed)

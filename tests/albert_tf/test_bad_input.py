@@ -54,7 +54,8 @@ def test_int64_inputs_from_tfrecords_are_accepted(encoder):
 # ---- pretraining input (issue 19: no hang, no silent wrong result) ---------------------------------
 
 def _pretrain(tmp_path, input_file, **changes):
-    from albert_tf import pretraining, training
+    from albert_tf.training import pretraining
+    from albert_tf.training import loop
 
     values = dict(output_dir=str(tmp_path / "run"), input_file=input_file, train_batch_size=4, eval_batch_size=4,
                   max_seq_length=PRETRAINING_SEQ, max_predictions_per_seq=PRETRAINING_PREDICTIONS, num_train_steps=2, num_warmup_steps=0,
@@ -64,8 +65,8 @@ def _pretrain(tmp_path, input_file, **changes):
 
 
 def test_a_training_input_without_records_is_an_error_not_a_hang(tmp_path):
-    from albert_tf.datasets import pretraining_dataset
-    from albert_tf.errors import UserError
+    from albert_tf.data.datasets import pretraining_dataset
+    from albert_tf.utils.errors import UserError
 
     empty = write_pretraining_records(tmp_path / "empty.tfrecord", 0)
     with pytest.raises(UserError, match=f"^the input files hold no records: {empty}$"):
@@ -77,7 +78,7 @@ def test_a_training_input_without_records_is_an_error_not_a_hang(tmp_path):
 
 
 def test_ids_outside_the_vocabulary_are_named_by_the_reader_under_xla(tmp_path):
-    from albert_tf.errors import UserError
+    from albert_tf.utils.errors import UserError
 
     records = write_pretraining_records(tmp_path / "big_vocab.tfrecord", 8, max_id=TINY.vocab_size + 3)
     with pytest.raises(UserError) as error:
@@ -92,8 +93,8 @@ def test_ids_outside_the_vocabulary_are_named_by_the_reader_under_xla(tmp_path):
 def test_the_output_of_an_unfinished_data_prep_run_is_refused(tmp_path):
     import json
 
-    from albert_tf.datasets import METADATA_FILE, pretraining_dataset
-    from albert_tf.errors import UserError
+    from albert_tf.data.datasets import METADATA_FILE, pretraining_dataset
+    from albert_tf.utils.errors import UserError
 
     data = tmp_path / "data"
     data.mkdir()
@@ -113,7 +114,7 @@ def test_the_output_of_an_unfinished_data_prep_run_is_refused(tmp_path):
 
 
 def test_a_file_that_is_not_a_tfrecord_is_named(tmp_path):
-    from albert_tf.errors import UserError
+    from albert_tf.utils.errors import UserError
 
     text = tmp_path / "corpus.txt"
     text.write_text("this is plain text, not a TFRecord file\n" * 20)
@@ -123,7 +124,7 @@ def test_a_file_that_is_not_a_tfrecord_is_named(tmp_path):
 
 @pytest.mark.parametrize("learning_rate", [0.0, -1e-3, float("nan"), float("inf")])
 def test_a_learning_rate_that_cannot_train_is_refused(tmp_path, learning_rate):
-    from albert_tf.errors import FlagError
+    from albert_tf.utils.errors import FlagError
 
     with pytest.raises(FlagError) as error:
         pretraining_options(tmp_path, learning_rate=learning_rate)
@@ -132,30 +133,32 @@ def test_a_learning_rate_that_cannot_train_is_refused(tmp_path, learning_rate):
 
 
 def test_a_failed_first_run_does_not_lock_its_output_dir(tmp_path):
-    from albert_tf import pretraining, training
-    from albert_tf import run_folder
+    from albert_tf.training import pretraining
+    from albert_tf.training import loop
+    from albert_tf.checkpoints import run_folder
 
     run_folder.check_output_dir(str(tmp_path), TINY, write=True)  # a first run that died before saving
     wider = TINY.replace(intermediate_size=64)
     run_folder.check_output_dir(str(tmp_path), wider, write=True)
     assert '"intermediate_size": 64' in (tmp_path / run_folder.CONFIG_FILE).read_text()
-    run = training.Trainer(wider, pretraining.PretrainingTask(), pretraining_options(tmp_path))
+    run = loop.Trainer(wider, pretraining.PretrainingTask(), pretraining_options(tmp_path))
     run.save()
     with pytest.raises(ValueError, match="holds checkpoints of another config: intermediate_size 64 there vs 32"):
         run_folder.check_output_dir(str(tmp_path), TINY, write=True)
 
 
 def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_path, caplog):
-    from albert_tf import pretraining, training
+    from albert_tf.training import pretraining
+    from albert_tf.training import loop
 
-    run = training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path))
+    run = loop.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path))
     first = run.save()
     run.step.assign(3)
     latest = run.save()
     data = tf.io.gfile.glob(latest + ".data-*")[0]
     with open(data, "r+b") as f:
         f.truncate(100)
-    resumed = training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path))
+    resumed = loop.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path))
     with caplog.at_level("WARNING"):
         assert resumed.restore_or_initialize() == 0
     assert f"checkpoint {latest} is unreadable" in caplog.text and data in caplog.text
@@ -163,21 +166,22 @@ def test_a_truncated_latest_checkpoint_is_named_and_the_one_before_is_used(tmp_p
     with open(tf.io.gfile.glob(first + ".data-*")[0], "r+b") as f:
         f.truncate(100)
     with pytest.raises(ValueError, match=f"no checkpoint in {tmp_path} could be read"):
-        training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path)).restore_or_initialize()
+        loop.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path)).restore_or_initialize()
 
 
 def test_a_checkpoint_of_another_model_is_named_as_such_not_as_damaged(tmp_path, caplog):
-    from albert_tf import pretraining, training
-    from albert_tf import run_folder
-    from albert_tf.errors import UserError
+    from albert_tf.training import pretraining
+    from albert_tf.training import loop
+    from albert_tf.checkpoints import run_folder
+    from albert_tf.utils.errors import UserError
 
-    training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path)).save()
+    loop.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path)).save()
     # The run folder's config was replaced (a copied folder, an edited file): it now describes
     # another model than its checkpoints.
     wider = TINY.replace(intermediate_size=48)
     (tmp_path / run_folder.CONFIG_FILE).write_text(json.dumps(wider.to_dict()))
     with pytest.raises(UserError) as error:
-        training.Trainer(wider, pretraining.PretrainingTask(), pretraining_options(tmp_path)).restore_or_initialize()
+        loop.Trainer(wider, pretraining.PretrainingTask(), pretraining_options(tmp_path)).restore_or_initialize()
     assert re.fullmatch(
         rf"output_dir {tmp_path} holds checkpoints of another model: in {tmp_path}/ckpt-0, "
         r"encoder/\S+ has shape \[(16, 32|32|32, 16)\] there, \[(16, 48|48|48, 16)\] here \(and [1-9] more "
@@ -188,8 +192,8 @@ def test_a_checkpoint_of_another_model_is_named_as_such_not_as_damaged(tmp_path,
 
 
 def test_export_of_a_missing_checkpoint_folder_names_it(tmp_path):
-    from albert_tf.errors import UserError
-    from albert_tf.export import load_model
+    from albert_tf.utils.errors import UserError
+    from albert_tf.serving.export import load_model
 
     missing = str(tmp_path / "no_such_run")
     with pytest.raises(UserError) as error:
@@ -212,8 +216,8 @@ class _Payload:
 def test_a_pickle_payload_in_a_pytorch_checkpoint_is_refused_and_never_run(tmp_path):
     import torch
 
-    from albert_tf.convert import HF_PYTORCH, read_hf_weights
-    from albert_tf.errors import UserError
+    from albert_tf.presets.convert import HF_PYTORCH, read_hf_weights
+    from albert_tf.utils.errors import UserError
 
     marker = tmp_path / "ran"
     torch.save({"albert.embeddings.word_embeddings.weight": torch.zeros(2, 2), "x": _Payload(str(marker))},
@@ -225,9 +229,9 @@ def test_a_pickle_payload_in_a_pytorch_checkpoint_is_refused_and_never_run(tmp_p
 
 
 def test_fill_mask_checks_the_text_against_the_models_own_length(data_dir):
-    from albert_tf.errors import UserError
-    from albert_tf.fill_mask import fill_mask
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.utils.errors import UserError
+    from albert_tf.serving.fill_mask import fill_mask
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
     tokenizer = AlbertTokenizer(str(data_dir / "albert" / "30k-clean.model"))
     calls = []
@@ -243,8 +247,8 @@ def test_fill_mask_checks_the_text_against_the_models_own_length(data_dir):
 
 
 def test_an_output_dir_that_is_a_file_is_named(tmp_path):
-    from albert_tf import run_folder
-    from albert_tf.errors import FlagError
+    from albert_tf.checkpoints import run_folder
+    from albert_tf.utils.errors import FlagError
 
     (tmp_path / "run").write_text("not a folder")
     with pytest.raises(FlagError, match=f"^--output_dir {tmp_path / 'run'} is a file, not a folder$"):
@@ -252,8 +256,8 @@ def test_an_output_dir_that_is_a_file_is_named(tmp_path):
 
 
 def test_strategy_tpu_without_a_tpu_is_a_flag_error(monkeypatch):
-    from albert_tf import strategies
-    from albert_tf.errors import FlagError
+    from albert_tf.training import strategies
+    from albert_tf.utils.errors import FlagError
 
     monkeypatch.delenv("TPU_NAME", raising=False)
     with pytest.raises(FlagError, match=r"^strategy 'tpu' needs a TPU: pass --tpu="):
@@ -262,10 +266,10 @@ def test_strategy_tpu_without_a_tpu_is_a_flag_error(monkeypatch):
 
 @pytest.mark.parametrize("tool", ["pretrain", "export", "convert"])
 def test_every_tool_refuses_an_unusable_output_dir_up_front_naming_the_flag(tmp_path, tool):
-    """Through albert_tf.files' one rule, before any input is read (the inputs here do not exist)."""
+    """Through albert_tf.utils.files' one rule, before any input is read (the inputs here do not exist)."""
     import importlib
 
-    from albert_tf.errors import FlagError
+    from albert_tf.utils.errors import FlagError
 
     module = importlib.import_module(f"albert_tf.cli.{tool}")
     (tmp_path / "a_file").write_text("x")
@@ -299,8 +303,9 @@ def test_every_tool_refuses_an_unusable_output_dir_up_front_naming_the_flag(tmp_
 def test_records_compressed_as_gzip_are_read_under_either_gzip_suffix(tmp_path):
     # One rule for compression: ".gzip" was GZIP to the reader but plain to the up-front check,
     # which then called the file corrupted.
-    from albert_tf import pretraining, training
-    from albert_tf.datasets import pretraining_dataset
+    from albert_tf.training import pretraining
+    from albert_tf.training import loop
+    from albert_tf.data.datasets import pretraining_dataset
 
     plain = write_pretraining_records(tmp_path / "plain.tfrecord", 4)
     packed = tmp_path / "packed.tfrecord.gzip"
@@ -318,10 +323,12 @@ def test_records_compressed_as_gzip_are_read_under_either_gzip_suffix(tmp_path):
 def test_checkpoints_without_their_index_file_are_named_in_one_warning(tmp_path, caplog):
     """Issue 40: a run folder whose `checkpoint` file was lost (a partial copy) started again from
     step 0 without a word."""
-    from albert_tf import pretraining, run_folder as checkpoints, training
+    from albert_tf.training import pretraining
+    from albert_tf.checkpoints import run_folder as checkpoints
+    from albert_tf.training import loop
 
     checkpoints.check_output_dir(str(tmp_path), TINY, write=True)
-    run = training.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path))
+    run = loop.Trainer(TINY, pretraining.PretrainingTask(), pretraining_options(tmp_path))
     run.save()
     with caplog.at_level("WARNING"):
         checkpoints.check_output_dir(str(tmp_path), TINY, write=True)

@@ -117,8 +117,8 @@ def test_public_names_resolve_and_tensorflow_text_loads_lazily():
 
 
 def test_sizes_refuse_bools_everywhere():
-    from albert_tf.features import pretraining_feature_spec
-    from albert_tf.pretraining import PretrainingOptions
+    from albert_tf.data.features import pretraining_feature_spec
+    from albert_tf.training.pretraining import PretrainingOptions
 
     with pytest.raises(ValueError, match=r"AlbertConfig.vocab_size must be a positive integer, got True"):
         AlbertConfig(vocab_size=True)

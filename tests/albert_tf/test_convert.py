@@ -15,11 +15,12 @@ import torch
 import transformers
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf import convert
-from albert_tf.checkpoint_names import head_weight_names
-from albert_tf.errors import FlagError
-from albert_tf.presets import folder, weights
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.presets import convert
+from albert_tf.checkpoints.names import head_weight_names
+from albert_tf.utils.errors import FlagError
+from albert_tf.presets import folder
+from albert_tf.checkpoints import weights
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from tests.albert_tf import hf_reference
 
 TINY_SPM = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "export" / "tiny_spm.model"
@@ -182,7 +183,7 @@ def test_bad_hugging_face_inputs_are_named(tmp_path):
 
 def tf1_shapes(c: AlbertConfig) -> dict[str, tuple]:
     """The released checkpoints' model tensors (ALBERT.md §5), written out independently of
-    albert_tf.checkpoint_names: TF1 kernels are [in, out], the SOP weights [2, H]."""
+    albert_tf.checkpoints.names: TF1 kernels are [in, out], the SOP weights [2, H]."""
     V, E, H, I, P, T = (c.vocab_size, c.embedding_size, c.hidden_size, c.intermediate_size,
                         c.max_position_embeddings, c.type_vocab_size)
     shapes = {

@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from albert_tf import strategies
+from albert_tf.training import strategies
 from tests.conftest import REPO_ROOT
 
 CODE = """
 import tensorflow as tf
-from albert_tf.strategies import get_strategy
+from albert_tf.training.strategies import get_strategy
 strategy = get_strategy("mirrored", cpu_devices=3)
 per_replica = strategy.run(lambda: tf.distribute.get_replica_context().replica_id_in_sync_group)
 print(strategy.num_replicas_in_sync, sorted(int(v) for v in strategy.experimental_local_results(per_replica)))

@@ -8,7 +8,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from albert_tf import curves, summaries
+from albert_tf.training import curves
+from albert_tf.training import summaries
 
 
 class _Options:

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import albert_tf.datasets
-from albert_tf.datasets import count_records, pretraining_dataset
-from albert_tf.features import EXAMPLE_WEIGHT, pretraining_feature_spec, serialize_example
+import albert_tf.data.datasets
+from albert_tf.data.datasets import count_records, pretraining_dataset
+from albert_tf.data.features import EXAMPLE_WEIGHT, pretraining_feature_spec, serialize_example
 
 SEQ, PREDS = 16, 4
 
@@ -83,7 +83,7 @@ def test_evaluation_reads_every_record_once_in_order_with_static_int32_batches(t
 
 def test_training_shuffles_repeats_and_is_reproducible_in_deterministic_mode(shards, monkeypatch):
     # A buffer smaller than the 100 records keeps the test fast and still mixes files and passes.
-    monkeypatch.setattr(albert_tf.datasets, "SHUFFLE_BUFFER_RECORDS", 64)
+    monkeypatch.setattr(albert_tf.data.datasets, "SHUFFLE_BUFFER_RECORDS", 64)
 
     def make(seed):
         return pretraining_dataset(

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from albert_tf.errors import UserError
+from albert_tf.utils.errors import UserError
 from albert_tf.presets import download
 
 pytestmark = pytest.mark.faults

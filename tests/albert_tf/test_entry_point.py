@@ -6,9 +6,9 @@ import sys
 import pytest
 from absl import flags
 
-from albert_tf import quiet
+from albert_tf.utils import quiet
 from albert_tf.cli import entry_point
-from albert_tf.errors import FlagError, UserError
+from albert_tf.utils.errors import FlagError, UserError
 
 pytestmark = pytest.mark.faults  # python -m pytest -q -m faults: the fault and bad-input tests
 

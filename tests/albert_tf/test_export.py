@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.export import (
+from albert_tf.serving.export import (
     SEQUENCE_INPUTS,
     SIGNATURES,
     SavedModelLayer,
@@ -23,8 +23,8 @@ from albert_tf.export import (
     export_pretrainer,
     export_saved_model,
 )
-from albert_tf.features import classification_feature_spec, pretraining_feature_spec, serialize_example
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.data.features import classification_feature_spec, pretraining_feature_spec, serialize_example
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "export"
 TINY_SPM = FIXTURES / "tiny_spm.model"
@@ -383,7 +383,7 @@ def test_bad_export_arguments_fail_with_a_message(models, tmp_path):
 @pytest.mark.faults
 def test_a_python_export_into_a_folder_holding_files_is_refused_and_leaves_it_as_it_was(models, tmp_path):
     """Issue 40: export() wrote into it, and an older export then had two vocabularies."""
-    from albert_tf.errors import UserError
+    from albert_tf.utils.errors import UserError
 
     folder = tmp_path / "old_export"
     (folder / "assets").mkdir(parents=True)
@@ -471,8 +471,8 @@ def test_a_model_of_pairs_says_so_when_given_one_segment(models, tmp_path):
 
 def test_export_command_reads_a_pretraining_run(tmp_path):
     """`albert-export --checkpoint RUN_DIR`: the run's albert_config.json and latest checkpoint."""
-    from albert_tf.export import load_model
-    from albert_tf.presets.weights import model_weights
+    from albert_tf.serving.export import load_model
+    from albert_tf.checkpoints.weights import model_weights
 
     pretrainer = AlbertPretrainer(CONFIG)
     pretrainer.build()

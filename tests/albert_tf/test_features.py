@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.features import (
+from albert_tf.data.features import (
     multiple_choice_feature_spec,
     classification_feature_spec,
     example_serializer,

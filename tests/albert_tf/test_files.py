@@ -1,4 +1,4 @@
-"""albert_tf.files: the one rule for atomic writes, globs, compression and output folders."""
+"""albert_tf.utils.files: the one rule for atomic writes, globs, compression and output folders."""
 
 import gzip
 import pathlib
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from albert_tf import files
-from albert_tf.errors import FlagError, UserError
+from albert_tf.utils import files
+from albert_tf.utils.errors import FlagError, UserError
 from tests.helpers import as_another_user, world_readable_folder
 
 
@@ -101,7 +101,7 @@ def test_a_read_only_output_dir_is_refused_naming_the_flag():
 
 def test_local_files_need_no_tensorflow(tmp_path):
     # The data-prep workers and the Beam pipeline use this module and must stay light (issue 22).
-    code = ("import sys, albert_tf.files as f; f.expand_patterns(sys.argv[1]); f.write_json(sys.argv[1], {}); "
+    code = ("import sys, albert_tf.utils.files as f; f.expand_patterns(sys.argv[1]); f.write_json(sys.argv[1], {}); "
             "f.prepare_output_dir(sys.argv[2]); print('tensorflow' in sys.modules)")
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     (tmp_path / "a.json").write_text("{}")

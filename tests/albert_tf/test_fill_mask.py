@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from albert_tf.fill_mask import fill_mask, masked_inputs
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.serving.fill_mask import fill_mask, masked_inputs
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from tests.conftest import REPO_ROOT
 
 TOKENIZER = AlbertTokenizer(str(REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"))

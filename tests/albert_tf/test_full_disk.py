@@ -16,8 +16,9 @@ import sys
 import numpy as np
 import pytest
 
-from albert_tf import AlbertConfig, AlbertEncoder, convert
-from albert_tf.checkpoint_names import encoder_weight_names, head_weight_names
+from albert_tf import AlbertConfig, AlbertEncoder
+from albert_tf.presets import convert
+from albert_tf.checkpoints.names import encoder_weight_names, head_weight_names
 from albert_tf.presets import folder as preset_folder
 from tests.conftest import REPO_ROOT
 
@@ -106,9 +107,9 @@ def test_a_full_disk_is_the_one_line_of_a_full_disk_naming_the_weights_file(tmp_
     import contextlib
     import errno
 
-    from albert_tf import files
-    from albert_tf.errors import one_line
-    from albert_tf.presets import weights
+    from albert_tf.utils import files
+    from albert_tf.utils.errors import one_line
+    from albert_tf.checkpoints import weights
 
     class Full:
         def write(self, data):

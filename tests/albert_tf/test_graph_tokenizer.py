@@ -5,8 +5,8 @@ import random
 import pytest
 import tensorflow as tf
 
-from albert_tf.graph_tokenizer import AlbertGraphTokenizer
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
 BATCH_LINES = 8192
 

@@ -5,8 +5,8 @@ import json
 import pytest
 import tensorflow as tf
 
-from albert_tf.graph_tokenizer import AlbertGraphTokenizer
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
 EDGE_CASES = [
     "  Héllo   World, in  2012,\tthe café \ufb01 \u201cquoted\u201d x  ",

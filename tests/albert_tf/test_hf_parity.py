@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.checkpoint_names import encoder_weight_names, head_weight_names, to_ours
-from albert_tf.presets import weights
+from albert_tf.checkpoints.names import encoder_weight_names, head_weight_names, to_ours
+from albert_tf.checkpoints import weights
 from tests.albert_tf import hf_reference
 
 SMALL = AlbertConfig(

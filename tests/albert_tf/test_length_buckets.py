@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from albert_tf.length_buckets import bucket_length, bucket_lengths
+from albert_tf.tokenizers.length_buckets import bucket_length, bucket_lengths
 
 
 def test_powers_of_two_then_the_maximum():

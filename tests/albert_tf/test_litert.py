@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertEncoder, litert
-from albert_tf.export import export_saved_model
+from albert_tf import AlbertConfig, AlbertEncoder
+from albert_tf.serving import litert
+from albert_tf.serving.export import export_saved_model
 from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
 from finetune.race.export import export_race_model
 from tests.helpers import good_bad_sentences
@@ -130,8 +131,8 @@ def test_every_quantization_converts_to_builtin_ops_and_shrinks(tmp_path):
 
 @pytest.fixture(scope="module")
 def trained_classifier():
-    from albert_tf.text_classifier import AlbertTextClassifier
-    from albert_tf.text_preprocessor import AlbertTextPreprocessor
+    from albert_tf.tasks.text_classifier import AlbertTextClassifier
+    from albert_tf.tokenizers.preprocessor import AlbertTextPreprocessor
 
     keras.utils.set_random_seed(1)
     classifier = AlbertTextClassifier(AlbertClassifier(CONFIG, num_classes=2),
@@ -232,7 +233,7 @@ def _albert_export(*args):
 
 
 def test_albert_export_writes_the_encoders_litert_model(tmp_path):
-    from albert_tf.errors import FlagError
+    from albert_tf.utils.errors import FlagError
 
     keras.utils.set_random_seed(0)
     encoder = AlbertEncoder(CONFIG)
@@ -269,7 +270,7 @@ def test_albert_export_writes_the_encoders_litert_model(tmp_path):
 ], ids=["empty", "blank", "latin1", "folder"])
 def test_representative_texts_that_cannot_calibrate_are_one_line_naming_the_flag(content, message, tmp_path):
     """Issue 40: an empty file failed in the converter, Latin-1 and a folder with tracebacks."""
-    from albert_tf.errors import FlagError
+    from albert_tf.utils.errors import FlagError
 
     texts = tmp_path / "texts"
     texts.mkdir() if content is None else texts.write_bytes(content)
@@ -285,7 +286,7 @@ def test_every_format_and_precision_gives_the_keras_models_answers(trained_class
     """The classifier's labels on 200 dev sentences from Keras, the float32 and bfloat16 SavedModels
     and the float32 LiteRT model; bf16's probabilities within 0.02 of float32's (stated tolerance:
     bf16 keeps 8 bits of mantissa, a relative error of 0.4% a weight)."""
-    from albert_tf.export import at_precision
+    from albert_tf.serving.export import at_precision
 
     classifier, _ = trained_classifier
     dev_texts, _ = good_bad_sentences(200, seed=7)
@@ -432,7 +433,7 @@ def test_a_fine_tuning_export_replaces_the_previous_one_only_once_complete(tmp_p
 
 
 def test_glue_tool_writes_full_int8_calibrated_on_its_training_texts(small_data_dir, tmp_path, monkeypatch):
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from finetune.glue import cli
     from finetune.glue.readers import read_examples
 
@@ -474,7 +475,7 @@ def test_glue_tool_writes_full_int8_calibrated_on_its_training_texts(small_data_
 @pytest.mark.slow
 @pytest.mark.measure
 def test_squad_tools_dynamic_int8_gives_the_float_answers_on_200_dev_questions(data_dir, tmp_path):
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from finetune.squad import cli, features, metrics, postprocess, readers
     from tests.helpers import SQUAD_CHAIN_CONFIG as SQUAD_CONFIG, SQUAD_CHAIN_TRAINING as TRAINING
     from tests.helpers import first_squad_questions as _first_questions

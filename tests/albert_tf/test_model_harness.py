@@ -9,8 +9,8 @@ import pytest
 
 from albert_tf import AlbertEncoder, AlbertPretrainer
 from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
-from albert_tf.text_classifier import AlbertTextClassifier
-from albert_tf.text_preprocessor import AlbertTextPreprocessor
+from albert_tf.tasks.text_classifier import AlbertTextClassifier
+from albert_tf.tokenizers.preprocessor import AlbertTextPreprocessor
 from finetune.squad.model import AlbertSquadV2
 from tests.albert_tf import layer_harness as harness
 from tests.albert_tf.tiny import TINY, pretraining_batch
@@ -54,7 +54,7 @@ def _call(inputs):
 
 
 def test_every_model_class_is_checked():
-    from albert_tf.model_base import AlbertConfigModel
+    from albert_tf.models.base import AlbertConfigModel
 
     classes = {cls.__name__ for cls in AlbertConfigModel.__subclasses__()} | {"AlbertTextClassifier"}
     assert classes <= set(MODELS), classes - set(MODELS)

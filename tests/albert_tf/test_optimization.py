@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import optimization
+from albert_tf.training import optimization
 from tests.helpers import release_learning_rate
 
 

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertEncoder, AlbertPretrainer
-from albert_tf.pretrainer import pretraining_losses
+from albert_tf.models.pretrainer import pretraining_losses
 from tests.albert_tf.tiny import TINY, pretraining_batch
 
 CONFIGS = {

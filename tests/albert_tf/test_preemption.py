@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import pretraining, training
-from albert_tf.preemption import PREEMPTED_EXIT_CODE, Preempted
+from albert_tf.training import pretraining
+from albert_tf.training import loop
+from albert_tf.training.preemption import PREEMPTED_EXIT_CODE, Preempted
 from tests.helpers import LOOP_CONFIG as CONFIG
 from tests.helpers import loop_options as options, random_dataset_fn, run_weights as weights
 
 STEPS, SIGNALLED_AT = 9, 5
 
 
-class SignalledAt(training.Trainer):
+class SignalledAt(loop.Trainer):
     """A run that sends itself SIGTERM once it has completed step `at` (as a cloud VM would)."""
 
     at = SIGNALLED_AT
@@ -37,7 +38,7 @@ def test_sigterm_saves_the_step_reached_and_the_resumed_run_ends_as_uninterrupte
     run = SignalledAt(CONFIG, pretraining.PretrainingTask(), opts)
     run.restore_or_initialize()
     with pytest.raises(Preempted) as raised:
-        training.run_loop(run, random_dataset_fn())
+        loop.run_loop(run, random_dataset_fn())
     assert raised.value.exit_code == PREEMPTED_EXIT_CODE == 143
     assert str(raised.value) == (
         f"stopped by SIGTERM to this worker (a preemption) after step {SIGNALLED_AT}, saved as "
@@ -46,13 +47,13 @@ def test_sigterm_saves_the_step_reached_and_the_resumed_run_ends_as_uninterrupte
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the loop's only while it runs
     assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith(f"ckpt-{SIGNALLED_AT}")
 
-    resumed = training.Trainer(CONFIG, pretraining.PretrainingTask(), opts)
+    resumed = loop.Trainer(CONFIG, pretraining.PretrainingTask(), opts)
     assert resumed.restore_or_initialize() == SIGNALLED_AT  # no completed step lost
-    assert training.run_loop(resumed, random_dataset_fn())["step"] == STEPS
+    assert loop.run_loop(resumed, random_dataset_fn())["step"] == STEPS
 
-    straight = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "straight", num_train_steps=STEPS,
+    straight = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "straight", num_train_steps=STEPS,
                                                      save_checkpoints_steps=100, steps_per_loop=1))
     straight.restore_or_initialize()
-    training.run_loop(straight, random_dataset_fn())
+    loop.run_loop(straight, random_dataset_fn())
     for a, b in zip(weights(resumed), weights(straight)):
         np.testing.assert_allclose(a, b, atol=1e-6)

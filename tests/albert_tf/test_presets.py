@@ -23,11 +23,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, convert
-from albert_tf.checkpoint_names import encoder_weight_names, head_weight_names
-from albert_tf.errors import UserError
+from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+from albert_tf.presets import convert
+from albert_tf.checkpoints.names import encoder_weight_names, head_weight_names
+from albert_tf.utils.errors import UserError
 from albert_tf.models import AlbertClassifier
-from albert_tf.presets import download, folder, loader, registry, sources, weights
+from albert_tf.presets import download, folder, loader, registry, sources
+from albert_tf.checkpoints import weights
 from tests.conftest import REPO_ROOT
 
 TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -229,7 +231,7 @@ def test_every_tool_takes_a_url_where_it_takes_a_model(release, server, cache):
     pretrainer.build()
     loader.initialize_pretrainer(pretrainer, url)
     _assert_weights(pretrainer, ours)
-    from albert_tf.export import load_model  # albert-export --preset
+    from albert_tf.serving.export import load_model  # albert-export --preset
 
     _assert_weights(load_model("pretrainer", preset=url), ours)
     assert server.downloads("albert_tiny.tar.gz") == 1
@@ -371,7 +373,7 @@ def test_any_model_loads_the_part_of_any_preset_it_shares(tmp_path):
 
 
 def test_an_export_carries_its_config_and_fine_tuning_needs_no_other_flag(tmp_path):
-    from albert_tf.export import export_encoder
+    from albert_tf.serving.export import export_encoder
 
     encoder = AlbertEncoder(CONFIG)
     encoder.build()

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from albert_tf.summaries import format_metrics
+from albert_tf.training.summaries import format_metrics
 from tests.conftest import REPO_ROOT
 
 TINY = REPO_ROOT / "tests" / "fixtures" / "data_prep"

@@ -9,7 +9,7 @@ Segmentations of equal real score (`888` as `8` `88` or `88` `8`) are decided by
 scores: the release's lattice Viterbi rounds each sum to float32 and keeps the highest, the first
 by start where two are equal, so `80888` is `▁80` `88` `8` and `666` is `▁6` `66`. sentencepiece
 0.2.0 and 0.2.1 compare unrounded sums and decide some of these the other way. `ReleaseViterbi`
-restates the release's search here, apart from the package's own (`albert_tf.segmentation.ReleaseViterbi`),
+restates the release's search here, apart from the package's own (`albert_tf.tokenizers.segmentation.ReleaseViterbi`),
 so where the installed sentencepiece and the tokenizers disagree it says which is the release's.
 Both tokenizers must give the release's pieces on any sentencepiece version.
 """
@@ -23,9 +23,9 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
-from albert_tf.graph_tokenizer import AlbertGraphTokenizer
-from albert_tf.segmentation import has_tie_run
-from albert_tf.tokenizer import AlbertTokenizer, normalize_text
+from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.tokenizers.segmentation import has_tie_run
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer, normalize_text
 from finetune.glue.readers import read_examples
 from finetune.race.readers import read_questions
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.errors import UserError
+from albert_tf.utils.errors import UserError
 from albert_tf.models import AlbertClassifier
-from albert_tf.presets import folder, loader, weights
+from albert_tf.presets import folder, loader
+from albert_tf.checkpoints import weights
 from tests.conftest import REPO_ROOT
 
 TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -82,7 +83,7 @@ def test_albert_config_file_beside_a_preset_may_set_the_dropout_only(v1_preset, 
 
 
 def test_both_classifier_classes_restore_a_saved_text_classifiers_head(tmp_path):
-    from albert_tf.text_classifier import AlbertTextClassifier
+    from albert_tf.tasks.text_classifier import AlbertTextClassifier
 
     classifier = AlbertClassifier(V1_TINY, num_classes=3, dropout=0.2)
     classifier.build()
@@ -111,7 +112,7 @@ def test_both_classifier_classes_restore_a_saved_text_classifiers_head(tmp_path)
 def test_a_broken_task_json_is_one_line_naming_it(v1_preset, tmp_path, content, message):
     import shutil
 
-    from albert_tf.errors import one_line
+    from albert_tf.utils.errors import one_line
 
     broken = tmp_path / "broken"
     shutil.copytree(v1_preset[0], broken)
@@ -127,7 +128,7 @@ def test_a_broken_task_json_is_one_line_naming_it(v1_preset, tmp_path, content, 
 def test_a_preset_without_its_vocabulary_is_named(v1_preset, tmp_path):
     import shutil
 
-    from albert_tf.text_classifier import AlbertTextClassifier
+    from albert_tf.tasks.text_classifier import AlbertTextClassifier
 
     broken = tmp_path / "novocab"
     shutil.copytree(v1_preset[0], broken)

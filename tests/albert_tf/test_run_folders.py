@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from albert_tf.cli import pretrain
-from albert_tf.errors import FlagError
+from albert_tf.utils.errors import FlagError
 from tests.conftest import REPO_ROOT
 
 TINY = REPO_ROOT / "tests" / "fixtures" / "data_prep"
@@ -48,7 +48,7 @@ def test_lengths_come_from_the_records_unless_given(records, tmp_path):
 
 
 def test_the_run_folder_keeps_its_vocabulary(tmp_path):
-    from albert_tf.run_folder import keep_run_vocabulary
+    from albert_tf.checkpoints.run_folder import keep_run_vocabulary
 
     try:
         _flags(f"--output_dir={tmp_path / 'run'}", f"--spm_model_file={TINY / 'tiny_vocab.model'}")

@@ -6,7 +6,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from albert_tf import strategies
+from albert_tf.training import strategies
 
 
 def test_unknown_name_lists_the_known_ones():

@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.text_classifier import AlbertTextClassifier
-from albert_tf.text_preprocessor import AlbertTextPreprocessor
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tasks.text_classifier import AlbertTextClassifier
+from albert_tf.tokenizers.preprocessor import AlbertTextPreprocessor
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from tests.helpers import good_bad_sentences
 
 TINY_VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -109,7 +109,7 @@ def test_a_fine_tuned_classifier_converts_to_hugging_face(trained, tmp_path):
     import torch
     import transformers
 
-    from albert_tf.convert import convert_preset_to_hf
+    from albert_tf.presets.convert import convert_preset_to_hf
 
     classifier, _ = trained
     named = AlbertTextClassifier(classifier.classifier, classifier.preprocessor, labels=["negative", "positive"])
@@ -130,7 +130,7 @@ def test_class_names_are_kept_and_reach_hugging_faces_id2label(preset, tmp_path)
     (issue 30 item 6; LABEL_0/LABEL_1 before); a reload may rename them."""
     import json
 
-    from albert_tf.convert import convert_preset_to_hf
+    from albert_tf.presets.convert import convert_preset_to_hf
 
     named = AlbertTextClassifier.from_preset(preset, labels=["negative", "positive"], sequence_length=SEQ)
     assert (named.num_classes, named.labels) == (2, ["negative", "positive"])
@@ -153,7 +153,7 @@ def test_wrong_input_from_python_is_one_clear_error(preset, tmp_path):
     """Issue 40 item 6 and the Python API's poor items: export(labels=) of the wrong count served
     until an unnamed class came up; [None, 1] was classified as the texts "None" and "1"; a label
     0.5 was read as 0; a lone string and fit([], []) gave TensorFlow's internals."""
-    from albert_tf.errors import UserError
+    from albert_tf.utils.errors import UserError
 
     classifier = AlbertTextClassifier.from_preset(preset, num_classes=2, sequence_length=SEQ)
     classifier.compile(jit_compile=False)

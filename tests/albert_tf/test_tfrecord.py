@@ -8,8 +8,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from albert_tf.features import example_serializer, pretraining_feature_layout, pretraining_feature_spec
-from albert_tf.tfrecord import RecordWriter, crc32c, example_encoder, masked_crc32c, read_records
+from albert_tf.data.features import example_serializer, pretraining_feature_layout, pretraining_feature_spec
+from albert_tf.data.tfrecord import RecordWriter, crc32c, example_encoder, masked_crc32c, read_records
 
 LAYOUT = {
     **pretraining_feature_layout(16, 4),
@@ -82,7 +82,7 @@ def test_a_wrong_length_or_name_is_refused():
 
 def test_writing_records_does_not_import_tensorflow():
     code = (
-        "import sys, albert_tf.tfrecord as t, albert_tf.features as f, data_prep.shards, data_prep.generation\n"
+        "import sys, albert_tf.data.tfrecord as t, albert_tf.data.features as f, data_prep.shards, data_prep.generation\n"
         "import data_prep.create_pretraining_data\n"
         "t.example_encoder(f.pretraining_feature_layout(8, 2))\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))\n"

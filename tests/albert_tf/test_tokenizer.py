@@ -5,7 +5,7 @@ import random
 import pytest
 import sentencepiece as spm
 
-from albert_tf.tokenizer import AlbertTokenizer, normalize_text, truncate_pair_lengths
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer, normalize_text, truncate_pair_lengths
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_a_file_that_is_not_a_sentencepiece_model_is_refused_by_name(tmp_path):
 
 
 def test_word_starts_follow_the_release_rule(tokenizer):
-    from albert_tf.tokenizer import is_word_start_piece
+    from albert_tf.tokenizers.tokenizer import is_word_start_piece
 
     starts = {"▁new": True, "york": False, "York": False, "s.": False, "``": False, "99": True,
               ".": True, "'s": True, "<unk>": True, "é": True, "x=": True}

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from albert_tf.tokenizer import AlbertTokenizer, normalize_text, normalize_with_offsets
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer, normalize_text, normalize_with_offsets
 
 
 @pytest.fixture(scope="module")

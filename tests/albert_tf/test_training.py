@@ -22,9 +22,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import files, pretraining, replicas, run_folder, training
-from albert_tf.presets.weights import model_weights
-from albert_tf.pretrainer import pretraining_sums
+from albert_tf.utils import files
+from albert_tf.training import pretraining
+from albert_tf.training import replicas
+from albert_tf.checkpoints import run_folder
+from albert_tf.training import loop
+from albert_tf.checkpoints.weights import model_weights
+from albert_tf.models.pretrainer import pretraining_sums
 from tests.helpers import LOOP_CONFIG as CONFIG
 from tests.helpers import PRETRAINING_PREDICTIONS as PREDICTIONS
 from tests.helpers import PRETRAINING_SEQ as SEQ
@@ -66,7 +70,7 @@ def cli_options(flags):
 
 
 def test_loop_loss_is_the_pretrainer_loss(tmp_path):
-    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
+    run = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
     features = next(iter(random_dataset_fn()(tf.distribute.InputContext(), 8)))
     expected = run.model(features, training=True)
     sums = pretraining_sums(features, expected["mlm_logits"], expected["sop_logits"])
@@ -75,11 +79,11 @@ def test_loop_loss_is_the_pretrainer_loss(tmp_path):
 
 
 def test_training_learns_and_accumulation_gives_the_same_updates(tmp_path):
-    whole = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "a"))
+    whole = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "a"))
     losses = trajectory(whole, 6)
     # The synthetic masked ids come from 4 values: from ln(128) = 4.85 the MLM loss must fall.
     assert losses[-1] < losses[0] - 0.5, losses
-    accumulated = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "b", grad_accum_steps=4))
+    accumulated = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "b", grad_accum_steps=4))
     np.testing.assert_allclose(trajectory(accumulated, 6), losses, atol=2e-5)
     for a, b in zip(weights(whole), weights(accumulated)):
         np.testing.assert_allclose(a, b, atol=2e-5)
@@ -90,7 +94,7 @@ def test_the_loop_rates_each_update_as_the_release_does(tmp_path):
     """Over 20 steps the rate of update k is the release's formula at global step k (from 1)."""
     from tests.helpers import release_learning_rate
 
-    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path, num_train_steps=20, num_warmup_steps=5))
+    run = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path, num_train_steps=20, num_warmup_steps=5))
     iterator = iter(run.distribute(random_dataset_fn(), run.per_replica_batch))
     initial = weights(run)
     used = []
@@ -110,15 +114,15 @@ def test_the_logged_rate_is_the_optimizers_schedule(tmp_path, monkeypatch):
     decay (power 2 where the loop's default is linear), the log follows it, in warmup and in decay."""
     import functools
 
-    from albert_tf import optimization
+    from albert_tf.training import optimization
 
     monkeypatch.setattr(optimization, "create_optimizer", functools.partial(optimization.create_optimizer, power=2.0))
     logged = {}
-    monkeypatch.setattr(training, "write_scalars",
+    monkeypatch.setattr(loop, "write_scalars",
                         lambda writer, metrics, step: logged.__setitem__(step, metrics["learning_rate"]))
-    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path, num_train_steps=6, num_warmup_steps=2,
+    run = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path, num_train_steps=6, num_warmup_steps=2,
                                                   save_checkpoints_steps=6))
-    training.run_loop(run, random_dataset_fn())
+    loop.run_loop(run, random_dataset_fn())
     assert sorted(logged) == [1, 2, 3, 4, 5, 6]
     used = []
     for k in range(1, 7):  # the rate the optimizer gives update k, read before it (k - 1 updates made)
@@ -130,12 +134,12 @@ def test_the_logged_rate_is_the_optimizers_schedule(tmp_path, monkeypatch):
 
 
 def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
-    first = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
+    first = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
     trajectory(first, 3)
     path = first.save()
     assert path.endswith("ckpt-3")
     saved = [v.numpy() for v in first.model.weights + first.optimizer.variables]
-    second = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
+    second = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
     assert second.restore_or_initialize() == 3
     restored = [v.numpy() for v in second.model.weights + second.optimizer.variables]
     assert len(saved) == len(restored) > 20
@@ -145,13 +149,13 @@ def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
 
 def test_resume_with_dropout_draws_the_masks_of_the_uninterrupted_run(tmp_path):
     config = CONFIG.replace(hidden_dropout_prob=0.1)
-    straight = training.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "straight"))
+    straight = loop.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "straight"))
     expected = trajectory(straight, 4)
-    first = training.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "resumed"))
+    first = loop.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "resumed"))
     trajectory(first, 2)
     path = first.save()
     assert any(name.startswith("rng/") for name, _ in tf.train.list_variables(path))
-    resumed = training.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "resumed"))
+    resumed = loop.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "resumed"))
     assert resumed.restore_or_initialize() == 2
     np.testing.assert_allclose(trajectory(resumed, 2), expected[2:], atol=1e-6, rtol=0)
     for a, b in zip(weights(resumed), weights(straight)):
@@ -160,12 +164,12 @@ def test_resume_with_dropout_draws_the_masks_of_the_uninterrupted_run(tmp_path):
     # A checkpoint without the seed states (as written before they were kept) still resumes, but
     # dropout starts over from the seed: other masks, another loss. So the seed states matter.
     legacy_dir = tmp_path / "legacy"
-    legacy = training.Trainer(config, pretraining.PretrainingTask(), options(legacy_dir))
+    legacy = loop.Trainer(config, pretraining.PretrainingTask(), options(legacy_dir))
     trajectory(legacy, 2)
     old_layout = tf.train.Checkpoint(model=model_weights(legacy.model), optimizer=legacy.optimizer,
                                      step=legacy.step)
     tf.train.CheckpointManager(old_layout, str(legacy_dir), 1, checkpoint_name="ckpt").save(checkpoint_number=2)
-    fresh_seeds = training.Trainer(config, pretraining.PretrainingTask(), options(legacy_dir))
+    fresh_seeds = loop.Trainer(config, pretraining.PretrainingTask(), options(legacy_dir))
     assert fresh_seeds.restore_or_initialize() == 2
     # 2e-3 apart when written; the bound is a hundred times the 1e-6 of the match above.
     assert abs(trajectory(fresh_seeds, 1)[0] - expected[2]) > 1e-4
@@ -173,7 +177,7 @@ def test_resume_with_dropout_draws_the_masks_of_the_uninterrupted_run(tmp_path):
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_trains(tmp_path, precision):
-    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path, mixed_precision=precision))
+    run = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path, mixed_precision=precision))
     losses = trajectory(run, 2)
     assert all(np.isfinite(losses)) and abs(losses[0] - 5.5) < 0.5, losses
     assert run.model.encoder.compute_dtype == {"bf16": "bfloat16", "fp16": "float16"}[precision]
@@ -188,14 +192,16 @@ def test_an_fp16_overflow_poisons_every_gradient():
     assert all(np.isnan(g.numpy()).all() for g in poisoned)
 
 
-def test_the_training_code_imports_of_presets_only_the_weight_names():
-    """Starting weights are the caller's and the run folder is the training side's: of presets, the
-    trainer, its task protocol, pretraining and the run folder read only how weights are named."""
+def test_the_training_code_imports_no_presets():
+    """Starting weights are the caller's: no module of training/ (the trainer, its task protocol,
+    pretraining) imports presets; a run folder's checkpoints and weight names are checkpoints/'."""
     from tests.test_import_graph import import_graph
 
     graph = import_graph()
-    for module in ("albert_tf.training", "albert_tf.training_task", "albert_tf.pretraining", "albert_tf.run_folder"):
-        assert {m for m in graph[module] if m.startswith("albert_tf.presets")} <= {"albert_tf.presets.weights"}, module
+    training = [name for name in graph if name.startswith("albert_tf.training.")]
+    assert {"albert_tf.training.loop", "albert_tf.training.task", "albert_tf.training.pretraining"} <= set(training)
+    for module in training + ["albert_tf.checkpoints.run_folder"]:
+        assert not {m for m in graph[module] if m.startswith("albert_tf.presets")}, module
     assert "albert_tf.presets.loader" in graph["albert_tf.cli.pretrain"]  # the caller's initialisation
 
 
@@ -210,14 +216,14 @@ def test_bad_inputs_are_errors(tmp_path):
     with pytest.raises(ValueError, match="per-replica batch of 6 .* grad_accum_steps=4"):
         replicas.replica_batch_size(12, 2, grad_accum_steps=4)
 
-    training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path)).save()  # a config with checkpoints is kept
+    loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path)).save()  # a config with checkpoints is kept
     other = CONFIG.replace(hidden_size=64)
     with pytest.raises(ValueError, match="another config: hidden_size 32 there vs 64 here"):
-        training.Trainer(other, pretraining.PretrainingTask(), options(tmp_path))
+        loop.Trainer(other, pretraining.PretrainingTask(), options(tmp_path))
 
 
 def test_records_of_other_lengths_name_both_values(tmp_path):
-    from albert_tf import features
+    from albert_tf.data import features
 
     spec = features.pretraining_feature_spec(SEQ, PREDICTIONS + 1)
     values = {name: [0] * int(np.prod(f.shape)) for name, f in spec.items()}
@@ -235,11 +241,11 @@ def test_init_checkpoint_missing_or_mismatching_is_an_error(tmp_path):
     from albert_tf.presets.loader import initialize_pretrainer
 
     def started_from(config, opts, path):
-        run = training.Trainer(config, pretraining.PretrainingTask(), opts)
+        run = loop.Trainer(config, pretraining.PretrainingTask(), opts)
         run.restore_or_initialize(lambda model: initialize_pretrainer(model, path))
         return run
 
-    source = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "source"))
+    source = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "source"))
     path = source.save()
     with pytest.raises(FileNotFoundError, match="does not exist"):
         started_from(CONFIG, options(tmp_path / "a"), path + "x")
@@ -327,13 +333,13 @@ def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupt
     assert f"; resumed from {rerun_dir / f'ckpt-{last_step}'} at step {last_step}; " in rerun_summary
     assert f"; curves {rerun_dir / 'curves.png'}; " in rerun_summary
     # The curves hold the whole run: the killed run's steps up to its checkpoint and the rerun's after.
-    from albert_tf.curves import curve_series
+    from albert_tf.training.curves import curve_series
 
     assert [step for step, _ in curve_series(str(rerun_dir))["loss"]["train loss"]] == list(range(1, steps + 1))
 
     # The restart resumes at the step of the last checkpoint with exactly its weights...
     opts = cli_options(flags)
-    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), opts)
+    run = loop.Trainer(CONFIG, pretraining.PretrainingTask(), opts)
     assert run.restore_or_initialize() == last_step
     reader = tf.train.load_checkpoint(last)
     for key, variable in model_weights(run.model).items():
@@ -379,7 +385,7 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path):
     assert scalars[("learning_rate", 4)] == 0.0
     assert {"loss", "mlm_accuracy", "sop_accuracy", "examples_per_second"} <= {t for t, _ in scalars}
     # curves.png draws those values: train at steps 2 and 4, the evaluations at 2 and 4.
-    from albert_tf.curves import curve_series
+    from albert_tf.training.curves import curve_series
 
     drawn = curve_series(str(output_dir))
     assert drawn["loss"]["train loss"] == [(2, scalars[("loss", 2)]), (4, scalars[("loss", 4)])]
@@ -394,7 +400,7 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path):
     inputs = {"input_ids": tf.constant([[2, 7, 3, 9]]), "input_mask": tf.constant([[1, 1, 1, 0]]),
               "segment_ids": tf.constant([[0, 0, 1, 1]])}
     exported = serving(**inputs)
-    fresh = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "fresh"))
+    fresh = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "fresh"))
     run_folder.load_init_checkpoint(fresh.model, str(output_dir))
     expected = fresh.model.encoder(inputs)
     for name in ("sequence_output", "pooled_output"):
@@ -408,11 +414,11 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path):
 
 
 def test_evaluation_counts_every_record_of_a_last_partial_batch(tmp_path):
-    from albert_tf.datasets import pretraining_dataset
-    from albert_tf.pretrainer import losses_from_sums
+    from albert_tf.data.datasets import pretraining_dataset
+    from albert_tf.models.pretrainer import losses_from_sums
 
     path = write_records(tmp_path / "eval.tfrecord", 21, seed=3)
-    run = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "run", eval_batch_size=8))
+    run = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "run", eval_batch_size=8))
     eval_data = run.distribute(pretraining.file_dataset_fn([path], run.options, is_training=False),
                                run.per_replica_eval_batch)
     got = run.evaluate(eval_data)
@@ -433,11 +439,11 @@ def _mirrored(output_dir):
     tf.config.set_visible_devices([], "GPU")  # two logical CPUs, also on a machine with a GPU
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from albert_tf import strategies
+    from albert_tf.training import strategies
 
-    one = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
+    one = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
     mirrored_strategy = strategies.get_strategy("mirrored")
-    two = training.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/two", jit_compile=True), mirrored_strategy)
+    two = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/two", jit_compile=True), mirrored_strategy)
     report = {
         "replicas": two.num_replicas,
         "one_device": trajectory(one, 5),
@@ -454,14 +460,14 @@ def _mirrored(output_dir):
         for run in (one, two)
     ]
     try:
-        training.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/odd", train_batch_size=7), mirrored_strategy)
+        loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/odd", train_batch_size=7), mirrored_strategy)
     except ValueError as error:
         report["uneven_batch_error"] = str(error)
     return report
 
 
 def _worker(output_dir):
-    from albert_tf import strategies
+    from albert_tf.training import strategies
 
     strategy = strategies.get_strategy("multi_worker")
     opts = options(output_dir, num_train_steps=4, save_checkpoints_steps=2, steps_per_loop=2, spm_model_file=str(VOCAB))

@@ -119,7 +119,7 @@ def test_a_full_disk_loses_no_finished_shard_and_a_rerun_completes_the_same_byte
                                                                                  data_dir):
     import errno
 
-    from albert_tf.errors import one_line
+    from albert_tf.utils.errors import one_line
     from data_prep import shards
 
     corpus = data_dir / "corpus" / "gutenberg" / "blake-poems.txt"
@@ -185,8 +185,8 @@ def test_a_description_that_is_not_an_object_is_named_and_nothing_is_added(conte
                                                                          data_dir, capsys):
     """Issue 40: `[]` gave a 29-34 line traceback and bad JSON named no file; the refused run left an
     empty shard_stats/."""
-    from albert_tf.datasets import check_complete
-    from albert_tf.errors import UserError
+    from albert_tf.data.datasets import check_complete
+    from albert_tf.utils.errors import UserError
     from tests.helpers import run_create_pretraining_data
 
     out = tmp_path / "out"
@@ -241,8 +241,8 @@ def test_a_mistyped_flag_is_an_error_with_or_without_a_runner(tmp_path, spm_mode
 
 
 def test_beams_own_options_pass_by_their_beam_names_only():
-    from albert_tf.errors import FlagError
-    from data_prep.beam_pipeline import beam_options
+    from albert_tf.utils.errors import FlagError
+    from data_prep.beam.pipeline import beam_options
 
     options = beam_options(["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"])
     assert (options.get_all_options()["direct_num_workers"], options.get_all_options()["direct_running_mode"]) == (

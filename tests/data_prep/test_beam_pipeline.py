@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("apache_beam", reason="Apache Beam is not installed: pip install -e '.[beam]'")
 
-from data_prep.beam_pipeline import run_beam_generation  # noqa: E402
+from data_prep.beam.pipeline import run_beam_generation  # noqa: E402
 from data_prep.documents import BadInputError  # noqa: E402
 from data_prep.instances import InstanceOptions  # noqa: E402
 from data_prep.shards import METADATA_FILE, GenerationConfig, run_generation  # noqa: E402
@@ -135,7 +135,7 @@ def test_no_stage_takes_every_document_of_a_worker_at_once(spm_model, tmp_path):
     The documents go from the reader straight into one GroupByKey."""
     import apache_beam as beam
 
-    from data_prep.beam_pipeline import build_pipeline
+    from data_prep.beam.pipeline import build_pipeline
 
     pipeline = beam.Pipeline()
     build_pipeline(pipeline, _config([tmp_path / "a.txt"], spm_model), str(tmp_path), [0, 1, 2])
@@ -151,7 +151,7 @@ def test_a_shards_documents_come_back_in_input_order_from_a_file(tmp_path):
     import random
     import zlib
 
-    from data_prep.beam_pipeline import _DocumentsInInputOrder
+    from data_prep.beam.pipeline import _DocumentsInInputOrder
 
     keyed = [((f, n), [f"file {f} document {n}", "é" * n]) for f in range(3) for n in range(50)]
     arriving = [(key, zlib.compress(marshal.dumps(sentences), 1)) for key, sentences in keyed]
@@ -164,7 +164,7 @@ def test_a_shards_documents_come_back_in_input_order_from_a_file(tmp_path):
 
 
 def test_the_direct_runners_worker_process_leaves_out_unused_connectors():
-    """data_prep.beam_worker: Beam's harness without pyarrow and pymongo, tens of MB lighter."""
+    """data_prep.beam.worker: Beam's harness without pyarrow and pymongo, tens of MB lighter."""
     import subprocess
     import sys
 
@@ -181,7 +181,7 @@ def test_the_direct_runners_worker_process_leaves_out_unused_connectors():
         return int(mb), pyarrow == "True", pymongo == "True"
 
     plain = run("")
-    light = run("from data_prep.beam_worker import hide_unused_modules\nhide_unused_modules()\n")
+    light = run("from data_prep.beam.worker import hide_unused_modules\nhide_unused_modules()\n")
     assert light[1:] == (False, False)
     if plain[1:] == (True, True):  # both installed here: the harness no longer pays for them
         assert light[0] < plain[0] - 20, (light, plain)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.datasets import pretraining_dataset
-from albert_tf.features import pretraining_feature_spec
+from albert_tf.data.datasets import pretraining_dataset
+from albert_tf.data.features import pretraining_feature_spec
 from data_prep.documents import BadInputError, check_not_all_empty, expand_input_patterns
 from data_prep.instances import InstanceOptions
 from data_prep.shards import METADATA_FILE, GenerationConfig, run_generation

@@ -10,7 +10,7 @@ import tempfile
 
 import tensorflow as tf
 
-from albert_tf.features import pretraining_feature_spec
+from albert_tf.data.features import pretraining_feature_spec
 from data_prep.instances import InstanceOptions
 from data_prep.shards import GenerationConfig, run_generation
 

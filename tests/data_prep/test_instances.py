@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from albert_tf.tokenizer import truncate_pair_lengths
+from albert_tf.tokenizers.tokenizer import truncate_pair_lengths
 from data_prep.instances import (
     InstanceOptions,
     MaskingVocab,

@@ -33,7 +33,7 @@ def _documents_of_records(config, output_dir):
     """Maps each record (by its input_ids and masked positions) to (shard, document) as generated."""
     import tensorflow as tf
 
-    from albert_tf.features import pretraining_feature_spec
+    from albert_tf.data.features import pretraining_feature_spec
 
     made = []
     (output_dir / STATS_DIR).mkdir()
@@ -45,7 +45,7 @@ def _documents_of_records(config, output_dir):
 
 
 def _reader_batches(config, output_dir, documents, seed):
-    from albert_tf.datasets import pretraining_dataset
+    from albert_tf.data.datasets import pretraining_dataset
 
     dataset = pretraining_dataset(
         f"{output_dir}/pretrain-*",

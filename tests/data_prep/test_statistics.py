@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from albert_tf.tokenizer import SPIECE_UNDERLINE, AlbertTokenizer
+from albert_tf.tokenizers.tokenizer import SPIECE_UNDERLINE, AlbertTokenizer
 from data_prep.documents import iter_documents
 from data_prep.instances import (
     InstanceOptions,

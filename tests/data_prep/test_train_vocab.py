@@ -5,7 +5,7 @@ import pathlib
 import pytest
 import sentencepiece as spm
 
-from albert_tf.tokenizer import AlbertTokenizer, normalize_text
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer, normalize_text
 from data_prep.train_vocab import train_vocab
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep"
@@ -61,13 +61,13 @@ def test_a_vocabulary_too_large_for_the_corpus_fails_clearly(tmp_path):
 
 def test_a_refused_vocabulary_leaves_no_model_file(tmp_path, monkeypatch):
     # Written under a partial prefix and renamed only once checked: no .model to be taken for a
-    # finished vocabulary (albert_tf.files' rule).
-    import albert_tf.tokenizer
+    # finished vocabulary (albert_tf.utils.files' rule).
+    import albert_tf.tokenizers.tokenizer
 
     def refuse(model_file, do_lower_case=True):
         raise ValueError(f"{model_file} refused")
 
-    monkeypatch.setattr(albert_tf.tokenizer, "AlbertTokenizer", refuse)
+    monkeypatch.setattr(albert_tf.tokenizers.tokenizer, "AlbertTokenizer", refuse)
     with pytest.raises(ValueError, match=r"v\.incomplete-\d+\.model refused"):
         train_vocab([str(FIXTURES / "tiny_corpus.txt")], str(tmp_path / "v"), vocab_size=100, hard_vocab_limit=False,
                     num_threads=1)

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from albert_tf.errors import UserError
+from albert_tf.utils.errors import UserError
 from finetune.glue import cli
 from finetune.glue.readers import MalformedRowError, read_examples
 
@@ -72,7 +72,7 @@ def test_a_tsv_without_its_header_row_is_refused(tmp_path):
 def test_a_truncated_feature_cache_is_named_and_rebuilt(tmp_path, caplog):
     import tensorflow as tf
 
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from finetune.cache import cache_features
 
     tokenizer = AlbertTokenizer(str(pathlib.Path(__file__).parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"))
@@ -102,10 +102,10 @@ def test_a_truncated_feature_cache_is_named_and_rebuilt(tmp_path, caplog):
 
 @pytest.mark.parametrize("tool", ["glue", "squad", "race"])
 def test_an_unusable_output_or_cache_dir_is_refused_up_front_naming_the_flag(tmp_path, small_data_dir, tool):
-    """Through albert_tf.files' one rule, before data is read or a model built."""
+    """Through albert_tf.utils.files' one rule, before data is read or a model built."""
     import importlib
 
-    from albert_tf.errors import FlagError
+    from albert_tf.utils.errors import FlagError
 
     module = importlib.import_module(f"finetune.{tool}.cli")
     (tmp_path / "a_file").write_text("x")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune import cache
 from finetune.glue import data, readers
 

@@ -11,9 +11,9 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.tokenizer import AlbertTokenizer
-from albert_tf.run_folder import CONFIG_FILE
-from albert_tf.presets.weights import model_weights
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
+from albert_tf.checkpoints.run_folder import CONFIG_FILE
+from albert_tf.checkpoints.weights import model_weights
 from finetune.glue import metrics
 from albert_tf.models import AlbertClassifier as GlueClassifier, classifier_sums
 from albert_tf.presets.loader import WORD_EMBEDDINGS, _encoder_key, init_vocab_size, initialize_encoder

@@ -71,8 +71,9 @@ def _mirrored(output_dir, data_dir):
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from albert_tf import AlbertConfig, strategies
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf import AlbertConfig
+    from albert_tf.training import strategies
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from finetune import trainer
     from finetune.glue import data
     from finetune.glue.task import GlueTask

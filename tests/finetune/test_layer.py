@@ -16,13 +16,13 @@ import tensorflow as tf
 from absl import flags
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf import convert
-from albert_tf.presets import weights as preset_weights
-from albert_tf.features import EXAMPLE_WEIGHT
+from albert_tf.presets import convert
+from albert_tf.checkpoints import weights as preset_weights
+from albert_tf.data.features import EXAMPLE_WEIGHT
 from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, classifier_sums
-from albert_tf.tokenizer import AlbertTokenizer
-from albert_tf.run_folder import CONFIG_FILE
-from albert_tf.presets.weights import model_weights
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
+from albert_tf.checkpoints.run_folder import CONFIG_FILE
+from albert_tf.checkpoints.weights import model_weights
 from albert_tf.presets import loader as initialization
 from finetune import cache, cli, inputs, trainer
 from finetune.task import HPARAM_FIELDS, TASK_FILE, FinetuningTask, model_inputs
@@ -46,7 +46,7 @@ def _toy_examples(n, seed):
             ids = rng.integers(10, 300, size=(2, SEQ))
             ids[:, 0] = 2
             ids[label, rng.integers(1, SEQ)] = MARK
-            # [2, T] features are written flat, row after row (albert_tf.features).
+            # [2, T] features are written flat, row after row (albert_tf.data.features).
             records.append({"input_ids": ids.reshape(-1), "input_mask": np.ones(2 * SEQ, np.int64),
                             "segment_ids": np.zeros(2 * SEQ, np.int64), "label": label,
                             "example_index": index, "score": rng.normal(size=2).astype(np.float32)})
@@ -486,7 +486,7 @@ print(source.kind, source.spm_model_file.endswith(".model"), float(model.encoder
 def test_a_saved_model_initialises_an_encoder_in_a_fresh_process(tmp_path):
     # A process that never imported tensorflow_text: the export's SentencepieceOp must be registered
     # by the loader itself (issue 20, item 1).
-    from albert_tf.export import export_encoder
+    from albert_tf.serving.export import export_encoder
 
     encoder = _random_encoder(8)
     export_encoder(encoder, tmp_path / "export", TINY_VOCAB, max_seq_length=16)

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 from albert_tf import AlbertConfig
-from albert_tf.errors import FlagError
+from albert_tf.utils.errors import FlagError
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
 TINY_VOCAB = TESTS / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -51,7 +51,7 @@ def test_glue_scores_and_predicts_the_first_examples(small_data_dir, source, tmp
 
 
 def test_a_limited_split_has_a_cache_of_its_own(small_data_dir, tmp_path):
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from finetune.glue.task import GlueTask
 
     tokenizer = AlbertTokenizer(str(TINY_VOCAB))

@@ -4,8 +4,8 @@ to fit; the graph builder equal to the Python one id for id."""
 import numpy as np
 import pytest
 
-from albert_tf.graph_tokenizer import AlbertGraphTokenizer
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune.race import features, readers
 
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune.race import cli, features, readers, task
 from finetune.task import HPARAM_FIELDS, Hparams
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from albert_tf import AlbertConfig
-from albert_tf.curves import curve_series
+from albert_tf.training.curves import curve_series
 from finetune import cli as skeleton
 from finetune.glue import cli
 from tests.conftest import REPO_ROOT

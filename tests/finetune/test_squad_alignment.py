@@ -13,7 +13,7 @@ answerable (2 and 8): 99.55% of 17,287.
 import numpy as np
 import pytest
 
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune.squad import features, metrics, postprocess, readers
 
 FILES = [

@@ -13,7 +13,7 @@ import unicodedata
 
 import pytest
 
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune.squad import features
 
 

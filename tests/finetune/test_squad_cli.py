@@ -56,7 +56,7 @@ def test_the_release_flags_reach_the_strategy_and_the_users_flags_stay_as_given(
                                                                                  monkeypatch):
     """Issue 39: SQuAD takes the shared path, so --use_tpu means --strategy=tpu as in GLUE (it was
     ignored), and --do_predict scores without the tool rewriting --do_eval and --do_predict."""
-    from albert_tf import strategies
+    from albert_tf.training import strategies
 
     asked = []
 
@@ -140,7 +140,7 @@ def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir):
 
 
 def test_task_features_are_cached_once_with_every_window(tmp_path, small_data_dir):
-    from albert_tf.tokenizer import AlbertTokenizer
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from finetune.squad import features
     from finetune.squad.task import SquadTask
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune.squad import features, postprocess
 from finetune.squad.readers import Answer, Example
 

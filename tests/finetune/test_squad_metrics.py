@@ -2,7 +2,7 @@
 
 import pytest
 
-from albert_tf.errors import UserError
+from albert_tf.utils.errors import UserError
 from finetune.squad import metrics
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig
-from albert_tf.tokenizer import AlbertTokenizer
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune.squad import features, postprocess, readers, serving
 from finetune.squad.model import AlbertSquadV2
 from tests.helpers import FRESH_SERVING_SCRIPT

@@ -1,0 +1,111 @@
+"""A run folder and its checkpoints: what albert-pretrain and the fine-tuning tools write
+(`tf.train.Checkpoint` of the model's variables by name, `albert_config.json` and the run's
+`spiece.model` beside them), the rules a run keeps in it, and its checkpoints read back strictly
+as a source of weights.
+
+- `check_output_dir`: a folder holding checkpoints of another config is refused; a run records
+  its config there.
+- `keep_run_vocabulary`: the run's vocabulary is copied in, so that later tools need no
+  --spm_model_file.
+- `load_init_checkpoint`: weights from a run's checkpoint, every one present with its shape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.config import AlbertConfig
+from albert_tf.utils.errors import UserError
+from albert_tf.utils.files import prepare_output_dir, write_json
+from albert_tf.checkpoints.weights import model_weights
+
+CONFIG_FILE = "albert_config.json"
+RUN_VOCAB = "spiece.model"  # a run folder's vocabulary: albert-pretrain's, a fine-tuning run's
+
+
+def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
+    """Refuses an `output_dir` that holds checkpoints of another config; records ours in it.
+
+    A config without checkpoints beside it (a first run that failed before its first save)
+    protects nothing: it is replaced.
+    """
+    prepare_output_dir(output_dir, create=write)  # a file, or not writable: one line naming the flag
+    path = os.path.join(output_dir, CONFIG_FILE)
+    orphans = sorted(os.path.basename(p) for p in tf.io.gfile.glob(os.path.join(output_dir, "ckpt-*.index")))
+    if orphans and not tf.train.latest_checkpoint(output_dir):
+        logging.warning("%s holds checkpoints (%s) but not their index file `checkpoint`: they are not resumed "
+                        "from; restore that file to resume, or delete them", output_dir,
+                        ", ".join(orphans[:3]) + (", ..." if len(orphans) > 3 else ""))
+    if tf.io.gfile.exists(path) and tf.train.latest_checkpoint(output_dir):
+        with tf.io.gfile.GFile(path) as f:
+            saved = AlbertConfig.from_dict(json.load(f), source=path)
+        if saved != config:
+            changed = {
+                k: (v, getattr(config, k)) for k, v in saved.to_dict().items() if getattr(config, k) != v
+            }
+            raise UserError(
+                f"output_dir {output_dir} holds checkpoints of another config: "
+                + ", ".join(f"{k} {a} there vs {b} here" for k, (a, b) in changed.items())
+                + "; use a fresh output_dir or the same config"
+            )
+        return
+    if tf.train.latest_checkpoint(output_dir):
+        raise UserError(
+            f"output_dir {output_dir} holds checkpoints but no {CONFIG_FILE}: cannot tell which "
+            f"config wrote them; use a fresh output_dir"
+        )
+    if write:  # written aside and renamed: other workers check the same file and must never read half
+        write_json(path, config.to_dict())
+
+
+def keep_run_vocabulary(spm_model_file: str, output_dir: str) -> str:
+    """Copies a run's vocabulary into its folder as `RUN_VOCAB` (unless it is that file) and returns
+    the kept path: a later tool reading the folder (export, fine-tuning, predicting) then needs no
+    --spm_model_file."""
+    kept = os.path.join(output_dir, RUN_VOCAB)
+    if os.path.abspath(spm_model_file) != os.path.abspath(kept):
+        tf.io.gfile.makedirs(output_dir)
+        tf.io.gfile.copy(spm_model_file, kept, overwrite=True)
+    return kept
+
+
+def load_init_checkpoint(model, path: str, weights: dict | None = None):
+    """Initialises `model` from a checkpoint written by this loop (a file prefix or a directory);
+    `weights`, the model's variables by name (default: all of them), says which to load.
+
+    A missing checkpoint, a variable of the model absent from it, or a tensor of another shape is
+    an error: a silent start from scratch was the original release's most reported failure.
+    """
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            raise FileNotFoundError(f"init_checkpoint: no checkpoint in directory {path}")
+        path = latest
+    if not tf.io.gfile.exists(path + ".index"):
+        raise FileNotFoundError(f"init_checkpoint: {path} does not exist (no {path}.index)")
+    weights = model_weights(model) if weights is None else weights
+    stored = dict(tf.train.list_variables(path))
+    problems = []
+    for key, variable in weights.items():
+        name = checkpoint_key(key)
+        if name not in stored:
+            problems.append(f"{key} is missing")
+        elif list(stored[name]) != list(variable.shape):
+            problems.append(f"{key} has shape {stored[name]} there, {list(variable.shape)} here")
+    if problems:
+        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
+        raise UserError(f"init_checkpoint {path} does not match the model: {shown}")
+    tf.train.Checkpoint(model=weights).read(path).assert_existing_objects_matched().expect_partial()
+    logging.info("initialised %d variables from %s", len(weights), path)
+    return path
+
+
+def checkpoint_key(key: str) -> str:
+    """The name in a run's checkpoint of the model weight named `key` (`model_weights`' names)."""
+    # tf.train.Checkpoint escapes "/" and "." in dict keys of the object graph.
+    escaped = key.replace(".", "..").replace("/", ".S")
+    return f"model/{escaped}/.ATTRIBUTES/VARIABLE_VALUE"

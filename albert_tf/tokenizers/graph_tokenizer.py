@@ -1,0 +1,424 @@
+"""ALBERT's tokenizer as TensorFlow ops, for tf.data pipelines and SavedModels that take raw text.
+
+It reproduces `albert_tf.tokenizers.tokenizer.AlbertTokenizer` id for id: the same normalisation is written
+with tensorflow-text and RE2 ops, SentencePiece runs through tensorflow_text's kernels, and the
+release's digit-comma re-split is a lookup in a per-id table of replacement ids.
+
+Two SentencePiece kernels, because they break ties differently. Where two segmentations have the
+same real score (`888` as `8` `88` or `88` `8`), the release's sentencepiece decided by their float32
+path scores, rounded at each step, and kept the one whose last piece starts first where those are
+equal (`albert_tf.tokenizers.segmentation.ReleaseViterbi`); tensorflow-text's `FastSentencepieceTokenizer` does
+the same and gives the ids of `tokenize` (it is also the quicker one). The older kernel,
+`SentencepieceTokenizer` (like sentencepiece 0.2.0 and 0.2.1), decides some of those ties the other
+way, but it is the one with byte spans: `tokenize_with_offsets` takes the fast kernel's ids and lays
+the span kernel's spans on them, piece by piece within each run of pieces that repeat one string
+(`albert_tf.tokenizers.segmentation.tie_runs`). docs/data.md gives the measurement.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.tokenizers.length_buckets import bucket_length
+from albert_tf.tokenizers.tokenizer import (
+    AlbertTokenizer,
+    combining_ranges,
+    whitespace_ranges,
+)
+
+
+def _regex_class(ranges: list[tuple[int, int]]) -> str:
+    parts = []
+    for first, last in ranges:
+        parts.append(f"\\x{{{first:X}}}" if first == last else f"\\x{{{first:X}}}-\\x{{{last:X}}}")
+    return "[" + "".join(parts) + "]"
+
+
+def _lower(texts: tf.Tensor) -> tf.Tensor:
+    """Unicode lower case of a string tensor (any shape), every character kept.
+
+    `tf.strings.lower(..., encoding="utf-8")` ends a string at its first NUL, which Python's
+    `str.lower` keeps (and the release's SentencePiece then reads as `<unk>`): the parts between
+    NULs are lowered apart and joined again. A NUL is neither cased nor case-ignorable, so no
+    part's case depends on another's. (`reduce_join`'s separator is a C string, so each part
+    carries its NUL and the last one is cut off.)
+    """
+    parts = tf.strings.split(tf.reshape(texts, [-1]), "\x00")  # [N, None]
+    ended = parts.with_flat_values(tf.strings.lower(parts.flat_values, encoding="utf-8") + "\x00")
+    joined = tf.strings.reduce_join(ended, axis=1)
+    length = tf.strings.length(joined)
+    return tf.reshape(tf.strings.substr(joined, tf.zeros_like(length), length - 1), tf.shape(texts))
+
+
+class AlbertGraphTokenizer(tf.Module):
+    """Tokenizes and packs batches of strings inside a TensorFlow graph.
+
+    Args:
+        spm_model: the SentencePiece model as serialized bytes, a file path, or a
+            `tf.saved_model.Asset` (so that a SavedModel can ship the model file as an asset).
+        do_lower_case: lowercase after stripping accents, as the Python tokenizer does.
+
+    Example:
+        >>> tokenizer = AlbertGraphTokenizer(open("30k-clean.model", "rb").read())
+        >>> ids = tokenizer.tokenize(tf.constant(["Hello world"]))   # RaggedTensor [B, None]
+        >>> packed = tokenizer.pack(ids, max_seq_length=128)          # dict of int32 [B, 128]
+    """
+
+    def __init__(self, spm_model, do_lower_case: bool = True, name: str | None = None):
+        super().__init__(name=name)
+        self.model_asset = None
+        if isinstance(spm_model, tf.saved_model.Asset):
+            self.model_asset = spm_model
+            model_bytes = tf.io.read_file(spm_model.asset_path).numpy()
+        elif isinstance(spm_model, (str, os.PathLike)):
+            self.model_asset = tf.saved_model.Asset(os.fspath(spm_model))
+            with tf.io.gfile.GFile(os.fspath(spm_model), "rb") as f:
+                model_bytes = f.read()
+        else:
+            model_bytes = bytes(spm_model)
+        # Loading through the Python tokenizer applies the same special-piece checks and gives the ids.
+        reference = AlbertTokenizer(model_bytes, do_lower_case=do_lower_case)
+        self.do_lower_case = do_lower_case
+        self.vocab_size = reference.vocab_size
+        self.pad_id, self.unk_id = reference.pad_id, reference.unk_id
+        self.cls_id, self.sep_id, self.mask_id = reference.cls_id, reference.sep_id, reference.mask_id
+        self._whitespace = _regex_class(whitespace_ranges()) + "+"
+        self._combining = _regex_class(combining_ranges())
+        self._sentencepiece = tf_text.FastSentencepieceTokenizer(model_bytes)
+        self._sentencepiece_spans = tf_text.SentencepieceTokenizer(model=model_bytes, out_type=tf.int32)
+        # Per id, for the span kernel's ties: which string the piece repeats (0: none that can tie)
+        # and its UTF-8 bytes.
+        runs = reference.id_tie_runs
+        strings = {root: number for number, root in enumerate(sorted({root for root, _ in runs.values()}), 1)}
+        self._tie_strings = tf.constant(
+            [strings[runs[i][0]] if i in runs else 0 for i in range(self.vocab_size)], tf.int64
+        )
+        pieces = reference.convert_ids_to_tokens(range(self.vocab_size))
+        self._tie_bytes = tf.constant([len(p.encode("utf-8")) if i in runs else 0 for i, p in enumerate(pieces)], tf.int64)
+        # For deciding a run as the release's search does (`_release_ties`): each id's float32 score
+        # there, how many times its piece repeats its string, and per string and length the piece.
+        self._release_scores = tf.constant(reference.release_viterbi.scores_by_id(self.vocab_size), tf.float32)
+        self._tie_lengths = tf.constant([runs[i][1] if i in runs else 0 for i in range(self.vocab_size)], tf.int64)
+        self._tie_longest = max([length for _, length in runs.values()], default=1)
+        score_table = np.full([len(strings) + 1, self._tie_longest + 1], -np.inf, np.float32)
+        id_table = np.zeros([len(strings) + 1, self._tie_longest + 1], np.int64)
+        for piece_id, (root, length) in runs.items():
+            score_table[strings[root], length] = reference.release_viterbi.pieces[pieces[piece_id]][1]
+            id_table[strings[root], length] = piece_id
+        self._run_scores, self._run_ids = tf.constant(score_table), tf.constant(id_table)
+        # Row i of this table is what id i becomes and, for offsets, how many characters each part
+        # takes ([i] and "all of them", or the release's digit-comma re-split of `▁2012,`).
+        resplits = reference.id_resplits
+        rows = [resplits.get(i, [i]) for i in range(self.vocab_size)]
+        widths = [
+            [len(reference.convert_ids_to_tokens([p])[0].lstrip("\u2581")) for p in row] if len(row) > 1 else [1 << 30]
+            for row in rows
+        ]
+        self._part_ids = tf.constant([p for row in rows for p in row], tf.int32)
+        self._part_widths = tf.constant([w for row in widths for w in row], tf.int64)
+        self._part_counts = tf.constant([len(row) for row in rows], tf.int64)
+
+    def normalize(self, texts: tf.Tensor) -> tf.Tensor:
+        """ALBERT's normalisation of a string tensor (any shape), in the Python tokenizer's order."""
+        texts = tf.strings.regex_replace(texts, self._whitespace, " ")
+        texts = tf.strings.strip(texts)
+        texts = tf_text.normalize_utf8(texts, "NFKD")
+        texts = tf.strings.regex_replace(texts, self._combining, "")
+        if self.do_lower_case:
+            texts = _lower(texts)
+        return texts
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Ids of a batch of strings `[B]` as an int32 RaggedTensor `[B, None]`."""
+        ids = self._sentencepiece.tokenize(self.normalize(tf.convert_to_tensor(texts, tf.string)))
+        ids = self._release_ties(ids.with_row_splits_dtype(tf.int64))
+        table = tf.RaggedTensor.from_row_lengths(self._part_ids, self._part_counts, validate=False)
+        return tf.gather(table, ids).merge_dims(1, 2)
+
+    def tokenize_with_offsets(self, texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+        """Ids of a batch of strings `[B]` and each piece's character span in its string.
+
+        The graph twin of `AlbertTokenizer.encode_with_offsets`: returns int32 ids and int64
+        `starts`, `ends`, RaggedTensors `[B, None]`, in characters (code points) of the original
+        strings. The normalisation runs per character so that each normalised character knows
+        the original one it came from; lower case is applied to the whole string as Python does.
+        """
+        texts = tf.convert_to_tensor(texts, tf.string)
+        chars = tf.strings.unicode_split(texts, "UTF-8")
+        dense = chars.to_tensor("")
+        valid = tf.ones_like(chars, tf.bool).to_tensor(False)
+        width = tf.shape(dense)[1]
+        is_space = tf.strings.regex_full_match(dense, self._whitespace) & valid
+        solid = valid & ~is_space
+        solid_int = tf.cast(solid, tf.int32)
+        solid_before = tf.math.cumsum(solid_int, axis=1, exclusive=True) > 0
+        solid_after = tf.math.cumsum(solid_int, axis=1, exclusive=True, reverse=True) > 0
+        space_before = tf.pad(is_space[:, :-1], [[0, 0], [1, 0]])
+        # One space stands for an inner whitespace run (its first character); ends are dropped.
+        kept_space = is_space & ~space_before & solid_before & solid_after
+        pieces = tf_text.normalize_utf8(dense, "NFKD")
+        pieces = tf.strings.regex_replace(pieces, self._combining, "")
+        pieces = tf.where(kept_space, " ", tf.where(solid, pieces, ""))
+        counts = tf.strings.length(pieces, unit="UTF8_CHAR")  # normalised characters per character
+        normalized = tf.strings.reduce_join(pieces, axis=1)
+        if self.do_lower_case:
+            normalized = _lower(normalized)
+        # origin[b, j]: the original character of normalised character j.
+        positions = tf.broadcast_to(tf.range(width, dtype=tf.int32)[None], tf.shape(dense))
+        origin = tf.RaggedTensor.from_row_lengths(
+            tf.repeat(tf.reshape(positions, [-1]), tf.reshape(counts, [-1])),
+            tf.reduce_sum(tf.cast(counts, tf.int64), axis=1),
+        )
+        origin_dense = tf.pad(origin.to_tensor(-1), [[0, 0], [0, 1]], constant_values=-1)
+        num_normalized = origin.row_lengths()
+
+        ids, byte_begin, byte_end = self._pieces_with_byte_spans(normalized)
+        # Byte offsets in the normalised strings -> normalised character indices.
+        _, char_bytes = tf.strings.unicode_decode_with_offsets(normalized, "UTF-8")
+        boundaries = char_bytes.to_tensor(tf.int64.max)
+        begin = tf.searchsorted(boundaries, tf.cast(byte_begin.to_tensor(0), tf.int64), side="left", out_type=tf.int64)
+        end = tf.searchsorted(boundaries, tf.cast(byte_end.to_tensor(0), tf.int64), side="left", out_type=tf.int64)
+        normalized_chars = tf.pad(tf.strings.unicode_split(normalized, "UTF-8").to_tensor(""), [[0, 0], [0, 1]])
+        first = tf.gather(normalized_chars, begin, batch_dims=1)
+        # A piece's leading "▁" stands for the space before it: its span leaves the space out.
+        begin = tf.where((first == " ") & (begin < end), begin + 1, begin)
+        begin = tf.RaggedTensor.from_tensor(begin, lengths=ids.row_lengths())
+        end = tf.RaggedTensor.from_tensor(end, lengths=ids.row_lengths())
+
+        # Re-split pieces: each part takes the next `width` characters of its piece.
+        part_counts = tf.gather(self._part_counts, ids)
+        part_rows = tf.RaggedTensor.from_row_lengths(self._part_ids, self._part_counts, validate=False)
+        width_rows = tf.RaggedTensor.from_row_lengths(self._part_widths, self._part_counts, validate=False)
+        part_ids = tf.gather(part_rows, ids)  # [B, P, parts]
+        part_widths = tf.gather(width_rows, ids).flat_values
+        piece_of_part = tf.repeat(tf.range(tf.size(ids.flat_values, tf.int64)), part_counts.flat_values)
+        taken = tf.math.cumsum(part_widths, exclusive=True)
+        taken -= tf.gather(tf.math.segment_min(taken, piece_of_part), piece_of_part)
+        piece_begin = tf.gather(begin.flat_values, piece_of_part)
+        piece_end = tf.gather(end.flat_values, piece_of_part)
+        part_begin = tf.minimum(piece_begin + taken, piece_end)
+        part_end = tf.minimum(part_begin + part_widths, piece_end)
+        row_of_part = tf.gather(ids.value_rowids(), piece_of_part)
+
+        # Normalised character spans -> original character spans.
+        n = tf.gather(num_normalized, row_of_part)
+        last_solid = tf.gather(
+            tf.reduce_max(tf.where(solid, positions + 1, 0), axis=1), row_of_part
+        )
+        start_char = tf.gather_nd(origin_dense, tf.stack([row_of_part, part_begin], 1))
+        end_char = tf.gather_nd(origin_dense, tf.stack([row_of_part, tf.maximum(part_end - 1, 0)], 1)) + 1
+        empty_at = tf.where(part_begin < n, start_char, tf.cast(last_solid, tf.int32))
+        starts = tf.where(part_begin < part_end, start_char, empty_at)
+        ends = tf.where(part_begin < part_end, end_char, empty_at)
+        rows = part_ids.merge_dims(1, 2).row_lengths()
+        return (
+            part_ids.merge_dims(1, 2),
+            tf.RaggedTensor.from_row_lengths(tf.cast(starts, tf.int64), rows),
+            tf.RaggedTensor.from_row_lengths(tf.cast(ends, tf.int64), rows),
+        )
+
+    def _pieces_with_byte_spans(
+        self, normalized: tf.Tensor
+    ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+        """The fast kernel's ids of normalised strings `[B]` (the release's), with byte spans.
+
+        The two kernels differ only in the order of a run of adjacent pieces that repeat one string
+        (`88` `8` for `8` `88`): each piece keeps the span kernel's span where the two agree, and
+        within a run where they do not, the spans are laid again from the run's start, each piece
+        as wide as its bytes. A batch where the kernels give a row different numbers of pieces
+        fails (not seen on any text; see tests/albert_tf/test_release_tokenization.py).
+        """
+        ids, begin, end = self._sentencepiece_spans.tokenize_with_offsets(normalized)
+        ids = ids.with_row_splits_dtype(tf.int64)
+        release = self._release_ties(self._sentencepiece.tokenize(normalized).with_row_splits_dtype(tf.int64))
+        with tf.control_dependencies([
+            tf.debugging.assert_equal(ids.row_splits, release.row_splits,
+                                      message="the two SentencePiece kernels split a text into different numbers of pieces")
+        ]):
+            new_ids = tf.identity(tf.cast(release.flat_values, ids.flat_values.dtype))
+        flat = ids.flat_values
+        begin, end = tf.cast(begin.flat_values, tf.int64), tf.cast(end.flat_values, tf.int64)
+        string = tf.gather(self._tie_strings, flat)
+        rows = ids.value_rowids()
+        continues = (string[1:] == string[:-1]) & (string[1:] > 0) & (rows[1:] == rows[:-1])
+        continues = tf.concat([[False], continues], axis=0)[: tf.size(flat)]
+        run = tf.math.cumsum(tf.cast(~continues, tf.int64)) - 1
+        widths = tf.where(new_ids == flat, end - begin, tf.gather(self._tie_bytes, new_ids))
+        taken = tf.math.cumsum(widths, exclusive=True)
+        new_begin = tf.gather(tf.math.segment_min(begin, run) - tf.math.segment_min(taken, run), run) + taken
+        return ids.with_flat_values(new_ids), ids.with_flat_values(new_begin), ids.with_flat_values(new_begin + widths)
+
+    def _release_ties(self, ids: tf.RaggedTensor) -> tf.RaggedTensor:
+        """The fast kernel's ids `[B, None]` with each run of pieces that repeat one string decided
+        as the release's search decided it.
+
+        The fast kernel scores a user-defined piece (`(`, `.`, ...) `length * max_score - 0.1` where
+        the release's sentencepiece gave `+ 1`, and decides some ties otherwise too, so a run such as
+        `!!!!` after `(` can come out `!!!` `!` where the release has `!` `!!!`. Each run of two or
+        more such pieces is searched again as `albert_tf.tokenizers.segmentation.ReleaseViterbi` would: from the
+        float32 score of the pieces before it (added one at a time), over the pieces of its string,
+        keeping at each node the first predecessor by start of the highest float32 sum, up to the
+        piece after it (or the end). A run whose new pieces are not as many as the old keeps its
+        old ones. An unknown piece before a run counts as one unknown character.
+        """
+        flat = tf.cast(ids.flat_values, tf.int64)
+        rows = ids.value_rowids()
+        string = tf.gather(self._tie_strings, flat)
+        continues = (string[1:] == string[:-1]) & (string[1:] > 0) & (rows[1:] == rows[:-1])
+        continues = tf.concat([[False], continues], axis=0)[: tf.size(flat)]
+        run = tf.math.cumsum(tf.cast(~continues, tf.int64)) - 1
+        run_size = tf.math.segment_sum(tf.ones_like(run), run)
+        decided = tf.cond(
+            tf.reduce_any(run_size > 1),
+            lambda: self._decide_runs(ids, flat, rows, string, run, run_size),
+            lambda: flat,
+        )
+        return ids.with_flat_values(tf.cast(decided, ids.flat_values.dtype))
+
+    def _decide_runs(self, ids, flat, rows, string, run, run_size):
+        longest = self._tie_longest
+        scores = tf.gather(self._release_scores, flat)
+        # Each piece's path score before it: the row's scores summed in order, in float32.
+        dense = ids.with_flat_values(scores).to_tensor(0.0)
+        inclusive = tf.scan(lambda total, score: total + score, tf.transpose(dense),
+                            initializer=tf.zeros([tf.shape(dense)[0]], tf.float32))
+        exclusive = tf.concat([tf.zeros_like(inclusive[:1]), inclusive[:-1]], axis=0)
+        position = tf.range(tf.size(flat, out_type=tf.int64))
+        in_row = position - tf.gather(ids.row_splits, rows)
+        before = tf.gather_nd(exclusive, tf.stack([in_row, rows], axis=1))
+
+        # The runs of two pieces or more: where they start and end, their string, length in units,
+        # score before them and the score of the piece after them (0 at the end of the text).
+        runs = tf.where(run_size > 1)[:, 0]
+        first = tf.gather(tf.math.segment_min(position, run), runs)
+        last = tf.gather(tf.math.segment_max(position, run), runs)
+        root = tf.gather(string, first)
+        units = tf.gather(tf.math.segment_sum(tf.gather(self._tie_lengths, flat), run), runs)
+        start_score = tf.gather(before, first)
+        after = tf.minimum(last + 1, tf.size(flat, out_type=tf.int64) - 1)
+        has_after = (last + 1 < tf.size(flat, out_type=tf.int64)) & (tf.gather(rows, after) == tf.gather(rows, last))
+        after_score = tf.where(has_after, tf.gather(scores, after), 0.0)
+        piece_scores = tf.gather(self._run_scores, root)  # [R, longest + 1], -inf where no piece
+        count = tf.size(runs)
+        most = tf.reduce_max(units)
+        minus_inf = tf.constant(-np.inf, tf.float32)
+
+        def first_best(totals):
+            # The highest float32 sum, the first in order of start: lengths from the longest down.
+            reversed_totals = tf.reverse(totals, axis=[-1])
+            best = tf.reduce_max(reversed_totals, axis=-1)
+            index = tf.range(longest + 1, dtype=tf.int64)
+            at = tf.reduce_min(tf.where(reversed_totals == best[..., None], index, longest + 1), axis=-1)
+            return best, longest - at
+
+        # best[j][r, L]: path score of run r's node of length L ending at unit j; column 0 at
+        # unit 0 is the path before the run.
+        start = tf.concat([start_score[:, None], tf.fill([count, longest], minus_inf)], axis=1)
+        size = tf.cast(most + 1, tf.int32)
+        best_scores = tf.TensorArray(tf.float32, size=size, element_shape=[None, longest + 1]).write(0, start)
+        best_previous = tf.TensorArray(tf.int64, size=size, element_shape=[None, longest + 1]).write(
+            0, tf.zeros([count, longest + 1], tf.int64))
+        lengths = tf.range(1, longest + 1, dtype=tf.int64)
+
+        def step(j, best_scores, best_previous):
+            begins = j - lengths  # where each length's node starts
+            lefts = best_scores.gather(tf.cast(tf.maximum(begins, 0), tf.int32))  # [longest, R, longest + 1]
+            lefts = tf.where((begins >= 0)[:, None, None], lefts, minus_inf)
+            totals = tf.transpose(lefts, [1, 0, 2]) + piece_scores[:, 1:, None]  # [R, L, L']
+            best, previous = first_best(totals)
+            best = tf.concat([tf.fill([count, 1], minus_inf), best], axis=1)
+            previous = tf.concat([tf.zeros([count, 1], tf.int64), previous], axis=1)
+            return j + 1, best_scores.write(tf.cast(j, tf.int32), best), best_previous.write(tf.cast(j, tf.int32), previous)
+
+        _, best_scores, best_previous = tf.while_loop(
+            lambda j, *_: j <= most, step, (tf.constant(1, tf.int64), best_scores, best_previous))
+        best_scores, best_previous = best_scores.stack(), best_previous.stack()  # [most + 1, R, longest + 1]
+        ending = tf.gather_nd(best_scores, tf.stack([units, tf.range(count, dtype=tf.int64)], axis=1))
+        _, length = first_best(ending + after_score[:, None])
+
+        # Back from the end of each run: its pieces, last first.
+        def back(k, j, length, pieces):
+            alive = j > 0
+            piece = tf.gather_nd(self._run_ids, tf.stack([root, length], axis=1))
+            pieces = pieces.write(tf.cast(k, tf.int32), tf.where(alive, piece, -1))
+            previous = tf.gather_nd(best_previous, tf.stack([tf.maximum(j, 0), tf.range(count, dtype=tf.int64), length], 1))
+            return k + 1, tf.where(alive, j - length, j), tf.where(alive, previous, length), pieces
+
+        _, _, _, pieces = tf.while_loop(
+            lambda k, *_: k < most, back,
+            (tf.constant(0, tf.int64), units, length, tf.TensorArray(tf.int64, size=tf.cast(most, tf.int32))))
+        pieces = pieces.stack()  # [most, R], -1 past a run's first piece
+        new_count = tf.reduce_sum(tf.cast(pieces >= 0, tf.int64), axis=0)
+        kept = new_count == tf.gather(run_size, runs)
+        k, r = tf.meshgrid(tf.range(most), tf.range(count, dtype=tf.int64), indexing="ij")
+        write = (pieces >= 0) & tf.gather(kept, r)
+        targets = tf.boolean_mask(tf.gather(last, r) - k, write)
+        return tf.tensor_scatter_nd_update(flat, targets[:, None], tf.boolean_mask(pieces, write))
+
+    def pack(
+        self,
+        a_ids: tf.RaggedTensor,
+        b_ids: tf.RaggedTensor | None = None,
+        *,
+        max_seq_length: int,
+        length_buckets: Sequence[int] | None = None,
+    ) -> dict[str, tf.Tensor]:
+        """`[CLS] A [SEP] (B [SEP])` padded to `max_seq_length`: int32 `[B, max_seq_length]` tensors.
+
+        Truncation matches `AlbertTokenizer.pack`: the longer segment loses tokens from its end,
+        B on ties. With `length_buckets` (sorted, the largest `max_seq_length`, see
+        `albert_tf.tokenizers.length_buckets`) the batch is padded only to the smallest bucket that holds its
+        longest row: `[B, T]` with T one of the buckets, the same rows with less padding.
+        """
+        a_ids = tf.cast(a_ids, tf.int32)
+        batch = a_ids.nrows()
+        len_a = a_ids.row_lengths()
+        if b_ids is None:
+            keep_a = tf.minimum(len_a, max_seq_length - 2)
+            segments = [a_ids]
+            kept = [keep_a]
+        else:
+            b_ids = tf.cast(b_ids, tf.int32)
+            len_b = b_ids.row_lengths()
+            budget = tf.constant(max_seq_length - 3, tf.int64)
+            half_up = (budget + 1) // 2
+            keep_a = tf.minimum(len_a, tf.maximum(half_up, budget - len_b))
+            keep_b = tf.minimum(len_b, budget - keep_a)
+            fits = len_a + len_b <= budget
+            keep_a = tf.where(fits, len_a, keep_a)
+            keep_b = tf.where(fits, len_b, keep_b)
+            segments = [a_ids, b_ids]
+            kept = [keep_a, keep_b]
+
+        def column(value):
+            return tf.RaggedTensor.from_row_lengths(tf.fill([batch], value), tf.ones([batch], tf.int64))
+
+        pieces, segment_pieces = [column(self.cls_id)], [column(0)]
+        for index, (ids, keep) in enumerate(zip(segments, kept)):
+            trimmed = tf.ragged.boolean_mask(ids, tf.ragged.range(ids.row_lengths()) < keep[:, None])
+            pieces += [trimmed, column(self.sep_id)]
+            segment_pieces += [tf.zeros_like(trimmed) + index, column(index)]
+        input_ids = tf.concat(pieces, axis=1)
+        segment_ids = tf.concat(segment_pieces, axis=1)
+        if length_buckets is None:
+            shape = [None, max_seq_length]
+        else:
+            longest = tf.reduce_max(tf.concat([input_ids.row_lengths(), [0]], axis=0))
+            shape = tf.stack([batch, tf.cast(bucket_length(longest, length_buckets), tf.int64)])
+        return {
+            "input_ids": input_ids.to_tensor(self.pad_id, shape=shape),
+            "input_mask": tf.ones_like(input_ids).to_tensor(0, shape=shape),
+            "segment_ids": segment_ids.to_tensor(0, shape=shape),
+        }
+
+    def __call__(self, texts_a, texts_b=None, *, max_seq_length: int,
+                 length_buckets: Sequence[int] | None = None) -> dict[str, tf.Tensor]:
+        """Tokenizes one or two batches of strings and packs them (see `pack`)."""
+        a_ids = self.tokenize(texts_a)
+        b_ids = None if texts_b is None else self.tokenize(texts_b)
+        return self.pack(a_ids, b_ids, max_seq_length=max_seq_length, length_buckets=length_buckets)

@@ -1,0 +1,70 @@
+"""The task protocol of the one trainer (`albert_tf.training.loop.Trainer`): what a run trains.
+
+TensorFlow-free, so that a tool's `--help` (which imports its task classes) does not load it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import keras
+
+    from albert_tf.config import AlbertConfig
+
+
+class TrainingTask:
+    """What a run trains, for the one `Trainer`: the protocol every task implements.
+
+    Model Garden's tasks (build_model, build_losses, validation_step, aggregate_logs) made smaller;
+    `albert_tf.training.pretraining.PretrainingTask` and `finetune.task.FinetuningTask` are the two kinds.
+    The trainer calls, under the strategy's scope and inside its compiled steps:
+
+    - `build_model(config, options, dtype)`: the Keras model, of `model_config(config, options)`
+      (by default the run's config, which the run folder records);
+    - `optimizer_name(options)`: one of `albert_tf.training.optimization.OPTIMIZERS`;
+    - `denominators(ctx, batch, options)`: the normalisers of the global batch (an all-reduce over
+      the replicas where one needs every replica's batch), passed to `loss_parts`;
+    - `loss_parts(model, batch, denominators)`: this replica's (micro-)batch share of each metric
+      of the global batch, as a dict; `total_loss(parts)` is the loss to minimise (`parts["loss"]`
+      unless overridden);
+    - `metric_names`: the parts that `Trainer.train_steps` reports, averaged over its steps
+      ("loss" among them); `progress_metrics`: those the progress bar shows;
+    - `check_output_dir(output_dir, write)`: refuses an output_dir of another task (the trainer
+      checks the config itself);
+    - for `Trainer.evaluate`: `validation_sums(model, batch)`, sums over a batch that add up across
+      batches and replicas, and `metrics_from_sums(totals)`.
+    """
+
+    metric_names: tuple[str, ...] = ("loss",)
+
+    @property
+    def progress_metrics(self) -> tuple[str, ...]:
+        return tuple(self.metric_names)
+
+    def model_config(self, config: AlbertConfig, options) -> AlbertConfig:
+        return config
+
+    def build_model(self, config: AlbertConfig, options, dtype) -> keras.Model:
+        raise NotImplementedError
+
+    def optimizer_name(self, options) -> str:
+        return "adamw"
+
+    def check_output_dir(self, output_dir: str, write: bool) -> None:
+        """Refuses an output_dir holding another task's run; records this one's (if `write`)."""
+
+    def denominators(self, ctx, batch, options) -> dict:
+        return {}
+
+    def loss_parts(self, model, batch, denominators: dict) -> dict:
+        raise NotImplementedError
+
+    def total_loss(self, parts: dict):
+        return parts["loss"]
+
+    def validation_sums(self, model, batch) -> dict:
+        raise NotImplementedError(f"{type(self).__name__} has no validation sums")
+
+    def metrics_from_sums(self, totals: dict) -> dict:
+        raise NotImplementedError(f"{type(self).__name__} has no validation sums")

@@ -1,0 +1,25 @@
+"""Checks of user-given values shared by configs, options and feature specs."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+
+def check_positions(max_seq_length: int, max_position_embeddings: int | None, flag: str = "--max_seq_length") -> None:
+    """Refuses a sequence length over the model's positions: a FlagError (exit code 2) naming `flag`."""
+    if max_position_embeddings is not None and max_seq_length > max_position_embeddings:
+        from albert_tf.utils.errors import FlagError
+
+        raise FlagError(f"{flag} {max_seq_length} exceeds the model's max_position_embeddings "
+                        f"({max_position_embeddings})")
+
+
+def require_positive_ints(values: Mapping[str, object], owner: str = "") -> None:
+    """Raises ValueError naming the first value that is not a positive integer.
+
+    `bool` is refused although Python counts it as an int: `True` is never a meant size.
+    `owner` prefixes the name in the message (e.g. "AlbertConfig." gives "AlbertConfig.vocab_size").
+    """
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{owner}{name} must be a positive integer, got {value!r}")

@@ -11,7 +11,7 @@ quiet_tensorflow()
 
 # Every name is loaded on first access: `import albert_tf.tokenizers.tokenizer` or `albert_tf.data.tfrecord` (what
 # the data-prep workers need) must not pull in TensorFlow, which costs each process seconds and
-# hundreds of MB. `albert_tf.AlbertEncoder` and `from albert_tf import AlbertEncoder` work as before.
+# hundreds of MB. `albert_tf.AlbertEncoder` and `from albert_tf import AlbertEncoder` load it on first use.
 _LAZY = {
     "SIZES": "albert_tf.config",
     "AlbertConfig": "albert_tf.config",

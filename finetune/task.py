@@ -78,7 +78,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import numpy as np
 
-from albert_tf.training.options import EXPORT_FORMATS
+from albert_tf.training.options import EXPORT_FORMATS, check_warmup
 from albert_tf.training.task import TrainingTask
 
 if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not load it
@@ -91,7 +91,7 @@ TASK_FILE = "task.json"  # in a run's output_dir: the task that wrote it (`Finet
 @dataclasses.dataclass(frozen=True)
 class Hparams:
     """A task's fine-tuning hyperparameters (a row of the paper's Table 14, or the release's), named
-    as the `finetune.trainer.FinetuneOptions` fields whose defaults they give; the one shape of
+    as the `finetune.options.FinetuneOptions` fields whose defaults they give; the one shape of
     every task's hparams.
 
     Args:
@@ -122,11 +122,7 @@ class Hparams:
         # A pair needs [CLS] a [SEP] b [SEP] with at least one token of each sentence.
         if self.max_seq_length < 5:
             raise ValueError(f"max_seq_length must be at least 5, got {self.max_seq_length}")
-        if not 0 <= self.num_warmup_steps <= self.num_train_steps:
-            raise ValueError(
-                f"num_warmup_steps must be in [0, num_train_steps={self.num_train_steps}], "
-                f"got {self.num_warmup_steps}"
-            )
+        check_warmup(self.num_train_steps, self.num_warmup_steps)
         for name in ("classifier_dropout", "encoder_dropout"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value < 1.0:
@@ -321,7 +317,7 @@ class FinetuningTask(TrainingTask):
 
     def default_options(self, **given) -> dict:
         """The recipe's values of `HPARAM_FIELDS` with `given` (a None keeps the recipe's value);
-        the options made of them check them as a whole (`finetune.trainer.FinetuneOptions`)."""
+        the options made of them check them as a whole (`finetune.options.FinetuneOptions`)."""
         given = {k: v for k, v in given.items() if v is not None}
         recipe = self.recipe()
         return given if recipe is None else {**dataclasses.asdict(recipe), **given}

@@ -422,7 +422,7 @@ def test_pretraining_refused_for_another_config_keeps_the_folders_vocabulary(tmp
 def test_export_of_a_missing_checkpoint_without_a_vocabulary_names_the_checkpoint(tmp_path):
     """Item 10: it said the folder held no spiece.model, when there was no folder."""
     missing = tmp_path / "nope"
-    assert _tool("albert_tf.cli.export", f"--checkpoint={missing}", f"--output_dir={tmp_path / 'out'}") == (
+    assert _tool("albert_tf.cli.export", f"--init_checkpoint={missing}", f"--output_dir={tmp_path / 'out'}") == (
         1, f"error: --init_checkpoint {missing}: no such folder, nor a checkpoint prefix ({missing}.index)", 1)
     assert not (tmp_path / "out").exists()
 

@@ -13,12 +13,16 @@ def _parse(flag_values, *args):
     return flag_values
 
 
-def test_export_names_its_folders_as_the_other_tools_and_keeps_the_old_names():
+def test_export_names_its_folders_as_the_other_tools_and_only_so():
+    """Issue 39: the names of earlier development versions (--output, --checkpoint) are gone."""
+    from absl import flags as absl_flags
+
     try:
         flags = _parse(export.FLAGS, "--output_dir=out", "--init_checkpoint=run")
         assert (flags.output_dir, flags.init_checkpoint) == ("out", "run")
-        flags = _parse(export.FLAGS, "--output=old_out", "--checkpoint=old_run")
-        assert (flags.output_dir, flags.init_checkpoint) == ("old_out", "old_run")
+        for old in ("--output=old_out", "--checkpoint=old_run"):
+            with pytest.raises(absl_flags.UnrecognizedFlagError):
+                _parse(export.FLAGS, old)
     finally:
         export.FLAGS.unparse_flags()
 
@@ -67,13 +71,15 @@ def test_an_alias_of_a_flag_the_tool_lacks_is_an_unknown_flag(alias):
     export.FLAGS.unparse_flags()
 
 
-def test_convert_names_its_output_folder_as_the_other_tools():
+def test_convert_names_its_output_folder_as_the_other_tools_and_only_so():
+    from absl import flags as absl_flags
+
     from albert_tf.cli import convert
 
     try:
-        for name in ("--output_dir", "--output"):
-            flags = _parse(convert.FLAGS, "--source=tf1", "--input=in", f"{name}=out")
-            assert flags.output_dir == "out"
+        assert _parse(convert.FLAGS, "--source=tf1", "--input=in", "--output_dir=out").output_dir == "out"
+        with pytest.raises(absl_flags.UnrecognizedFlagError):
+            _parse(convert.FLAGS, "--source=tf1", "--input=in", "--output=out")
     finally:
         convert.FLAGS.unparse_flags()
 

@@ -21,7 +21,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.utils.errors import UserError
 from albert_tf.utils.files import prepare_output_dir, write_json
-from albert_tf.checkpoints.weights import model_weights
+from albert_tf.checkpoints.weights import check_match, model_weights
 
 CONFIG_FILE = "albert_config.json"
 RUN_VOCAB = "spiece.model"  # a run folder's vocabulary: albert-pretrain's, a fine-tuning run's
@@ -73,6 +73,20 @@ def keep_run_vocabulary(spm_model_file: str, output_dir: str) -> str:
     return kept
 
 
+def latest_checkpoint(path: str, fallback: str | None = None) -> str:
+    """The checkpoint a path names: a prefix as it is; a folder's latest (`tf.train`'s `checkpoint`
+    index), else its `fallback` prefix if that exists (the release's model.ckpt-best); a folder with
+    neither is a FileNotFoundError naming it."""
+    if not tf.io.gfile.isdir(path):
+        return path
+    latest = tf.train.latest_checkpoint(path)
+    if latest is None and fallback and tf.io.gfile.exists(os.path.join(path, fallback + ".index")):
+        latest = os.path.join(path, fallback)
+    if latest is None:
+        raise FileNotFoundError(f"init_checkpoint: no checkpoint in directory {path}")
+    return latest
+
+
 def load_init_checkpoint(model, path: str, weights: dict | None = None):
     """Initialises `model` from a checkpoint written by this loop (a file prefix or a directory);
     `weights`, the model's variables by name (default: all of them), says which to load.
@@ -80,25 +94,14 @@ def load_init_checkpoint(model, path: str, weights: dict | None = None):
     A missing checkpoint, a variable of the model absent from it, or a tensor of another shape is
     an error: a silent start from scratch was the original release's most reported failure.
     """
-    if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
-        if latest is None:
-            raise FileNotFoundError(f"init_checkpoint: no checkpoint in directory {path}")
-        path = latest
+    path = latest_checkpoint(path)
     if not tf.io.gfile.exists(path + ".index"):
         raise FileNotFoundError(f"init_checkpoint: {path} does not exist (no {path}.index)")
     weights = model_weights(model) if weights is None else weights
     stored = dict(tf.train.list_variables(path))
-    problems = []
-    for key, variable in weights.items():
-        name = checkpoint_key(key)
-        if name not in stored:
-            problems.append(f"{key} is missing")
-        elif list(stored[name]) != list(variable.shape):
-            problems.append(f"{key} has shape {stored[name]} there, {list(variable.shape)} here")
-    if problems:
-        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
-        raise UserError(f"init_checkpoint {path} does not match the model: {shown}")
+    check_match(f"init_checkpoint {path}", {key: stored[checkpoint_key(key)] for key in weights
+                                            if checkpoint_key(key) in stored},
+                {key: tuple(variable.shape) for key, variable in weights.items()})
     tf.train.Checkpoint(model=weights).read(path).assert_existing_objects_matched().expect_partial()
     logging.info("initialised %d variables from %s", len(weights), path)
     return path

@@ -15,6 +15,8 @@ import os
 
 import numpy as np
 
+from albert_tf.utils.errors import UserError
+
 ENCODER_PREFIX = "encoder/"
 
 
@@ -95,17 +97,26 @@ def read(path: str | os.PathLike) -> dict[str, np.ndarray]:
     return tensors
 
 
+def check_match(source: str, shapes: dict[str, tuple], wanted: dict[str, tuple], missing_ok: bool = False) -> None:
+    """The one check of stored weights against a model's: `shapes` (name -> shape of what
+    `source` holds) against `wanted` (the model's); a weight missing (unless `missing_ok`), left
+    over or of another shape is a UserError naming the first of each."""
+    missing = [] if missing_ok else sorted(set(wanted) - set(shapes))
+    extra = sorted(set(shapes) - set(wanted))
+    other = [f"{name} has shape {list(shapes[name])} there, {list(shape)} here"
+             for name, shape in wanted.items() if name in shapes and tuple(shapes[name]) != tuple(shape)]
+    problems = ([f"missing {_few(missing)}"] if missing else []) + (
+        [f"unexpected {_few(extra)}"] if extra else []) + other[:4] + (
+        [f"and {len(other) - 4} more"] if len(other) > 4 else [])
+    if problems:
+        raise UserError(f"{source} does not match the model: {'; '.join(problems)}")
+
+
 def assign(variables: dict, tensors: dict[str, np.ndarray], source: str) -> None:
     """Assigns every variable its tensor of the same name; a tensor missing, left over or of another
     shape is an error that names it (nothing is assigned then)."""
-    missing = sorted(set(variables) - set(tensors))
-    extra = sorted(set(tensors) - set(variables))
-    shapes = [f"{name} has shape {list(tensors[name].shape)} there, {list(v.shape)} here"
-              for name, v in variables.items() if name in tensors and tuple(tensors[name].shape) != tuple(v.shape)]
-    problems = ([f"missing {_few(missing)}"] if missing else []) + (
-        [f"unexpected {_few(extra)}"] if extra else []) + shapes[:4]
-    if problems:
-        raise ValueError(f"{source} does not match the model: {'; '.join(problems)}")
+    check_match(source, {name: tensor.shape for name, tensor in tensors.items()},
+                {name: tuple(v.shape) for name, v in variables.items()})
     for name, variable in variables.items():
         variable.assign(tensors[name].astype(variable.dtype))
 

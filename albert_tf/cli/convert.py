@@ -4,8 +4,6 @@
     albert-convert --source hf --input hf_albert_base_v2/ --output_dir presets/albert_base_v2
     albert-convert --source preset --to hf --input presets/mine --output_dir hf_mine/
 
-(--output, the name of earlier versions, still works.)
-
 A TF1 input is the released tarball's folder (albert_config.json, 30k-clean.model,
 model.ckpt-best.*); an HF input holds config.json, model.safetensors or pytorch_model.bin and
 spiece.model. Optimizer slots and global_step are skipped; any other missing, unexpected or
@@ -24,7 +22,6 @@ flags.DEFINE_enum("to", "preset", ["preset", "hf"], "What to write: a preset of 
                   "--source preset) a Hugging Face folder.", flag_values=FLAGS)
 flags.DEFINE_string("input", None, "Input folder (or, for tf1, a checkpoint prefix).", flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Output folder (must not exist or be empty).", flag_values=FLAGS)
-flags.DEFINE_alias("output", "output_dir", flag_values=FLAGS)  # the name of earlier versions
 flags.DEFINE_bool("exact_gelu_as_tanh", False, "HF only: accept hidden_act 'gelu' (exact GELU) and "
                   "convert it to ALBERT's tanh approximation.", flag_values=FLAGS)
 flags.DEFINE_bool("encoder_only", False, "Convert the encoder alone, dropping the pretraining heads "

@@ -3,8 +3,6 @@
     albert-export --preset albert_base_v2 --model encoder --output_dir DIR [--max_seq_length 128]
     albert-export --init_checkpoint RUN_DIR --spm_model_file 30k-clean.model --model pretrainer --output_dir DIR
 
-(--output and --checkpoint, the names of earlier versions, still work.)
-
     albert-export --preset albert_base_v2 --precision bfloat16 --output_dir DIR
 
 serves bf16 weights and matmuls (1.5-2x faster where the CPU has AVX512_BF16 or AMX; docs/serving.md).
@@ -44,9 +42,6 @@ flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (
 flags.DEFINE_enum("model", "encoder", ["encoder", "pretrainer"], "Which model to export.", flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Output folder of the SavedModel (must not exist or be empty).",
                     flag_values=FLAGS)
-# The names of earlier versions, kept: --output and --checkpoint.
-flags.DEFINE_alias("output", "output_dir", flag_values=FLAGS)
-flags.DEFINE_alias("checkpoint", "init_checkpoint", flag_values=FLAGS)
 flags.DEFINE_integer("max_seq_length", 128, "Length serve_text pads/truncates to and serve_examples parses.",
                      flag_values=FLAGS)
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Length of masked_lm_positions in serve_examples "

@@ -15,7 +15,7 @@ class BackboneAlias:
     """keras-hub's name for a task model's encoder: `model.backbone` is `model.encoder`.
 
     A read-only alias, not a second tracked attribute: checkpoints, `.keras` files and weight
-    names hold the encoder once, under `encoder`, as before.
+    names hold the encoder once, under `encoder`.
     """
 
     @property

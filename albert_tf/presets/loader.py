@@ -38,7 +38,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.presets.convert import TF1_CHECKPOINT, TF1_VOCAB, read_tf1_checkpoint
 from albert_tf.presets import folder as preset_folder
-from albert_tf.checkpoints.run_folder import CONFIG_FILE, RUN_VOCAB, load_init_checkpoint
+from albert_tf.checkpoints.run_folder import CONFIG_FILE, RUN_VOCAB, latest_checkpoint, load_init_checkpoint
 from albert_tf.checkpoints.weights import ENCODER_PREFIX, model_weights
 from albert_tf.checkpoints.weights import split as weights_split
 from albert_tf.utils.files import is_url
@@ -114,14 +114,7 @@ def _folder(path: str) -> str:
 
 
 def _checkpoint_prefix(path: str) -> str:
-    if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
-        if latest is None and tf.io.gfile.exists(os.path.join(path, TF1_CHECKPOINT + ".index")):
-            latest = os.path.join(path, TF1_CHECKPOINT)
-        if latest is None:
-            raise FileNotFoundError(f"init_checkpoint: no checkpoint in directory {path}")
-        return latest
-    return path
+    return latest_checkpoint(path, fallback=TF1_CHECKPOINT)
 
 
 def _is_tf1_checkpoint(prefix: str) -> bool:

@@ -86,7 +86,7 @@ def _cached(key: str, make) -> str:
         try:
             made = os.path.join(work, "preset")
             make(made)
-            if os.path.exists(target):  # a folder left incomplete by an older version: replaced
+            if os.path.exists(target):  # not a preset (no albert_config.json: left incomplete): replaced
                 shutil.rmtree(target)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             os.replace(made, target)

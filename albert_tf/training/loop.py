@@ -43,7 +43,7 @@ from albert_tf.utils.errors import UserError, reason
 from albert_tf.training.options import MIXED_PRECISION_POLICIES, TrainingOptions
 from albert_tf.training.preemption import PreemptionWatcher
 from albert_tf.checkpoints.run_folder import check_output_dir, checkpoint_key
-from albert_tf.checkpoints.weights import model_weights
+from albert_tf.checkpoints.weights import check_match, model_weights
 from albert_tf.training.replicas import replica_batch_size, share_overflow, worker_id
 from albert_tf.training.strategies import lost_workers_named
 from albert_tf.training.summaries import format_metrics, summary_writer, write_scalars
@@ -170,8 +170,8 @@ class Trainer:
                 other_model = self._shape_differences(path)
                 if other_model:  # readable, but of another model: no older checkpoint helps
                     raise UserError(
-                        f"output_dir {self.options.output_dir} holds checkpoints of another model: in {path}, "
-                        f"{other_model}; use a fresh output_dir, or the config (and task) that wrote them"
+                        f"output_dir {self.options.output_dir} holds checkpoints of another model: {other_model}; "
+                        "use a fresh output_dir, or the config (and task) that wrote them"
                     ) from None
                 files = ", ".join(sorted(tf.io.gfile.glob(path + ".*"))) or path
                 logging.warning("checkpoint %s is unreadable (%s; its files: %s): trying the one before",
@@ -196,23 +196,15 @@ class Trainer:
             stored = dict(tf.train.list_variables(path))
         except (IndexError, ValueError, tf.errors.OpError):
             return None
-        differences = [
-            f"{key} has shape {list(stored[name])} there, {list(variable.shape)} here"
-            for key, variable in self._weights.items()
-            if (name := checkpoint_key(key)) in stored and list(stored[name]) != list(variable.shape)
-        ]
-        if not differences:
-            return None
-        more = f" (and {len(differences) - 1} more variables)" if len(differences) > 1 else ""
-        return differences[0] + more
+        try:
+            check_match(path, {key: stored[checkpoint_key(key)] for key in self._weights if checkpoint_key(key) in stored},
+                        {key: tuple(variable.shape) for key, variable in self._weights.items()}, missing_ok=True)
+        except UserError as error:
+            return str(error)
+        return None
 
     def _restore(self, path: str):
-        checkpoint = self.checkpoint
-        if self._seed_states and not any(name.startswith("rng/") for name, _ in tf.train.list_variables(path)):
-            logging.warning("%s holds no dropout seed states (written by an older version): the "
-                            "resumed run draws other dropout masks than an uninterrupted one", path)
-            checkpoint = tf.train.Checkpoint(model=self.checkpoint.model, optimizer=self.optimizer, step=self.step)
-        checkpoint.restore(path).assert_consumed()
+        self.checkpoint.restore(path).assert_consumed()
 
     def save(self) -> str:
         """Writes a checkpoint numbered by the step; returns its path."""

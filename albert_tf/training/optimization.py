@@ -36,7 +36,7 @@ DEFAULT_EXCLUDED_PATTERNS = ("LayerNorm", "layer_norm", "bias")
 # excluded whatever the layer is called, so a renamed LayerNorm cannot silently start decaying.
 _NORMALIZATION_VARIABLE_NAMES = ("gamma", "beta")
 
-from albert_tf.training.options import OPTIMIZERS  # noqa: E402 (re-exported; defined without TensorFlow)
+from albert_tf.training.options import OPTIMIZERS, check_warmup  # noqa: E402 (OPTIMIZERS re-exported; defined without TensorFlow)
 
 
 def _variable_path(variable) -> str:
@@ -95,11 +95,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     ):
         if num_train_steps <= 0:
             raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
-        if not 0 <= num_warmup_steps <= num_train_steps:
-            raise ValueError(
-                f"num_warmup_steps must be in [0, num_train_steps={num_train_steps}], "
-                f"got {num_warmup_steps}"
-            )
+        check_warmup(num_train_steps, num_warmup_steps)
         self.peak_learning_rate = float(peak_learning_rate)
         self.num_train_steps = int(num_train_steps)
         self.num_warmup_steps = int(num_warmup_steps)

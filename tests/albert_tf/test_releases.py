@@ -227,7 +227,7 @@ def test_the_hubs_repositories_load_as_they_are(released, caplog):
 
 def _tasks():
     """The 12 tasks with their default hparams (finetune's tables), and RACE's v1 row."""
-    from finetune.glue.benchmark import TASKS
+    from finetune.glue.definitions import TASKS
     from finetune.glue.task import GlueTask
     from finetune.race.task import RaceTask
     from finetune.squad.task import SquadTask

@@ -36,7 +36,7 @@ from data_prep.beam.files import BeamFiles, local_copy, open_raw  # first: it im
 
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
-from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions  # noqa: E402
 
 from albert_tf.utils.quiet import VERBOSE_ENV, verbose  # noqa: E402
 from albert_tf.utils.errors import FlagError, UserError  # noqa: E402
@@ -68,6 +68,8 @@ def beam_options(beam_args: Sequence[str]) -> PipelineOptions:
     itself would drop it with a warning (a mistyped flag of the tool would silently fall back to its
     default: `--num_output_shard=3` made the default's shards)."""
     options = PipelineOptions(list(beam_args))
+    if options.view_as(StandardOptions).runner == "DaskRunner":
+        _dask()  # DaskRunner's own options (--dask_client_address) exist once its module is imported
     known = options.get_all_options()
     unknown = [name for name in options.get_all_options(retain_unknown_options=True) if name not in known]
     if unknown:
@@ -283,18 +285,24 @@ def _remove_partials(output_dir: str) -> None:
         remove_partials(folder, fs)
 
 
+def _dask():
+    """Beam's dask_runner module; a FlagError where dask.distributed is not installed."""
+    try:
+        import distributed  # noqa: F401 (what DaskRunner needs and imports only when it runs)
+        from apache_beam.runners.dask import dask_runner
+    except ImportError as error:
+        raise FlagError(f"--runner=DaskRunner needs dask.distributed ({error}): pip install 'albert_tf[dask]'") from None
+    return dask_runner
+
+
 def _dask_runner(options: PipelineOptions):
     """Beam's DaskRunner on the cluster of --dask_client_address (or a local one), each input file
     a task of its own: Beam's default of 128 elements a partition would read every file in one."""
-    try:
-        import distributed  # noqa: F401 (what DaskRunner needs and imports only when it runs)
-        from apache_beam.runners.dask.dask_runner import DaskOptions, DaskRunner
-    except ImportError as error:
-        raise FlagError(f"--runner=DaskRunner needs dask.distributed ({error}): pip install 'albert_tf[dask]'") from None
-    dask_options = options.view_as(DaskOptions)
+    dask_runner = _dask()
+    dask_options = options.view_as(dask_runner.DaskOptions)
     if dask_options.npartitions is None and dask_options.partition_size is None:
         dask_options.partition_size = 1
-    return DaskRunner()
+    return dask_runner.DaskRunner()
 
 
 def build_pipeline(pipeline: beam.Pipeline, config: GenerationConfig, output_dir: str, shard_ids: Sequence[int]):

@@ -250,6 +250,9 @@ def test_beams_own_options_pass_by_their_beam_names_only():
     with pytest.raises(FlagError, match=r"^unknown flag --direct_num_work=2: neither this tool's nor one of Apache "
                                         r"Beam's options \(see --help\)$"):
         beam_options(["--runner=DirectRunner", "--direct_num_work=2"])  # an abbreviation is not Beam's name
+    # A runner's own options are Beam's too, though they exist only once the runner's module is imported.
+    options = beam_options(["--runner=DaskRunner", "--dask_client_address=tcp://127.0.0.1:1"])
+    assert options.get_all_options()["address"] == "tcp://127.0.0.1:1"  # its Beam name (dest)
 
 
 def test_a_folder_given_as_input_file_is_named_a_folder(tmp_path, spm_model, capsys):

@@ -260,7 +260,7 @@ class LiteRTModel:
     """A LiteRT model called like the Keras one: a dict of int arrays in, a dict of float32 arrays
     out. Inputs of batch B > 1 run one row at a time (the model's batch is 1); a batch of 0 gives
     empty outputs. Inputs of another length, and ids outside the vocabulary (negative ones, and
-    where the export's config.json is beside the model file, ids of vocab_size and above), are a
+    where the export's albert_config.json is beside the model file, ids of vocab_size and above), are a
     ValueError naming them, as the SavedModel refuses them.
 
     Example:
@@ -275,9 +275,9 @@ class LiteRTModel:
         self.input_names = [d["name"] for d in self.interpreter.get_input_details()]
         self.vocab_size = None
         if not isinstance(model, bytes):
-            from albert_tf.presets.folder import CONFIG
+            from albert_tf.checkpoints.run_folder import CONFIG_FILE
 
-            config = os.path.join(os.path.dirname(os.fspath(model)), CONFIG)
+            config = os.path.join(os.path.dirname(os.fspath(model)), CONFIG_FILE)  # export.write_config's
             if os.path.isfile(config):
                 with open(config, encoding="utf-8") as f:
                     self.vocab_size = json.load(f).get("vocab_size")

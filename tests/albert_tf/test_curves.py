@@ -108,6 +108,7 @@ def test_a_damaged_event_file_is_left_out_naming_it_and_the_run_ends_well(tmp_pa
     from absl import logging as absl_logging
 
     from albert_tf.cli import entry_point, pretrain
+    from albert_tf.utils import quiet
     from tests.albert_tf.tiny import TINY
     from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, write_pretraining_records
 
@@ -122,7 +123,7 @@ def test_a_damaged_event_file_is_left_out_naming_it_and_the_run_ends_well(tmp_pa
         "albert-pretrain", f"--input_file={records}", f"--output_dir={out}", f"--albert_config_file={config}",
         f"--max_seq_length={PRETRAINING_SEQ}", f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}",
         "--train_batch_size=4", "--num_train_steps=2", "--nojit_compile", "--noprogress_bar"])
-    monkeypatch.setattr(entry_point, "_verbose_flag", [False])
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
     monkeypatch.setattr(absl_logging.get_absl_handler().python_handler, "stream", sys.stderr)  # capfd's
     with pytest.raises(SystemExit) as exited:
         pretrain.run()

@@ -60,9 +60,10 @@ def test_albert_convert_on_a_full_disk_is_one_line_and_leaves_nothing(release, t
     # Space freed: the same command runs.
     from albert_tf.cli import convert as convert_cli
     from albert_tf.cli import entry_point
+    from albert_tf.utils import quiet
 
     monkeypatch.setattr(sys, "argv", ["albert-convert", "--source=tf1", f"--input={release}", f"--output_dir={out}"])
-    monkeypatch.setattr(entry_point, "_verbose_flag", [False])
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
     with pytest.raises(SystemExit) as exited:
         convert_cli.run()
     assert exited.value.code in (None, 0)

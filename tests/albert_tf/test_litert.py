@@ -512,7 +512,7 @@ def test_litert_model_refuses_what_the_saved_model_refuses(tmp_path):
     """Issue 40's LiteRT items: the wrong length was a reshape error, id -1 ran (the SavedModel
     refuses it), and an empty batch was an IndexError."""
     keras.utils.set_random_seed(0)
-    model = AlbertClassifier(CONFIG, num_labels=3)
+    model = AlbertClassifier(CONFIG, num_classes=3)
     model.build()
     folder = pathlib.Path(litert.export_litert(model, tmp_path / "litert", TINY_VOCAB, SEQ))
     lite = litert.LiteRTModel(folder / litert.MODEL_FILE)

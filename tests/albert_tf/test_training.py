@@ -467,11 +467,13 @@ def _mirrored(output_dir):
 
 
 def _worker(output_dir):
+    from albert_tf.cli.pretrain import encoder_export
     from albert_tf.training import strategies
 
     strategy = strategies.get_strategy("multi_worker")
     opts = options(output_dir, num_train_steps=4, save_checkpoints_steps=2, steps_per_loop=2, spm_model_file=str(VOCAB))
-    result = pretraining.run_pretraining(CONFIG, opts, strategy=strategy, train_dataset_fn=random_dataset_fn())
+    result = pretraining.run_pretraining(CONFIG, opts, strategy=strategy, train_dataset_fn=random_dataset_fn(),
+                                         export_fn=encoder_export(opts))  # written by the chief alone
     checksum = sum(float(np.sum(w.numpy())) for w in result["model"].weights)
     return {"replicas": strategy.num_replicas_in_sync, "step": result["step"],
             "loss": result["train"]["loss"], "checksum": checksum}

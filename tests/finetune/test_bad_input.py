@@ -130,6 +130,7 @@ def test_a_max_seq_length_over_the_models_positions_is_a_flag_error(tmp_path, sm
     import json
 
     from albert_tf.cli import entry_point
+    from albert_tf.utils import quiet
     from tests.albert_tf.tiny import TINY
 
     config = tmp_path / "albert_config.json"
@@ -139,7 +140,7 @@ def test_a_max_seq_length_over_the_models_positions_is_a_flag_error(tmp_path, sm
         "albert-finetune-glue", "--task=MRPC", f"--data_dir={small_data_dir / 'glue'}", f"--output_dir={out}",
         f"--albert_config_file={config}", f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}",
         "--max_seq_length=48", "--do_train"])
-    monkeypatch.setattr(entry_point, "_verbose_flag", [False])
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
     with pytest.raises(SystemExit) as exited:
         cli.run()
     assert (exited.value.code, capsys.readouterr().err.splitlines()[-1]) == (

@@ -107,7 +107,7 @@ def test_a_damaged_event_file_is_left_out_naming_it_and_the_run_ends_well(tmp_pa
     (exit 1, `bad TFRecord length CRC`, no file named), after the training had been done."""
     from absl import logging as absl_logging
 
-    from albert_tf.cli import entry_point, pretrain
+    from albert_tf.cli import pretrain
     from albert_tf.utils import quiet
     from tests.albert_tf.tiny import TINY
     from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, write_pretraining_records

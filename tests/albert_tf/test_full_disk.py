@@ -59,7 +59,6 @@ def test_albert_convert_on_a_full_disk_is_one_line_and_leaves_nothing(release, t
     assert not out.exists()  # no .run.lock, no model.weights.h5.incomplete-<pid>
     # Space freed: the same command runs.
     from albert_tf.cli import convert as convert_cli
-    from albert_tf.cli import entry_point
     from albert_tf.utils import quiet
 
     monkeypatch.setattr(sys, "argv", ["albert-convert", "--source=tf1", f"--input={release}", f"--output_dir={out}"])

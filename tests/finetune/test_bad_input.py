@@ -129,7 +129,6 @@ def test_a_max_seq_length_over_the_models_positions_is_a_flag_error(tmp_path, sm
     """Issue 40: it exited 1 and spelled the flag without its dashes."""
     import json
 
-    from albert_tf.cli import entry_point
     from albert_tf.utils import quiet
     from tests.albert_tf.tiny import TINY
 

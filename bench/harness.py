@@ -72,6 +72,10 @@ def add_repeats(parser: argparse.ArgumentParser, default: int) -> None:
                         help="timed repeats; the tables give their medians")
 
 
+def add_skip(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
+
+
 def interleaved_times(calls: dict[tuple[Hashable, str], Callable[[], object]], repeats: int,
                       progress: bool = False, pause: float = 0.05,
                       seed: int = 0) -> dict[tuple[Hashable, str], list[float]]:

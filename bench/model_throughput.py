@@ -35,7 +35,7 @@ def parse_args():
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--predictions", type=int, default=20)
-    parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
+    harness.add_skip(parser)
     parser.add_argument("--forward_only", action="store_true",
                         help="time the forward rows only (many repeats of the short rows are cheap)")
     parser.add_argument("--bf16_only", action="store_true",

@@ -98,7 +98,7 @@ def main():
     harness.add_repeats(parser, 5)
     harness.add_threads(parser)
     parser.add_argument("--mixed_precision", default="none", choices=list(MIXED_PRECISION_POLICIES))
-    parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
+    harness.add_skip(parser)
     parser.add_argument("--input_file", default=None)
     parser.add_argument("--memory_child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

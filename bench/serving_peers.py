@@ -41,7 +41,7 @@ def parse_args():
     parser.add_argument("--size", default="albert_base_v2")
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--batches", default="1,8")
-    parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
+    harness.add_skip(parser)
     return parser.parse_args()
 
 

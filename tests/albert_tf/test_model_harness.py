@@ -8,7 +8,7 @@ import keras
 import pytest
 
 from albert_tf import AlbertEncoder, AlbertPretrainer
-from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
+from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler, AlbertTokenClassifier
 from albert_tf.tasks.text_classifier import AlbertTextClassifier
 from albert_tf.tokenizers.preprocessor import AlbertTextPreprocessor
 from finetune.squad.model import AlbertSquadV2
@@ -36,6 +36,8 @@ MODELS = {
     "AlbertPretrainer": (lambda dtype: AlbertPretrainer(CONFIG.replace(sharing="attention"), dtype=dtype), BATCH, {}),
     "AlbertClassifier": (lambda dtype: AlbertClassifier(CONFIG, 3, dropout=0.2, dtype=dtype), ENCODER_INPUTS, {}),
     "AlbertSpanLabeler": (lambda dtype: AlbertSpanLabeler(CONFIG, dtype=dtype), ENCODER_INPUTS, {}),
+    "AlbertTokenClassifier": (lambda dtype: AlbertTokenClassifier(CONFIG, 5, dropout=0.2, dtype=dtype),
+                              ENCODER_INPUTS, {}),
     "AlbertMultipleChoice": (lambda dtype: AlbertMultipleChoice(CONFIG, num_choices=2, dtype=dtype), CHOICES, {}),
     "AlbertSquadV2": (lambda dtype: AlbertSquadV2(CONFIG, start_n_top=2, end_n_top=3, dtype=dtype), SQUAD_INPUTS, {}),
     "AlbertTextClassifier": (_text_classifier, ENCODER_INPUTS, {}),

@@ -48,6 +48,9 @@ class AlbertTokenClassifier(AlbertConfigModel):
         self.num_classes = num_classes
         self.dropout = dropout
         self.encoder = AlbertEncoder(self.config, dtype=self.dtype_policy, name="encoder")
+        # The head reads the sequence output: the pooler gets no gradient (Keras would warn at every
+        # step). Frozen, it is still saved and exported (Hugging Face's token classifier has none).
+        self.encoder.pooler.trainable = False
         self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self.classifier = common.Dense(
             num_classes,

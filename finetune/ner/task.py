@@ -131,10 +131,7 @@ class NerTask(FinetuningTask):
     # ---- model -------------------------------------------------------------------------------
 
     def build_model(self, config, options, dtype):
-        model = AlbertTokenClassifier(config, len(self.labels), options.classifier_dropout, dtype=dtype)
-        # The head reads the sequence output: the pooler gets no gradient (Keras would warn of it).
-        model.encoder.pooler.trainable = False
-        return model
+        return AlbertTokenClassifier(config, len(self.labels), options.classifier_dropout, dtype=dtype)
 
     def loss_sums(self, model, batch, training):
         logits = model(model_inputs(batch), training=training)

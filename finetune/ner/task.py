@@ -130,6 +130,17 @@ class NerTask(FinetuningTask):
 
     # ---- model -------------------------------------------------------------------------------
 
+    def check_output_dir(self, output_dir, write):
+        """Also refuses a NER run folder of other labels: its head has other meanings (or shape)."""
+        path = os.path.join(output_dir, TASK_FILE)
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path) as f:
+                saved = json.load(f)
+            if saved.get("task") == self.name and saved.get("labels") not in (None, self.labels):
+                raise UserError(f"output_dir {output_dir} holds a NER run of other labels "
+                                f"({', '.join(saved['labels'])}, not {', '.join(self.labels)}); use a fresh output_dir")
+        super().check_output_dir(output_dir, write)
+
     def build_model(self, config, options, dtype):
         return AlbertTokenClassifier(config, len(self.labels), options.classifier_dropout, dtype=dtype)
 

@@ -124,3 +124,17 @@ def test_a_type_seen_only_in_dev_is_one_line_and_leaves_no_run(tmp_path, small_d
         cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={train}", "--do_train", "--do_eval"))
     assert error.value.exit_code == 2
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.faults
+def test_a_run_folder_of_other_labels_is_refused(tmp_path, small_data_dir):
+    from finetune.ner.task import NerTask
+
+    train = small_data_dir / "ner" / "wnut17" / "wnut17train.conll"
+    (tmp_path / "task.json").write_text(json.dumps({"task": "NER", "labels": ["O", "B-PER", "I-PER"]}))
+    task = NerTask(train)
+    with pytest.raises(UserError, match=rf"^output_dir {tmp_path} holds a NER run of other labels \(O, B-PER, I-PER, "
+                                        r"not O, B-corporation, I-corporation, .*\); use a fresh output_dir$"):
+        task.check_output_dir(str(tmp_path), write=True)
+    assert json.loads((tmp_path / "task.json").read_text())["labels"] == ["O", "B-PER", "I-PER"]
+    NerTask(train, labels=["PER"]).check_output_dir(str(tmp_path), write=True)  # its own labels: accepted

@@ -28,6 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 OUTSIDE = "O"
+DOC_STRIDE = 128  # pieces between two windows' starts: SQuAD's default, every tagger's
 _WORD = re.compile(r"\S+")  # \s is exactly str.isspace for str patterns, as the tokenizers split
 
 

@@ -26,15 +26,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.tagging import OUTSIDE, bio_labels, check_labels, tagging_records, word_pieces
+from albert_tf.data.tagging import DOC_STRIDE, OUTSIDE, bio_labels, check_labels, tagging_records, word_pieces
 from albert_tf.models.base import BackboneAlias
 from albert_tf.models.token_classifier import AlbertTokenClassifier
 from albert_tf.presets.folder import ENTITY_RECOGNIZER_TASK as TASK_CLASS
 from albert_tf.tokenizers.preprocessor import AlbertTextPreprocessor
 from albert_tf.utils.errors import UserError
 from albert_tf.utils.validation import check_positions
-
-DOC_STRIDE = 128
 
 
 def tag_labels(labels) -> list[str]:

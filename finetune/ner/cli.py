@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from absl import flags
 
+from albert_tf.data.tagging import DOC_STRIDE
 from finetune import cli as skeleton
 
 FLAGS = flags.FlagValues()
@@ -33,7 +34,7 @@ flags.DEFINE_enum("tag_scheme", "bio", ["bio", "iob1", "bioes"], "How the files'
                   "iob1 (CoNLL-2003's original) or bioes (IOBES; BILOU too); converted to BIO.", flag_values=FLAGS)
 flags.DEFINE_list("labels", None, "The entity types (default: those of --train_file, else those the run in "
                   "--output_dir was trained with).", flag_values=FLAGS)
-flags.DEFINE_integer("doc_stride", 128, "Pieces between the starts of two windows of a long sentence.",
+flags.DEFINE_integer("doc_stride", DOC_STRIDE, "Pieces between the starts of two windows of a long sentence.",
                      flag_values=FLAGS)
 skeleton.define_flags(FLAGS, hparams=("hf",), hparams_help=(
     "Hugging Face's token-classification guide: learning rate 2e-5, batch 16, 424 steps (2 epochs of "

@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 import tensorflow as tf
 
 from albert_tf.data.features import EXAMPLE_WEIGHT, tagging_feature_spec
-from albert_tf.data.tagging import bio_labels, check_labels, word_tags
+from albert_tf.data.tagging import DOC_STRIDE, bio_labels, check_labels, word_tags
 from albert_tf.models import AlbertTokenClassifier, token_classifier_sums
 from albert_tf.utils.errors import UserError
 from albert_tf.utils.files import atomic_open
@@ -53,7 +53,7 @@ class NerTask(FinetuningTask):
     prediction_features = ("example_index", "word_ids")
 
     def __init__(self, train_file=None, eval_file=None, predict_file=None, tag_scheme: str = "bio",
-                 labels: Optional[Sequence[str]] = None, output_dir=None, doc_stride: int = features.DOC_STRIDE,
+                 labels: Optional[Sequence[str]] = None, output_dir=None, doc_stride: int = DOC_STRIDE,
                  hparams: str = "hf", max_eval_examples: Optional[int] = None,
                  max_predict_examples: Optional[int] = None):
         if tag_scheme not in readers.SCHEMES:
@@ -119,7 +119,7 @@ class NerTask(FinetuningTask):
             sentences = self.sentences(split)
             report.num_examples = len(sentences)
             yield from features.convert_sentences(sentences, tokenizer, self.labels, max_seq_length,
-                                                  self.doc_stride, report)
+                                                  self.doc_stride, report, labelled=split != "test")
 
         return cache.cache_features(
             task=self.name, split=split, spec=tagging_feature_spec(max_seq_length), max_seq_length=max_seq_length,

@@ -64,8 +64,11 @@ def _read_predictions(path):
 def test_chain_learns_a_conll_sample_and_serves_it(tmp_path, small_data_dir):
     seqeval = pytest.importorskip("seqeval.metrics")
     data = small_data_dir / "ner" / "wnut17" / "emerging.dev.conll"
+    untagged = tmp_path / "untagged.conll"  # --predict_file may hold tokens alone
+    untagged.write_text("".join(f"{line.split()[0]}\n" if line.split() else "\n"
+                                for line in data.read_text(encoding="utf-8").splitlines()), encoding="utf-8")
     summary = cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={data}", f"--eval_file={data}",
-                                 "--do_train", "--do_eval", *TRAINING))
+                                 f"--predict_file={untagged}", "--do_train", "--do_eval", "--do_predict", *TRAINING))
     run = tmp_path / "run"
     results = json.loads((run / "eval_results.json").read_text())["dev"]
     print("NER chain:", {k: results[k] for k in ("precision", "recall", "f1", "accuracy")})
@@ -77,6 +80,8 @@ def test_chain_learns_a_conll_sample_and_serves_it(tmp_path, small_data_dir):
     assert [[g for _, g, _ in s] for s in written] == [list(s.tags) for s in sentences]
     predicted = [[p for _, _, p in s] for s in written]
     assert results["f1"] == pytest.approx(seqeval.f1_score([list(s.tags) for s in sentences], predicted))
+    assert [[line for line in s] for s in _read_predictions(run / "predictions_test.conll")] == [
+        [[w, p] for w, _, p in s] for s in written]
     features = json.loads(next((run / "features").glob("NER-dev-*.json")).read_text())
     tokenizer = AlbertTokenizer(small_data_dir / "albert" / "30k-clean.model")
     longer = sum(len(word_pieces(tokenizer, s.words)[0]) > 30 for s in sentences)  # 30 pieces a window

@@ -8,8 +8,8 @@ from albert_tf.data.tagging import entities
 from albert_tf.utils.errors import UserError
 from finetune.ner import readers
 
-# One sentence in the three schemes (CoNLL-2003's own example sentence, IOB1 as its files hold it):
-# "U.N. official Ekeus heads for Baghdad ." with two adjacent PER entities to make IOB1's B- appear.
+# One sentence in the three schemes (CoNLL-2003's example sentence with a second person added, so that
+# two adjacent PER entities make IOB1's B- appear; IOB1 as the original files hold it).
 WORDS = ["U.N.", "official", "Ekeus", "Smith", "heads", "for", "Baghdad", "."]
 BIO = ["B-ORG", "O", "B-PER", "B-PER", "O", "O", "B-LOC", "O"]
 IOB1 = ["I-ORG", "O", "I-PER", "B-PER", "O", "O", "I-LOC", "O"]

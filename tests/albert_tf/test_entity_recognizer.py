@@ -74,7 +74,8 @@ def test_save_to_preset_and_export_give_it_back(trained, tmp_path):
     served = tf.saved_model.load(str(tmp_path / "export")).signatures["serve_text"](text=tf.constant(TEXTS))
     for row, entities in enumerate(expected):
         assert served["num_entities"][row] == len(entities)
-        assert [t.decode() for t in served["entity_text"][row][: len(entities)].numpy()] == [e["text"] for e in entities]
+        texts = [t.decode() for t in served["entity_text"][row][: len(entities)].numpy()]
+        assert texts == [e["text"] for e in entities]
         np.testing.assert_allclose(served["entity_score"][row][: len(entities)], [e["score"] for e in entities],
                                    atol=1e-5)
 

@@ -17,8 +17,8 @@ BIOES = ["S-ORG", "O", "S-PER", "S-PER", "O", "O", "S-LOC", "O"]
 
 
 def _write(path, words, tags, separator="\t"):
-    path.write_text("-DOCSTART- -X- -X- O\n\n" + "".join(f"{w}{separator}NNP{separator}{t}\n" for w, t in zip(words, tags))
-                    + "\n\n" + f"Paris{separator}B-LOC\n")
+    rows = "".join(f"{w}{separator}NNP{separator}{t}\n" for w, t in zip(words, tags))
+    path.write_text("-DOCSTART- -X- -X- O\n\n" + rows + "\n\n" + f"Paris{separator}B-LOC\n")
     return path
 
 

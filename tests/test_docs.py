@@ -41,7 +41,8 @@ _TRAINING = ["--num_train_steps=2", "--num_warmup_steps=1", "--nojit_compile", "
 STEP_FLAGS = {
     "albert-pretrain": [*_TRAINING, "--steps_per_loop=1", "--save_checkpoints_steps=2", "--max_eval_steps=1"],
     **{f"albert-finetune-{task}": [*_TRAINING, "--max_train_examples=8", "--max_eval_examples=4",
-                                   "--max_predict_examples=4", "--noexport"] for task in ("glue", "squad", "race", "ner")},
+                                   "--max_predict_examples=4", "--noexport"]
+       for task in ("glue", "squad", "race", "ner")},
     "albert-create-pretraining-data": ["--dupe_factor=1"],
 }
 NOT_RUN = re.compile(r"<!-- not run: (.*?) -->")
@@ -201,7 +202,8 @@ def _check_squad(clone, output):
 
 CHECKS = {"data.md": _check_data, "finetuning.md": _check_finetuning, "model.md": _check_model,
           "ner.md": _check_ner, "on_device.md": _check_on_device, "presets.md": _check_presets,
-          "pretraining.md": _check_pretraining, "race.md": _check_race, "serving.md": _check_serving, "squad.md": _check_squad}
+          "pretraining.md": _check_pretraining, "race.md": _check_race, "serving.md": _check_serving,
+          "squad.md": _check_squad}
 # Over 30 s of CPU each: four tools and an export; two exports.
 SLOW = {"pretraining.md", "serving.md"}
 

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertEntityRecognizer
 from albert_tf.data.tagging import word_spans
+from albert_tf.models import AlbertTokenClassifier
 from albert_tf.utils.errors import UserError
 from tests.conftest import SMALL_DATA_DIR
 
@@ -67,9 +68,14 @@ def test_it_learns_words_and_tags_and_predicts_entities_of_raw_text(trained):
 def test_save_to_preset_and_export_give_it_back(trained, tmp_path):
     recognizer, _, _ = trained
     expected = recognizer.predict(TEXTS)
-    again = AlbertEntityRecognizer.from_preset(recognizer.save_to_preset(tmp_path / "preset"))
+    saved = recognizer.save_to_preset(tmp_path / "preset")
+    again = AlbertEntityRecognizer.from_preset(saved)
     assert (again.labels, again.doc_stride, again.preprocessor.sequence_length) == (recognizer.labels, 4, 16)
     assert again.predict(TEXTS) == expected
+    # The task rule: the bare token classifier takes the recognizer's head (and gives it back).
+    packed = recognizer.preprocessor(TEXTS)
+    bare = AlbertTokenClassifier.from_preset(saved)
+    np.testing.assert_array_equal(bare(packed, training=False), recognizer(packed, training=False))
     recognizer.export(tmp_path / "export")
     served = tf.saved_model.load(str(tmp_path / "export")).signatures["serve_text"](text=tf.constant(TEXTS))
     for row, entities in enumerate(expected):

@@ -4,7 +4,6 @@ and the graph of the SavedModel (albert_tf.serving.tagging) reading the same wor
 Python records on any text."""
 
 import numpy as np
-import pytest
 
 from albert_tf.data import tagging
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer

@@ -4,10 +4,10 @@ of the same config, on the same training file, steps, seed and learning rate.
 
     python -m pytest -q -m measure tests/finetune/test_ner_measure.py -s
 
-Minutes of CPU: left out of the default run (the `measure` marker). The learning rate is the one
-experiments/glue_pretraining_helps.py gives the small demo model (2e-4, 10% warmup) rather than the
-2e-5 of Hugging Face's guide, which is for base-sized models; 3 epochs of batch 16. The figures go
-to docs/ner.md.
+Minutes of CPU: left out of the default run (the `measure` marker). Hugging Face's 2e-5 is for
+base-sized models; at the 2e-4 that experiments/glue_pretraining_helps.py gives the small demo
+model, 3 epochs left both encoders tagging every word "O" (F1 0), so the run is 5 epochs of batch
+16 at 1e-3 with 10% warmup. The figures go to docs/ner.md.
 """
 
 import json
@@ -18,7 +18,7 @@ from finetune.ner import cli
 from tests.conftest import REPO_ROOT
 
 DEMO = REPO_ROOT / "runs" / "demo"
-STEPS = 636  # 3 epochs of WNUT-17's 3,394 training sentences at batch 16
+STEPS = 1060  # 5 epochs of WNUT-17's 3,394 training sentences at batch 16
 
 
 @pytest.mark.slow
@@ -29,8 +29,8 @@ def test_dev_f1_on_wnut17_from_the_demo_checkpoint_and_from_random_weights(data_
     wnut = data_dir / "ner" / "wnut17"
     common = [f"--spm_model_file={DEMO / 'vocab.model'}", f"--train_file={wnut / 'wnut17train.conll'}",
               f"--eval_file={wnut / 'emerging.dev.conll'}", "--do_train", "--do_eval", "--noexport",
-              "--max_seq_length=128", "--learning_rate=2e-4", f"--num_train_steps={STEPS}",
-              f"--num_warmup_steps={STEPS // 10}", "--train_batch_size=16", "--seed=12345", "--steps_per_loop=106",
+              "--max_seq_length=128", "--learning_rate=1e-3", f"--num_train_steps={STEPS}",
+              f"--num_warmup_steps={STEPS // 10}", "--train_batch_size=16", "--seed=12345", "--steps_per_loop=212",
               "--progress_bar=false"]
     sources = {"pretrained": [f"--init_checkpoint={DEMO / 'model'}"],
                "random": [f"--albert_config_file={DEMO / 'model' / 'albert_config.json'}"]}

@@ -38,6 +38,7 @@ _LAZY = {
     "export_pretrainer": "albert_tf.serving.export",
     "export_saved_model": "albert_tf.serving.export",
     "AlbertTextClassifier": "albert_tf.tasks.text_classifier",
+    "AlbertEntityRecognizer": "albert_tf.tasks.entity_recognizer",
     "AlbertTextPreprocessor": "albert_tf.tokenizers.preprocessor",
 }
 
@@ -52,6 +53,7 @@ __all__ = [
     "SIZES",
     "AlbertConfig",
     "AlbertEncoder",
+    "AlbertEntityRecognizer",
     "AlbertGraphTokenizer",
     "AlbertPretrainer",
     "AlbertTextClassifier",

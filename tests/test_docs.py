@@ -14,7 +14,8 @@ with the data the docs name taken from tests/fixtures/data:
 - `configs/` and `tests/` the repository's; `data/corpus/train.txt` and `heldout.txt` the first 40,000 characters
   of each book of the repository's;
 - `../shared/data/glue` the fixtures' GLUE; `train-v1.1.json` and `dev-v1.1.json` the fixtures'
-  SQuAD articles; `RACE/train/middle` and `RACE/dev/middle` the fixtures' RACE passages.
+  SQuAD articles; `RACE/train/middle` and `RACE/dev/middle` the fixtures' RACE passages;
+  `../shared/data/ner` the fixtures' WNUT-17 sentences.
 
 The one substitution, so that the blocks run in seconds: the tools that train run with
 `STEP_FLAGS[tool]` appended to their command line (the last value of a flag wins): two updates, no
@@ -40,7 +41,8 @@ _TRAINING = ["--num_train_steps=2", "--num_warmup_steps=1", "--nojit_compile", "
 STEP_FLAGS = {
     "albert-pretrain": [*_TRAINING, "--steps_per_loop=1", "--save_checkpoints_steps=2", "--max_eval_steps=1"],
     **{f"albert-finetune-{task}": [*_TRAINING, "--max_train_examples=8", "--max_eval_examples=4",
-                                   "--max_predict_examples=4", "--noexport"] for task in ("glue", "squad", "race")},
+                                   "--max_predict_examples=4", "--noexport"]
+       for task in ("glue", "squad", "race", "ner")},
     "albert-create-pretraining-data": ["--dupe_factor=1"],
 }
 NOT_RUN = re.compile(r"<!-- not run: (.*?) -->")
@@ -80,7 +82,7 @@ def test_every_doc_opens_with_commands_run_here_or_marked_with_the_reason():
     # Every block run has what it left checked below, and nothing checked is left unrun.
     assert sorted({name for name, _ in RUN}) == sorted(CHECKS)
     # The docs that need the README's demo model at 128 positions say so.
-    for name in ("squad.md", "race.md"):
+    for name in ("squad.md", "race.md", "ner.md"):
         (block,) = [block for doc, block in RUN if doc == name]
         assert "--init_checkpoint=runs/demo/model" in block and "--max_seq_length=128" in block
 
@@ -121,6 +123,7 @@ def _lay_out(root: pathlib.Path, demo: pathlib.Path) -> pathlib.Path:
         (corpus / name).write_text("".join(book[:40_000] + "\n" for book in books if book), encoding="utf-8")
     (root / "shared" / "data").mkdir(parents=True)
     (root / "shared" / "data" / "glue").symlink_to(SMALL_DATA_DIR / "glue")
+    (root / "shared" / "data" / "ner").symlink_to(SMALL_DATA_DIR / "ner")
     squad = SMALL_DATA_DIR / "squad"
     (clone / "train-v1.1.json").symlink_to(squad / "train-v1.1.articles2-3.json")
     (clone / "dev-v1.1.json").symlink_to(squad / "dev-v1.1.articles1-2.json")
@@ -157,6 +160,14 @@ def _check_model(clone, output):
     assert "albert_models/albert_base_v2.tar.gz" in output  # the released checkpoints and their sources
 
 
+def _check_ner(clone, output):
+    results = _json(clone / "runs" / "ner" / "eval_results.json")
+    assert results["task"] == "NER" and results["global_step"] == 2 and results["dev"]["examples"] == 4
+    assert 0.0 <= results["dev"]["f1"] <= 1.0 and results["dev"]["entities"] > 0
+    written = (clone / "runs" / "ner" / "predictions_dev.conll").read_text(encoding="utf-8")
+    assert written.count("\n\n") == 4 and all(len(line.split("\t")) == 3 for line in written.splitlines() if line)
+
+
 def _check_on_device(clone, output):
     folder = clone / "runs" / "demo" / "litert"
     assert (folder / "model.tflite").stat().st_size > 10_000
@@ -190,8 +201,9 @@ def _check_squad(clone, output):
 
 
 CHECKS = {"data.md": _check_data, "finetuning.md": _check_finetuning, "model.md": _check_model,
-          "on_device.md": _check_on_device, "presets.md": _check_presets, "pretraining.md": _check_pretraining,
-          "race.md": _check_race, "serving.md": _check_serving, "squad.md": _check_squad}
+          "ner.md": _check_ner, "on_device.md": _check_on_device, "presets.md": _check_presets,
+          "pretraining.md": _check_pretraining, "race.md": _check_race, "serving.md": _check_serving,
+          "squad.md": _check_squad}
 # Over 30 s of CPU each: four tools and an export; two exports.
 SLOW = {"pretraining.md", "serving.md"}
 

@@ -170,3 +170,20 @@ def example_serializer(spec: Mapping[str, tf.io.FixedLenFeature]) -> Callable[[M
 def serialize_example(values: Mapping, spec: Mapping[str, tf.io.FixedLenFeature]) -> bytes:
     """`values` as a serialized tf.train.Example matching `spec` (see `example_serializer`)."""
     return example_serializer(spec)(values)
+
+
+def tagging_feature_spec(max_seq_length: int) -> dict[str, tf.io.FixedLenFeature]:
+    """Token tagging records (named entities): one window of a sentence per record.
+
+    `label_ids` holds a word's label on its first piece (-1 where nothing is learnt), `word_ids`
+    the word's index where the word is read (its first piece, in its most-context window; -1
+    elsewhere); `example_index` and `window_index` tie the record to its sentence (see
+    `albert_tf.data.tagging`).
+    """
+    import tensorflow as tf
+
+    require_positive_ints({"max_seq_length": max_seq_length})
+    sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+    scalar = tf.io.FixedLenFeature([], tf.int64)
+    names = ("input_ids", "input_mask", "segment_ids", "label_ids", "word_ids")
+    return {**{name: sequence for name in names}, "example_index": scalar, "window_index": scalar}

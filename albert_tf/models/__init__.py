@@ -3,6 +3,7 @@
 - `AlbertClassifier`: pooled output -> dropout -> dense (GLUE; STS-B with one output).
 - `AlbertSpanLabeler`: every position's final state -> start and end logits (SQuAD v1.1).
 - `AlbertMultipleChoice`: each choice's pooled output -> dropout -> one logit (RACE).
+- `AlbertTokenClassifier`: every position's final state -> dropout -> dense (named entities).
 
 Each keeps the encoder as `encoder` (read also as `backbone`, keras-hub's name), so
 `albert_tf.presets.loader` loads pretrained weights into any of them, and each is a registered,
@@ -12,5 +13,7 @@ serializable Keras model (`from_config(get_config())` and `.keras` files rebuild
 from albert_tf.models.classifier import AlbertClassifier, classifier_sums
 from albert_tf.models.multiple_choice import AlbertMultipleChoice
 from albert_tf.models.span_labeler import AlbertSpanLabeler
+from albert_tf.models.token_classifier import AlbertTokenClassifier, token_classifier_sums
 
-__all__ = ["AlbertClassifier", "AlbertMultipleChoice", "AlbertSpanLabeler", "classifier_sums"]
+__all__ = ["AlbertClassifier", "AlbertMultipleChoice", "AlbertSpanLabeler", "AlbertTokenClassifier", "classifier_sums",
+           "token_classifier_sums"]

@@ -29,6 +29,8 @@ TASK_WEIGHTS = "task.weights.h5"
 # The task classes that conversion reads and writes without importing them.
 PRETRAINER_TASK = "AlbertPretrainer"
 TEXT_CLASSIFIER_TASK = "AlbertTextClassifier"
+ENTITY_RECOGNIZER_TASK = "AlbertEntityRecognizer"
+TOKEN_CLASSIFIER_TASK = "AlbertTokenClassifier"
 
 
 def is_preset(path: str | os.PathLike) -> bool:
@@ -90,10 +92,13 @@ def vocabulary(folder: str | os.PathLike) -> str:
 
 
 # Task classes whose heads are one another's, with the arguments they share: the text classifier
-# keeps an AlbertClassifier, whose weights are its task weights.
+# keeps an AlbertClassifier, the entity recognizer an AlbertTokenClassifier, whose weights are
+# their task weights. (A token classifier's preset has no tag names: a recognizer needs its labels.)
 _SAME_HEADS = {
     (TEXT_CLASSIFIER_TASK, "AlbertClassifier"): ("num_classes", "dropout"),
     ("AlbertClassifier", TEXT_CLASSIFIER_TASK): ("num_classes", "dropout"),
+    (ENTITY_RECOGNIZER_TASK, TOKEN_CLASSIFIER_TASK): ("num_classes", "dropout"),
+    (TOKEN_CLASSIFIER_TASK, ENTITY_RECOGNIZER_TASK): ("num_classes", "dropout"),
 }
 # The argument that sizes a head: given another value than the preset's, the model gets a new head.
 HEAD_SIZE_ARGUMENTS = ("num_classes",)

@@ -1,2 +1,2 @@
 """Tasks on raw text, as keras-hub's: a preprocessor, a task model and their export in one Keras
-model (`AlbertTextClassifier`)."""
+model (`AlbertTextClassifier`; `AlbertEntityRecognizer`, named entities)."""

@@ -8,7 +8,8 @@ import keras
 import pytest
 
 from albert_tf import AlbertEncoder, AlbertPretrainer
-from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
+from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler, AlbertTokenClassifier
+from albert_tf.tasks.entity_recognizer import AlbertEntityRecognizer
 from albert_tf.tasks.text_classifier import AlbertTextClassifier
 from albert_tf.tokenizers.preprocessor import AlbertTextPreprocessor
 from finetune.squad.model import AlbertSquadV2
@@ -29,6 +30,12 @@ def _text_classifier(dtype):
     return AlbertTextClassifier(classifier, AlbertTextPreprocessor(str(VOCAB), LENGTH), labels=["no", "yes"])
 
 
+def _entity_recognizer(dtype):
+    tagger = AlbertTokenClassifier(CONFIG, 5, dtype=dtype)
+    return AlbertEntityRecognizer(tagger, AlbertTextPreprocessor(str(VOCAB), LENGTH), labels=["PER", "LOC"],
+                                  doc_stride=3)
+
+
 # name: (make(dtype), inputs, constructor arguments from_preset must be given back)
 MODELS = {
     "AlbertEncoder": (lambda dtype: AlbertEncoder(CONFIG.replace(num_hidden_groups=2), output_all_layers=True,
@@ -36,10 +43,14 @@ MODELS = {
     "AlbertPretrainer": (lambda dtype: AlbertPretrainer(CONFIG.replace(sharing="attention"), dtype=dtype), BATCH, {}),
     "AlbertClassifier": (lambda dtype: AlbertClassifier(CONFIG, 3, dropout=0.2, dtype=dtype), ENCODER_INPUTS, {}),
     "AlbertSpanLabeler": (lambda dtype: AlbertSpanLabeler(CONFIG, dtype=dtype), ENCODER_INPUTS, {}),
+    "AlbertTokenClassifier": (lambda dtype: AlbertTokenClassifier(CONFIG, 5, dropout=0.2, dtype=dtype),
+                              ENCODER_INPUTS, {}),
     "AlbertMultipleChoice": (lambda dtype: AlbertMultipleChoice(CONFIG, num_choices=2, dtype=dtype), CHOICES, {}),
     "AlbertSquadV2": (lambda dtype: AlbertSquadV2(CONFIG, start_n_top=2, end_n_top=3, dtype=dtype), SQUAD_INPUTS, {}),
     "AlbertTextClassifier": (_text_classifier, ENCODER_INPUTS, {}),
+    "AlbertEntityRecognizer": (_entity_recognizer, ENCODER_INPUTS, {}),
 }
+RAW_TEXT_TASKS = ("AlbertTextClassifier", "AlbertEntityRecognizer")  # their vocabulary is their preprocessor's
 NAMES = sorted(MODELS)
 
 
@@ -56,7 +67,7 @@ def _call(inputs):
 def test_every_model_class_is_checked():
     from albert_tf.models.base import AlbertConfigModel
 
-    classes = {cls.__name__ for cls in AlbertConfigModel.__subclasses__()} | {"AlbertTextClassifier"}
+    classes = {cls.__name__ for cls in AlbertConfigModel.__subclasses__()} | set(RAW_TEXT_TASKS)
     assert classes <= set(MODELS), classes - set(MODELS)
 
 
@@ -79,8 +90,8 @@ def test_keras_file_round_trip(name, tmp_path):
 def test_preset_round_trip(name, tmp_path):
     model, inputs = _model(name, seed=1)
     arguments = MODELS[name][2]
-    if name == "AlbertTextClassifier":
-        save = lambda m: m.save_to_preset(tmp_path / "preset")  # noqa: E731 (its vocabulary is its preprocessor's)
+    if name in RAW_TEXT_TASKS:
+        save = lambda m: m.save_to_preset(tmp_path / "preset")  # noqa: E731
     else:
         save = lambda m: m.save_to_preset(tmp_path / "preset", VOCAB)  # noqa: E731
     harness.assert_preset_round_trip(model, _call(inputs), save, lambda folder: type(model).from_preset(folder, **arguments))
@@ -96,6 +107,7 @@ def test_saved_model_round_trip(name, tmp_path):
 def test_a_task_models_backbone_is_its_encoder(name):
     model, inputs = _model(name)
     model(inputs, training=False)
-    encoder = model.classifier.encoder if name == "AlbertTextClassifier" else model.encoder
+    inner = {"AlbertTextClassifier": "classifier", "AlbertEntityRecognizer": "tagger"}.get(name)
+    encoder = getattr(model, inner).encoder if inner else model.encoder
     assert model.backbone is encoder
     assert not any("backbone" in w.path for w in model.weights)

@@ -1,0 +1,225 @@
+"""A token tagger (named entities) as a SavedModel that takes raw text and returns entities.
+
+Signatures:
+
+- `serve_text`: strings `text` [B] -> per text its entities, padded to the most entities of the
+  batch (E): `entity_text` [B, E] (the input's characters `[entity_start, entity_end)`, "" past
+  the last), `entity_type` [B, E] ("" past the last), `entity_start`, `entity_end` [B, E] int64
+  (character, i.e. code point, offsets into the input string; -1 past the last), `entity_score`
+  [B, E] float32 (the mean of its words' tag probabilities; 0 past the last) and `num_entities`
+  [B]; and its words (runs of non-whitespace), padded to W: `word_text`, `word_start`,
+  `word_end`, `tags` (BIO; "" past the last), `tag_probability` [B, W] and `num_words` [B];
+- `serving_default`: int32 `input_ids`, `input_mask`, `segment_ids` [B, T] -> `logits` and
+  `probabilities` [B, T, num_tags].
+
+Inside the graph the text is tokenized as `albert_tf.data.tagging` tokenizes a sentence's words
+joined by spaces (the same pieces, each piece belonging to the word its first character is in),
+cut into windows of `max_seq_length` - 2 pieces `doc_stride` apart, every window runs through the
+model, each word's tag is read on its first piece in the window where that piece has the most
+context, and entities are read from the tags as conlleval reads them
+(`albert_tf.data.tagging.entities`). A word without a piece (it vanished in the normalisation) is
+tagged "O" with probability 0. The consumer needs only tensorflow and tensorflow_text.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import tensorflow as tf
+
+from albert_tf.data.tagging import check_labels, entity_types, split_tag
+from albert_tf.serving import export
+from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
+
+SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def _ragged_dense(values, rows, batch, default):
+    return tf.RaggedTensor.from_value_rowids(values, rows, nrows=batch).to_tensor(default)
+
+
+class TaggingServer(export.ServingModule):
+    """Raw text -> words, windows, the model, tags and entities in one graph (see the module): the
+    tagger's serving module (`albert_tf.serving.export.ServingModule`).
+
+    Args:
+        model: a token classifier (the encoder's inputs -> logits [R, T, num_tags]).
+        tokenizer: the graph tokenizer.
+        max_seq_length: tokens per window, [CLS] and [SEP] included.
+        labels: the BIO tags, in the model's output order.
+        doc_stride: pieces between the starts of two windows.
+    """
+
+    def __init__(self, model, tokenizer: AlbertGraphTokenizer, max_seq_length: int, labels: Sequence[str],
+                 doc_stride: int):
+        super().__init__()
+        labels = check_labels(labels)
+        if max_seq_length < 3 or doc_stride < 1:
+            raise ValueError(f"max_seq_length must be at least 3 and doc_stride positive, got {max_seq_length} "
+                             f"and {doc_stride}")
+        # The model is not tracked: its variables are saved once, through the root's lists.
+        self._model = model
+        self._tokenizer = tokenizer
+        self._max_seq_length = max_seq_length
+        self._doc_stride = doc_stride
+        types = entity_types(labels)
+        self._labels = tf.constant(labels)
+        self._types = tf.constant([""] + types)
+        self._outside = labels.index("O")
+        self._label_type = tf.constant([0 if split_tag(l)[1] is None else types.index(split_tag(l)[1]) + 1
+                                        for l in labels], tf.int64)
+        self._label_begins = tf.constant([split_tag(l)[0] == "B" for l in labels])
+
+    def stored(self):
+        return {"max_seq_length": self._max_seq_length, "doc_stride": self._doc_stride}
+
+    def logits(self, inputs):
+        return tf.cast(self._model({k: tf.cast(inputs[k], tf.int32) for k in SEQUENCE_INPUTS}, training=False),
+                       tf.float32)
+
+    def signatures(self):
+        ids = {k: tf.TensorSpec([None, None], tf.int32, name=k) for k in SEQUENCE_INPUTS}
+
+        def serving_default(**inputs):
+            logits = self.logits(inputs)
+            return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
+
+        serve_text = tf.function(self.tag, autograph=False)
+        return {
+            "serving_default": tf.function(serving_default, autograph=False).get_concrete_function(**ids),
+            "serve_text": serve_text.get_concrete_function(tf.TensorSpec([None], tf.string, name="text")),
+        }
+
+    def _words(self, text):
+        """Each text's words: ragged [B, W] start and end characters, and for every character the
+        index of the word it is in or follows (-1 before the first) [B, C]."""
+        chars = tf.strings.unicode_split(text, "UTF-8")
+        solid = chars.with_flat_values(~tf.strings.regex_full_match(chars.flat_values, self._tokenizer._whitespace))
+        solid = solid.to_tensor(False)
+        before = tf.pad(solid[:, :-1], [[0, 0], [1, 0]])
+        after = tf.pad(solid[:, 1:], [[0, 0], [0, 1]])
+        starts, ends = solid & ~before, solid & ~after
+        positions = tf.broadcast_to(tf.range(tf.shape(solid, out_type=tf.int64)[1])[None], tf.shape(solid, tf.int64))
+        word_of_char = tf.math.cumsum(tf.cast(starts, tf.int64), axis=1) - 1
+        return (tf.ragged.boolean_mask(positions, starts), tf.ragged.boolean_mask(positions + 1, ends),
+                word_of_char)
+
+    def _windows(self, ids):
+        """The records of every text's pieces: int32 inputs [R, T], the text of each record, and
+        `own` [R, L]: 1 where a piece is read in this record (its most-context window)."""
+        length = self._max_seq_length
+        max_pieces = tf.constant(length - 2, tf.int64)
+        step = tf.minimum(tf.constant(self._doc_stride, tf.int64), max_pieces)
+        batch = ids.nrows(out_type=tf.int64)
+        num_pieces = ids.row_lengths()
+        extra = tf.maximum(num_pieces - max_pieces, 0)
+        num_windows = 1 + (extra + step - 1) // step
+        example = tf.repeat(tf.range(batch), num_windows)
+        window = tf.ragged.range(num_windows).flat_values
+        rows = tf.shape(example, out_type=tf.int64)[0]
+        window_start = window * step
+        window_length = tf.minimum(tf.gather(num_pieces, example) - window_start, max_pieces)
+        piece = tf.ragged.range(window_start, window_start + window_length)  # [R, L] piece indices
+        flat = piece + tf.gather(ids.row_starts(), example)[:, None]
+        column = lambda value: tf.RaggedTensor.from_row_lengths(  # noqa: E731
+            tf.fill([rows], tf.cast(value, tf.int64)), tf.ones([rows], tf.int64))
+        input_ids = tf.concat([column(self._tokenizer.cls_id), tf.gather(ids.flat_values, flat),
+                               column(self._tokenizer.sep_id)], axis=1)
+        # Max context, as albert_tf.data.tagging.max_context_windows: the first best window wins.
+        windows_of = tf.gather(num_windows, example)
+        max_windows = tf.maximum(tf.reduce_max(num_windows), 1)
+        other = tf.range(max_windows)[None, None, :]
+        other_start = other * step
+        other_length = tf.minimum(tf.gather(num_pieces, example)[:, None, None] - other_start, max_pieces)
+        p = piece.to_tensor(-1)[:, :, None]
+        inside = (p >= other_start) & (p < other_start + other_length) & (other < windows_of[:, None, None])
+        score = tf.cast(tf.minimum(p - other_start, other_start + other_length - 1 - p), tf.float64)
+        score = tf.where(inside, score + 0.01 * tf.cast(other_length, tf.float64), -1e9)
+        best = tf.reduce_min(tf.where(score >= tf.reduce_max(score, axis=-1, keepdims=True), other, max_windows),
+                             axis=-1)
+        own = (best == window[:, None]) & (p[:, :, 0] >= 0)
+        shape = [None, length]
+        inputs = {
+            "input_ids": tf.cast(input_ids.to_tensor(0, shape=shape), tf.int32),
+            "input_mask": tf.cast(tf.ones_like(input_ids).to_tensor(0, shape=shape), tf.int32),
+        }
+        inputs["segment_ids"] = tf.zeros_like(inputs["input_ids"])
+        return inputs, own
+
+    def tag(self, text):
+        """The outputs of `serve_text` (see the module) for strings `text` [B]."""
+        text = tf.convert_to_tensor(text, tf.string)
+        batch = tf.shape(text, out_type=tf.int64)[0]
+        ids, starts, _ = self._tokenizer.tokenize_with_offsets(text)
+        ids = tf.cast(ids, tf.int64)
+        word_starts, word_ends, word_of_char = self._words(text)
+
+        # Each piece's word, and whether it is its word's first piece.
+        last_char = tf.maximum(tf.shape(word_of_char, out_type=tf.int64)[1] - 1, 0)
+        piece_starts = tf.minimum(starts.to_tensor(0), last_char)
+        piece_word = tf.gather(tf.pad(word_of_char, [[0, 0], [0, 1]]), piece_starts, batch_dims=1)
+        piece_word = tf.maximum(piece_word, 0)
+        valid = tf.ones_like(starts, tf.bool).to_tensor(False)
+        previous = tf.pad(piece_word[:, :-1], [[0, 0], [1, 0]], constant_values=-1)
+        first = tf.boolean_mask((piece_word != previous) & valid, valid)  # flat, in piece order
+        piece_word = tf.boolean_mask(piece_word, valid)
+        piece_row = ids.value_rowids()
+
+        inputs, own = self._windows(ids)
+        logits = self.logits(inputs)
+        pieces = tf.boolean_mask(logits[:, 1:1 + tf.shape(own)[1]], own)  # [P, num_tags], in piece order
+        probabilities = tf.nn.softmax(pieces, axis=-1)
+        tag = tf.argmax(probabilities, axis=-1)
+        probability = tf.reduce_max(probabilities, axis=-1)
+
+        # Words: the tag of their first piece; "O" with probability 0 for a word without a piece.
+        num_words = tf.size(word_starts.flat_values, out_type=tf.int64)
+        word_index = tf.boolean_mask(piece_word + tf.gather(word_starts.row_starts(), piece_row), first)[:, None]
+        word_tag = tf.tensor_scatter_nd_update(tf.fill([num_words], tf.constant(self._outside, tf.int64)),
+                                               word_index, tf.boolean_mask(tag, first))
+        word_probability = tf.tensor_scatter_nd_update(tf.zeros([num_words], tf.float32), word_index,
+                                                       tf.boolean_mask(probability, first))
+        word_row = word_starts.value_rowids()
+        word_start, word_end = word_starts.flat_values, word_ends.flat_values
+
+        # Entities, conlleval's chunks: B-X opens one, so does I-X after O or another type.
+        kind = tf.gather(self._label_type, word_tag)
+        opens_row = tf.range(num_words) == tf.gather(word_starts.row_starts(), word_row)
+        previous_kind = tf.where(opens_row, tf.zeros_like(kind), tf.pad(kind[:-1], [[1, 0]]))
+        begins = (kind > 0) & (tf.gather(self._label_begins, word_tag) | (previous_kind != kind))
+        entity = tf.math.cumsum(tf.cast(begins, tf.int64)) - 1
+        inside = kind > 0
+        segments = tf.boolean_mask(entity, inside)
+        count = tf.reduce_sum(tf.cast(begins, tf.int64))
+        entity_start = tf.math.unsorted_segment_min(tf.boolean_mask(word_start, inside), segments, count)
+        entity_end = tf.math.unsorted_segment_max(tf.boolean_mask(word_end, inside), segments, count)
+        entity_score = tf.math.unsorted_segment_mean(tf.boolean_mask(word_probability, inside), segments, count)
+        entity_row = tf.boolean_mask(word_row, begins)
+        entity_type = tf.gather(self._types, tf.boolean_mask(kind, begins))
+        cut = lambda rows, start, end: tf.strings.substr(tf.gather(text, rows), start, end - start,  # noqa: E731
+                                                         unit="UTF8_CHAR")
+        return {
+            "entity_text": _ragged_dense(cut(entity_row, entity_start, entity_end), entity_row, batch, ""),
+            "entity_type": _ragged_dense(entity_type, entity_row, batch, ""),
+            "entity_start": _ragged_dense(entity_start, entity_row, batch, tf.constant(-1, tf.int64)),
+            "entity_end": _ragged_dense(entity_end, entity_row, batch, tf.constant(-1, tf.int64)),
+            "entity_score": _ragged_dense(entity_score, entity_row, batch, 0.0),
+            "num_entities": tf.math.bincount(entity_row, minlength=batch, maxlength=batch, dtype=tf.int64),
+            "word_text": _ragged_dense(cut(word_row, word_start, word_end), word_row, batch, ""),
+            "word_start": word_starts.to_tensor(-1),
+            "word_end": word_ends.to_tensor(-1),
+            "tags": _ragged_dense(tf.gather(self._labels, word_tag), word_row, batch, ""),
+            "tag_probability": _ragged_dense(word_probability, word_row, batch, 0.0),
+            "num_words": word_starts.row_lengths(),
+        }
+
+
+def export_tagger(model, export_dir: str | os.PathLike, spm_model_file: str | os.PathLike, max_seq_length: int,
+                  labels: Sequence[str], doc_stride: int, do_lower_case: bool = True) -> str:
+    """Writes `model` (the encoder's inputs -> logits [B, T, len(labels)], e.g.
+    `albert_tf.models.AlbertTokenClassifier`) as a SavedModel with the signatures of this module's
+    docstring; returns `export_dir`."""
+    tokenizer = export.prepare(model, spm_model_file, max_seq_length, do_lower_case)
+    return export.write(model, export_dir, TaggingServer(model, tokenizer, max_seq_length, labels, doc_stride),
+                        tokenizer)

@@ -186,8 +186,8 @@ def main():
     (scratch / "full" / "x").write_text("x")
     tool("albert-export into a folder that holds files", "albert_tf.cli.export", "--init_checkpoint=run6",
          "--output_dir=full", folder=scratch / "full")
-    tool("albert-export --checkpoint of a missing folder, no --spm_model_file", "albert_tf.cli.export",
-         "--checkpoint=runs/nope", "--output_dir=exp1", folder=scratch / "exp1")
+    tool("albert-export --init_checkpoint of a missing folder, no --spm_model_file", "albert_tf.cli.export",
+         "--init_checkpoint=runs/nope", "--output_dir=exp1", folder=scratch / "exp1")
     subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         from albert_tf import AlbertConfig
         from albert_tf.training import pretraining

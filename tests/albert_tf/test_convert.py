@@ -380,9 +380,9 @@ def test_command_lines_convert_and_export(tf1_reference, tmp_path):
     bin_dir = pathlib.Path(sys.executable).parent
     env = {"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": f"{bin_dir}:/usr/bin:/bin"}
     script = (
-        f"albert-convert --source tf1 --input {folder} --output {tmp_path / 'preset'} && "
+        f"albert-convert --source tf1 --input {folder} --output_dir {tmp_path / 'preset'} && "
         f"albert-export --preset {tmp_path / 'preset'} --model pretrainer --max_seq_length 16 "
-        f"--max_predictions_per_seq 3 --output {tmp_path / 'saved'}"
+        f"--max_predictions_per_seq 3 --output_dir {tmp_path / 'saved'}"
     )
     process = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300, env=env)
     assert process.returncode == 0, process.stderr[-3000:]

@@ -27,6 +27,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from albert_tf.data.windows import max_context_windows, window_spans
+
 OUTSIDE = "O"
 DOC_STRIDE = 128  # pieces between two windows' starts: SQuAD's default, every tagger's
 _WORD = re.compile(r"\S+")  # \s is exactly str.isspace for str patterns, as the tokenizers split
@@ -102,32 +104,6 @@ def word_pieces(tokenizer, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray
     ids, piece_starts, _ = tokenizer.encode_with_offsets(text)
     piece_words = [max(bisect.bisect_right(starts, start) - 1, 0) for start in piece_starts]
     return np.asarray(ids, np.int32), np.asarray(piece_words, np.int32)
-
-
-def window_spans(num_pieces: int, max_pieces: int, doc_stride: int) -> list[tuple[int, int]]:
-    """`(start, length)` of each window over `num_pieces` pieces (one empty window for none)."""
-    spans, start = [], 0
-    while True:
-        length = min(num_pieces - start, max_pieces)
-        spans.append((start, length))
-        if start + length >= num_pieces:
-            return spans
-        start += min(length, doc_stride)
-
-
-def max_context_windows(spans: Sequence[tuple[int, int]], num_pieces: int) -> np.ndarray:
-    """For each piece, the window where it has the most context: its score in a window is
-    min(pieces left of it, pieces right of it) + 0.01 * the window's length; the first best wins."""
-    best = np.full(num_pieces, -1, np.int32)
-    best_score = np.full(num_pieces, -np.inf)
-    positions = np.arange(num_pieces)
-    for index, (start, length) in enumerate(spans):
-        inside = (positions >= start) & (positions < start + length)
-        score = np.minimum(positions - start, start + length - 1 - positions) + 0.01 * length
-        better = inside & (score > best_score)
-        best[better] = index
-        best_score[better] = score[better]
-    return best
 
 
 def tagging_records(ids: np.ndarray, piece_words: np.ndarray, word_labels: Optional[Sequence[int]],

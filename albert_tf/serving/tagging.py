@@ -126,7 +126,7 @@ class TaggingServer(export.ServingModule):
             tf.fill([rows], tf.cast(value, tf.int64)), tf.ones([rows], tf.int64))
         input_ids = tf.concat([column(self._tokenizer.cls_id), tf.gather(ids.flat_values, flat),
                                column(self._tokenizer.sep_id)], axis=1)
-        # Max context, as albert_tf.data.tagging.max_context_windows: the first best window wins.
+        # Max context, as albert_tf.data.windows.max_context_windows: the first best window wins.
         windows_of = tf.gather(num_windows, example)
         max_windows = tf.maximum(tf.reduce_max(num_windows), 1)
         other = tf.range(max_windows)[None, None, :]

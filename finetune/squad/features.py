@@ -37,6 +37,7 @@ import unicodedata
 
 import numpy as np
 
+from albert_tf.data.windows import max_context_windows, window_spans
 from albert_tf.tokenizers.tokenizer import SPIECE_UNDERLINE
 from finetune.squad.readers import Answer, Example
 
@@ -159,36 +160,6 @@ def answer_piece_span(pieces: ContextPieces, answer: Answer) -> tuple[int, int] 
     if indices.size == 0:
         return None
     return int(indices[0]), int(indices[-1])
-
-
-def window_spans(num_pieces: int, max_pieces: int, doc_stride: int) -> list[tuple[int, int]]:
-    """`(start, length)` of each window over `num_pieces` context pieces (one empty window for none)."""
-    spans = []
-    start = 0
-    while True:
-        length = min(num_pieces - start, max_pieces)
-        spans.append((start, length))
-        if start + length >= num_pieces:
-            return spans
-        start += min(length, doc_stride)
-
-
-def max_context_windows(spans: Sequence[tuple[int, int]], num_pieces: int) -> np.ndarray:
-    """For each context piece, the window where it has the most context (the release's rule).
-
-    A piece's score in a window is min(pieces left of it, pieces right of it) + 0.01 * the
-    window's length; the first window with the highest score wins.
-    """
-    best = np.full(num_pieces, -1, np.int32)
-    best_score = np.full(num_pieces, -np.inf)
-    positions = np.arange(num_pieces)
-    for index, (start, length) in enumerate(spans):
-        inside = (positions >= start) & (positions < start + length)
-        score = np.minimum(positions - start, start + length - 1 - positions) + 0.01 * length
-        better = inside & (score > best_score)
-        best[better] = index
-        best_score[better] = score[better]
-    return best
 
 
 def example_records(

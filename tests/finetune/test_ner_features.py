@@ -5,7 +5,7 @@ Python records on any text."""
 
 import numpy as np
 
-from albert_tf.data import tagging
+from albert_tf.data import tagging, windows
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune.ner import readers
 from finetune.ner.features import convert_sentences
@@ -36,11 +36,11 @@ def test_windows_read_every_word_once_and_learn_it_in_every_window():
     labels = readers.labels_of([sentence])
     ids, piece_words = tagging.word_pieces(TOKENIZER, sentence.words)
     records = list(convert_sentences([sentence], TOKENIZER, labels, max_seq_length=10, doc_stride=3))
-    spans = tagging.window_spans(len(ids), 8, 3)
+    spans = windows.window_spans(len(ids), 8, 3)
     assert len(records) == len(spans) > 3
     read = [w for r in records for w in r["word_ids"].tolist() if w >= 0]
     assert read == list(range(len(sentence.words)))  # each word once, in order
-    best = tagging.max_context_windows(spans, len(ids))
+    best = windows.max_context_windows(spans, len(ids))
     for index, (record, (start, count)) in enumerate(zip(records, spans)):
         assert record["input_ids"][1: count + 1].tolist() == ids[start: start + count].tolist()
         for position in range(count):

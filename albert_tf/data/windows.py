@@ -1,0 +1,41 @@
+"""Windows over a run of pieces longer than a record holds, and the window where each piece has
+the most context: the release's rule for SQuAD's contexts (run_squad_v1/v2's doc spans), which
+token tagging (albert_tf.data.tagging) follows for long sentences.
+
+A window starts `doc_stride` pieces after the previous one (or right after its end, if shorter);
+a piece's score in a window is min(pieces left of it, pieces right of it) + 0.01 * the window's
+length, and the first window with the highest score wins: the larger of its smaller side, ties to
+the longer window.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def window_spans(num_pieces: int, max_pieces: int, doc_stride: int) -> list[tuple[int, int]]:
+    """`(start, length)` of each window over `num_pieces` pieces (one empty window for none)."""
+    spans, start = [], 0
+    while True:
+        length = min(num_pieces - start, max_pieces)
+        spans.append((start, length))
+        if start + length >= num_pieces:
+            return spans
+        start += min(length, doc_stride)
+
+
+def max_context_windows(spans: Sequence[tuple[int, int]], num_pieces: int) -> np.ndarray:
+    """For each piece, the window where it has the most context: its score in a window is
+    min(pieces left of it, pieces right of it) + 0.01 * the window's length; the first best wins."""
+    best = np.full(num_pieces, -1, np.int32)
+    best_score = np.full(num_pieces, -np.inf)
+    positions = np.arange(num_pieces)
+    for index, (start, length) in enumerate(spans):
+        inside = (positions >= start) & (positions < start + length)
+        score = np.minimum(positions - start, start + length - 1 - positions) + 0.01 * length
+        better = inside & (score > best_score)
+        best[better] = index
+        best_score[better] = score[better]
+    return best

@@ -16,7 +16,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig, AlbertEncoder
 from albert_tf.serving import litert
 from albert_tf.serving.export import export_saved_model
-from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler
+from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler, AlbertTokenClassifier
 from finetune.race.export import export_race_model
 from tests.helpers import good_bad_sentences
 
@@ -24,21 +24,25 @@ TINY_VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_pr
 CONFIG = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
 SEQ = 16
+NER_LABELS = ["O", "B-person", "I-person", "B-location", "I-location"]
 TASKS = {
     "encoder": (lambda: AlbertEncoder(CONFIG), ["pooled_output", "sequence_output"]),
     "classifier": (lambda: AlbertClassifier(CONFIG, num_classes=3), ["logits", "probability"]),
     "squad": (lambda: AlbertSpanLabeler(CONFIG), ["end_logits", "start_logits"]),
     "race": (lambda: AlbertMultipleChoice(CONFIG, num_choices=4), ["logits", "probability"]),
+    "ner": (lambda: AlbertTokenClassifier(CONFIG, num_classes=len(NER_LABELS)), ["logits", "probability"]),
 }
 
 
 def _task_outputs(task, model):
     """The LiteRT outputs of the task that owns the model: None for albert_tf's encoder and
-    classifier, SQuAD's and RACE's from their fine-tuning tasks."""
+    classifier, SQuAD's, RACE's and NER's from their fine-tuning tasks."""
+    from finetune.ner.task import NerTask
     from finetune.race.task import RaceTask
     from finetune.squad.task import SquadTask
 
-    owners = {"squad": lambda: SquadTask(), "race": lambda: RaceTask(max_qa_length=8)}
+    owners = {"squad": lambda: SquadTask(), "race": lambda: RaceTask(max_qa_length=8),
+              "ner": lambda: NerTask(labels=NER_LABELS)}
     return owners[task]().litert_outputs(model, SEQ) if task in owners else None
 
 
@@ -54,7 +58,7 @@ def _features(shape, seed=0):
 
 def _keras_outputs(model, task, features):
     outputs = model({k: tf.constant(v) for k, v in features.items()}, training=False)
-    if task in ("classifier", "race"):
+    if task in ("classifier", "race", "ner"):
         return {"logits": outputs, "probability": tf.nn.softmax(outputs, -1)}
     return dict(outputs)
 
@@ -64,7 +68,7 @@ def _saved_model_outputs(model, task, features, path):
         export_race_model(model, path, TINY_VOCAB, SEQ, max_qa_length=8)
     else:
         outputs_fn = None
-        if task == "classifier":
+        if task in ("classifier", "ner"):
             outputs_fn = lambda inputs, training: {"logits": model(inputs, training=training)}  # noqa: E731
         export_saved_model(model, path, TINY_VOCAB, SEQ, outputs_fn=outputs_fn)
     serving = tf.saved_model.load(str(path)).signatures["serving_default"]

@@ -17,9 +17,27 @@ def pytest_configure(config):
     tf.config.experimental.enable_tensor_float_32_execution(False)
 
 
+# The modules that take a worker longest, slowest first (their seconds in `--durations` of the
+# README's test command on 2 cores, /work/briefs/suite_after1.log). They run first: pytest-xdist's
+# load scheduling hands each worker consecutive tests and, near the end, two at a time, so with the
+# long tests early the workers end on short ones and finish together, instead of one worker running
+# a two-minute test alone at the end. Modules not named keep their order, after these.
+SLOWEST_MODULES = (
+    "finetune/test_squad_cli.py", "albert_tf/test_worker_faults.py", "albert_tf/test_training.py",
+    "albert_tf/test_litert.py", "test_docs.py", "finetune/test_glue_cli.py", "test_readme_demo.py",
+    "albert_tf/test_quiet_cli.py", "albert_tf/test_export.py", "data_prep/test_record_order.py",
+    "albert_tf/test_run_folders.py", "albert_tf/test_quiet_import.py", "albert_tf/test_presets.py",
+    "finetune/test_glue_training.py", "albert_tf/test_release_tokenization.py",
+    "finetune/test_squad_answer_spans.py", "finetune/test_layer.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Leaves out the `measure` tests (a figure over the full data that takes many minutes, such as
-    int8 SQuAD answers on 200 dev questions) unless `-m` names them: `python -m pytest -q -m measure`."""
+    """Runs the slowest modules first (SLOWEST_MODULES), each module's tests together and in their
+    order; leaves out the `measure` tests (a figure over the full data that takes many minutes, such
+    as int8 SQuAD answers on 200 dev questions) unless `-m` names them: `python -m pytest -q -m measure`."""
+    rank = {REPO_ROOT / "tests" / name: i for i, name in enumerate(SLOWEST_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))  # stable: the rest keep their order
     if "measure" in (config.option.markexpr or ""):
         return
     measured = [item for item in items if item.get_closest_marker("measure")]

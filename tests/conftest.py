@@ -17,9 +17,30 @@ def pytest_configure(config):
     tf.config.experimental.enable_tensor_float_32_execution(False)
 
 
+# The modules that keep a worker longest, slowest first: each over 30 s of one worker in a full run
+# of the README's test command on 2 cores (`--junitxml` holds every test's seconds; measure again
+# when a module grows). pyproject.toml has pytest-xdist hand out whole modules (`--dist loadscope`),
+# so a module's fixtures are built once, in this order: the long modules start first and the
+# workers end on short ones, together, instead of one running a long module alone at the end.
+# Modules not named keep their order, after these.
+SLOWEST_MODULES = (
+    "finetune/test_squad_cli.py", "albert_tf/test_litert.py", "albert_tf/test_training.py", "test_docs.py",
+    "finetune/test_glue_cli.py", "albert_tf/test_export.py", "albert_tf/test_worker_faults.py",
+    "albert_tf/test_quiet_cli.py", "test_readme_demo.py", "test_faults.py", "albert_tf/test_param_counts.py",
+    "albert_tf/test_releases.py", "finetune/test_glue_training.py", "data_prep/test_record_order.py",
+    "finetune/test_squad_answer_spans.py", "albert_tf/test_convert.py", "albert_tf/test_model_harness.py",
+    "finetune/test_race_task.py", "finetune/test_layer.py", "albert_tf/test_xla_and_mixed_precision.py",
+    "albert_tf/test_text_classifier.py", "finetune/test_squad_serving.py",
+    "albert_tf/test_release_tokenization.py", "finetune/test_run_summary.py", "albert_tf/test_presets.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Leaves out the `measure` tests (a figure over the full data that takes many minutes, such as
-    int8 SQuAD answers on 200 dev questions) unless `-m` names them: `python -m pytest -q -m measure`."""
+    """Runs the slowest modules first (SLOWEST_MODULES), each module's tests together and in their
+    order; leaves out the `measure` tests (a figure over the full data that takes many minutes, such
+    as int8 SQuAD answers on 200 dev questions) unless `-m` names them: `python -m pytest -q -m measure`."""
+    rank = {REPO_ROOT / "tests" / name: i for i, name in enumerate(SLOWEST_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))  # stable: the rest keep their order
     if "measure" in (config.option.markexpr or ""):
         return
     measured = [item for item in items if item.get_closest_marker("measure")]

@@ -53,6 +53,28 @@ FRESH_SERVING_SCRIPT = textwrap.dedent(
 )
 
 
+# ---- a console script in this process (where a child process is not what a test is about) ----
+
+
+def console_script(run, argv, monkeypatch, capsys):
+    """Calls a console script's entry point `run` (`albert_tf.cli.entry_point.run_main`'s caller)
+    with `argv` as its command line in this process, which has TensorFlow loaded already, instead of
+    a child that spends seconds loading it: (exit code, stdout, stderr)."""
+    import sys
+
+    import pytest
+
+    from albert_tf.utils import quiet
+
+    monkeypatch.setattr(sys, "argv", [str(arg) for arg in argv])
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
+    with pytest.raises(SystemExit) as exited:
+        run()
+    captured = capsys.readouterr()
+    code = exited.value.code
+    return 0 if code is None else code, captured.out, captured.err  # sys.exit(None) is status 0
+
+
 # ---- data prep's console script in this process (Beam and bad-input tests) ----
 
 

@@ -126,14 +126,11 @@ def _console(tool, args, monkeypatch, capsys):
     """Runs `albert-finetune-<tool> args` as its console script in this process: (exit code, last line)."""
     import importlib
 
-    from albert_tf.utils import quiet
+    from tests.helpers import console_script
 
     module = importlib.import_module(f"finetune.{tool}.cli")
-    monkeypatch.setattr(sys, "argv", [f"albert-finetune-{tool}", *args])
-    monkeypatch.setattr(quiet, "_verbose_flag", [False])
-    with pytest.raises(SystemExit) as exited:
-        module.run()
-    return exited.value.code, capsys.readouterr().err.splitlines()[-1]
+    code, _, err = console_script(module.run, [f"albert-finetune-{tool}", *args], monkeypatch, capsys)
+    return code, err.splitlines()[-1]
 
 
 def _squad_args(tmp_path, small_data_dir, *flags):

@@ -2,15 +2,13 @@
 from their pretraining_data.json and keeps its vocabulary; albert-export of the run needs neither."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from albert_tf.cli import pretrain
 from albert_tf.utils.errors import FlagError
 from tests.conftest import REPO_ROOT
+from tests.helpers import console_script, run_create_pretraining_data
 
 TINY = REPO_ROOT / "tests" / "fixtures" / "data_prep"
 CONFIG = {"vocab_size": 300, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
@@ -66,27 +64,26 @@ def test_the_run_folder_keeps_its_vocabulary(tmp_path):
         pretrain.FLAGS.unparse_flags()
 
 
-def _script(module, *args):
-    code = f"import sys; sys.argv = ['x', *{list(args)!r}]; from {module} import run; run()"
-    return subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=600, env={k: v for k, v in os.environ.items() if k != "ALBERT_TF_VERBOSE"})
-
-
 @pytest.mark.slow
-def test_pretrain_then_export_without_repeating_anything(tmp_path):
+def test_pretrain_then_export_without_repeating_anything(tmp_path, monkeypatch, capsys):
+    from albert_tf.cli import export
+
     records = tmp_path / "records"
-    made = _script("data_prep.create_pretraining_data", f"--input_file={TINY / 'tiny_corpus.txt'}",
-                   f"--output_dir={records}", f"--spm_model_file={TINY / 'tiny_vocab.model'}",
-                   "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=2")
-    assert made.returncode == 0, made.stderr[-2000:]
+    made = run_create_pretraining_data([f"--input_file={TINY / 'tiny_corpus.txt'}", f"--output_dir={records}",
+                                        f"--spm_model_file={TINY / 'tiny_vocab.model'}", "--max_seq_length=64",
+                                        "--max_predictions_per_seq=10", "--dupe_factor=2"])
+    assert made == 0, capsys.readouterr().err[-2000:]
     (tmp_path / "config.json").write_text(json.dumps(CONFIG))
     run = tmp_path / "run"
-    trained = _script("albert_tf.cli.pretrain", f"--input_file={records}/*.tfrecord", f"--output_dir={run}",
-                      f"--albert_config_file={tmp_path / 'config.json'}", f"--spm_model_file={TINY / 'tiny_vocab.model'}",
-                      "--train_batch_size=8", "--num_train_steps=2", "--save_checkpoints_steps=2", "--nojit_compile")
-    assert trained.returncode == 0, trained.stderr[-3000:]
+    code, _, err = console_script(pretrain.run, [
+        "albert-pretrain", f"--input_file={records}/*.tfrecord", f"--output_dir={run}",
+        f"--albert_config_file={tmp_path / 'config.json'}", f"--spm_model_file={TINY / 'tiny_vocab.model'}",
+        "--train_batch_size=8", "--num_train_steps=2", "--save_checkpoints_steps=2", "--nojit_compile"],
+        monkeypatch, capsys)
+    assert code == 0, err[-3000:]
     assert (run / "spiece.model").exists() and (run / "export" / "saved_model.pb").exists()
-    exported = _script("albert_tf.cli.export", f"--init_checkpoint={run}", "--model=pretrainer",
-                       f"--output_dir={tmp_path / 'saved'}", "--max_seq_length=64", "--max_predictions_per_seq=10")
-    assert exported.returncode == 0, exported.stderr[-3000:]
+    code, _, err = console_script(export.run, [
+        "albert-export", f"--init_checkpoint={run}", "--model=pretrainer", f"--output_dir={tmp_path / 'saved'}",
+        "--max_seq_length=64", "--max_predictions_per_seq=10"], monkeypatch, capsys)
+    assert code == 0, err[-3000:]
     assert (tmp_path / "saved" / "assets" / "spiece.model").read_bytes() == (TINY / "tiny_vocab.model").read_bytes()

@@ -32,8 +32,8 @@ from albert_tf.models.pretrainer import pretraining_sums
 from tests.helpers import LOOP_CONFIG as CONFIG
 from tests.helpers import PRETRAINING_PREDICTIONS as PREDICTIONS
 from tests.helpers import PRETRAINING_SEQ as SEQ
-from tests.helpers import (cli_flags, free_ports, latest_step, loop_options as options, random_dataset_fn,
-                           run_weights as weights, write_random_records as write_records)
+from tests.helpers import (cli_flags, console_script, free_ports, latest_step, loop_options as options,
+                           random_dataset_fn, run_weights as weights, write_random_records as write_records)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 # A 120-piece vocabulary (CONFIG has 128 ids): pretraining exports its encoder only with one.
@@ -302,7 +302,9 @@ def test_two_workers_train_and_checkpoint(tmp_path):
     assert (tmp_path / "export" / "saved_model.pb").exists()
 
 
-def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupted(tmp_path):
+def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupted(tmp_path, monkeypatch, capsys):
+    from albert_tf.cli import pretrain
+
     write_records(tmp_path / "train-0.tfrecord", 96, seed=0)
     write_records(tmp_path / "train-1.tfrecord", 96, seed=1)
     steps = 12
@@ -322,13 +324,14 @@ def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupt
     last_step = int(last.rsplit("-", 1)[1])
     assert 4 <= last_step < steps, "killed midway"
 
-    # Rerun as a user would (on a copy of the killed folder): the summary says where it resumed.
+    # Rerun as a user would (on a copy of the killed folder; the console script in this process):
+    # the summary says where it resumed.
     rerun_dir = tmp_path / "rerun"
     shutil.copytree(killed_dir, rerun_dir)
-    rerun = subprocess.run([sys.executable, "-m", "albert_tf.cli.pretrain", *cli_flags(tmp_path, rerun_dir, steps)],
-                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    rerun_summary = rerun.stdout.strip().splitlines()[-1]
+    code, out, err = console_script(pretrain.run, ["albert-pretrain", *cli_flags(tmp_path, rerun_dir, steps)],
+                                    monkeypatch, capsys)
+    assert code == 0, err[-3000:]
+    rerun_summary = out.strip().splitlines()[-1]
     assert rerun_summary.startswith(f"finished at step {steps}: train loss ")
     assert f"; resumed from {rerun_dir / f'ckpt-{last_step}'} at step {last_step}; " in rerun_summary
     assert f"; curves {rerun_dir / 'curves.png'}; " in rerun_summary
@@ -359,19 +362,21 @@ def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupt
         np.testing.assert_allclose(ends[0].get_tensor(name), ends[1].get_tensor(name), atol=1e-6, err_msg=name)
 
 
-def test_cli_pretrains_evaluates_and_exports(tmp_path):
+def test_cli_pretrains_evaluates_and_exports(tmp_path, monkeypatch, capsys):
+    from albert_tf.cli import pretrain
+
     write_records(tmp_path / "train-0.tfrecord", 64, seed=0)
     write_records(tmp_path / "eval.tfrecord", 24, seed=5)
     output_dir = tmp_path / "run"
     flags = cli_flags(tmp_path, output_dir, 4, eval_input_file=str(tmp_path / "eval.tfrecord"),
                       eval_batch_size=8, steps_per_loop=2, spm_model_file=VOCAB)
-    result = subprocess.run([sys.executable, "-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT,
-                            capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = result.stdout.strip().splitlines()[-1]
+    # In this process: the console script as a child is test_quiet_cli's and test_worker_faults'.
+    code, out, err = console_script(pretrain.run, ["albert-pretrain", *flags], monkeypatch, capsys)
+    assert code == 0, err[-3000:]
+    summary = out.strip().splitlines()[-1]
     assert summary.startswith("finished at step 4: train loss ") and "; eval " in summary
     assert f"; started fresh; curves {output_dir / 'curves.png'}; exported to {output_dir / 'export'}" in summary
-    assert "eval at step 4" in result.stderr and "examples 24.0000" in summary
+    assert "eval at step 4" in err and "examples 24.0000" in summary
     assert (output_dir / "export" / "saved_model.pb").exists()
     assert json.loads((output_dir / "albert_config.json").read_text())["hidden_size"] == 32
     # TensorBoard scalars: update k runs at lr(k) as in the release, here 2e-2 * (1 - k/4), logged at

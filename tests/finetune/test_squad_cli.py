@@ -110,8 +110,12 @@ def test_chain_learns_v1_and_serves_its_answers(tmp_path, small_data_dir):
 @pytest.mark.slow
 def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir):
     data = small_data_dir / "squad" / "dev-v2.0.article0.json"  # 208 questions, 112 unanswerable
+    # 450 steps at 3e-3 (the last value of a flag wins) instead of the 750 at 2e-3 v1.1 needs: exact
+    # 97.6, HasAns 94.8, NoAns 100 here, well over the bounds below (250 steps at 4e-3 reach 3.4 on
+    # v1.1; v1.1 reaches 85.3 after 450 steps at 3e-3, 91.2 after 600, 99.5 after its 750).
     summary = cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={data}", f"--predict_file={data}",
-                                 "--version_2_with_negative", "--do_train", "--do_predict", *TRAINING))
+                                 "--version_2_with_negative", "--do_train", "--do_predict", *TRAINING,
+                                 "--num_train_steps=450", "--num_warmup_steps=45", "--learning_rate=3e-3"))
     run = tmp_path / "run"
     results = json.loads((run / "eval_results.json").read_text())["dev"]
     predictions = json.loads((run / "predictions.json").read_text())

@@ -89,15 +89,18 @@ def _serve(export_dir, examples, tmp_path):
 @pytest.mark.slow
 def test_chain_learns_v1_and_serves_its_answers(tmp_path, small_data_dir):
     data = _first_questions(small_data_dir / "squad" / "dev-v1.1.articles1-2.json", 200, tmp_path / "v1.json")
+    # 450 steps at 3e-3, as the v2.0 chain below: exact 85.3 here (600 steps: 91.2; 750 at 2e-3:
+    # 99.5), against 3.4 after 250 steps at 4e-3, a model that has not yet learnt to read spans.
     summary = cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={data}", f"--predict_file={data}",
-                                 "--do_train", "--do_predict", *TRAINING))
+                                 "--do_train", "--do_predict", *TRAINING,
+                                 "--num_train_steps=450", "--num_warmup_steps=45", "--learning_rate=3e-3"))
     run = tmp_path / "run"
     results = json.loads((run / "eval_results.json").read_text())["dev"]
     print("v1.1 chain:", results)
     predictions = json.loads((run / "predictions.json").read_text())
     examples = readers.read_squad(data)
     assert len(predictions) == len(examples) == 204
-    assert results["exact_match"] >= 90.0
+    assert results["exact_match"] >= 80.0
     official = metrics.evaluate_v1(json.loads(data.read_text())["data"], predictions)
     assert official["exact_match"] == pytest.approx(results["exact_match"])
     nbest = json.loads((run / "nbest_predictions.json").read_text())
@@ -110,9 +113,8 @@ def test_chain_learns_v1_and_serves_its_answers(tmp_path, small_data_dir):
 @pytest.mark.slow
 def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir):
     data = small_data_dir / "squad" / "dev-v2.0.article0.json"  # 208 questions, 112 unanswerable
-    # 450 steps at 3e-3 (the last value of a flag wins) instead of the 750 at 2e-3 v1.1 needs: exact
-    # 97.6, HasAns 94.8, NoAns 100 here, well over the bounds below (250 steps at 4e-3 reach 3.4 on
-    # v1.1; v1.1 reaches 85.3 after 450 steps at 3e-3, 91.2 after 600, 99.5 after its 750).
+    # 450 steps at 3e-3 (the last value of a flag wins), as the v1.1 chain: exact 97.6, HasAns 94.8,
+    # NoAns 100 here, well over the bounds below.
     summary = cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={data}", f"--predict_file={data}",
                                  "--version_2_with_negative", "--do_train", "--do_predict", *TRAINING,
                                  "--num_train_steps=450", "--num_warmup_steps=45", "--learning_rate=3e-3"))

@@ -386,9 +386,8 @@ def test_pretraining_refused_for_another_config_keeps_the_folders_vocabulary(tmp
     config refused the run."""
     import shutil
 
-    from albert_tf.utils import quiet
     from albert_tf.cli import pretrain
-    from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, write_pretraining_records
+    from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, console_script, write_pretraining_records
     from tests.albert_tf.tiny import TINY
 
     folder = tmp_path / "run"
@@ -398,18 +397,15 @@ def test_pretraining_refused_for_another_config_keeps_the_folders_vocabulary(tmp
     records = write_pretraining_records(tmp_path / "train.tfrecord", 8)
     config = tmp_path / "wide.json"
     config.write_text(json.dumps(TINY.replace(hidden_size=32, intermediate_size=64).to_dict()))
-    monkeypatch.setattr(sys, "argv", [
-        "albert-pretrain", f"--input_file={records}", f"--output_dir={folder}", f"--albert_config_file={config}",
-        f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}", f"--max_seq_length={PRETRAINING_SEQ}",
-        f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}", "--train_batch_size=4", "--num_train_steps=2",
-        "--nojit_compile", "--noprogress_bar"])
-    monkeypatch.setattr(quiet, "_verbose_flag", [False])
     try:
-        with pytest.raises(SystemExit) as exited:
-            pretrain.run()
+        code, _, err = console_script(pretrain.run, [
+            "albert-pretrain", f"--input_file={records}", f"--output_dir={folder}", f"--albert_config_file={config}",
+            f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}", f"--max_seq_length={PRETRAINING_SEQ}",
+            f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}", "--train_batch_size=4", "--num_train_steps=2",
+            "--nojit_compile", "--noprogress_bar"], monkeypatch, capsys)
     finally:
         pretrain.FLAGS.unparse_flags()
-    assert (exited.value.code, capsys.readouterr().err.splitlines()[-1]) == (1, (
+    assert (code, err.splitlines()[-1]) == (1, (
         f"error: output_dir {folder} holds checkpoints of another config: hidden_size 16 there vs 32 here, "
         "intermediate_size 32 there vs 64 here; use a fresh output_dir or the same config"))
     assert (folder / "spiece.model").read_bytes() == b"the run's own vocabulary"
@@ -511,16 +507,14 @@ def test_preset_or_init_checkpoint_is_one_check_for_every_tool(module, args, lin
     """Issue 39: the same question was asked in four places, in three wordings and two exit codes."""
     import importlib
 
-    from albert_tf.utils import quiet
+    from tests.helpers import console_script
 
     tool = importlib.import_module(module)
     out = tmp_path / "out"
-    monkeypatch.setattr(sys, "argv", ["tool", *(arg.replace("OUT", str(out)) for arg in args)])
-    monkeypatch.setattr(quiet, "_verbose_flag", [False])
     try:
-        with pytest.raises(SystemExit) as exited:
-            tool.run()
+        code, _, err = console_script(tool.run, ["tool", *(arg.replace("OUT", str(out)) for arg in args)],
+                                      monkeypatch, capsys)
     finally:
         tool.FLAGS.unparse_flags()
-    assert (exited.value.code, capsys.readouterr().err.splitlines()[-1]) == (2, f"error: {line}")
+    assert (code, err.splitlines()[-1]) == (2, f"error: {line}")
     assert list(tmp_path.iterdir()) == []

@@ -72,6 +72,12 @@ def add_repeats(parser: argparse.ArgumentParser, default: int) -> None:
                         help="timed repeats; the tables give their medians")
 
 
+def add_model(parser: argparse.ArgumentParser, seq_length: int) -> None:
+    """--size (an AlbertConfig.named size) and --seq_length, as every model bench takes them."""
+    parser.add_argument("--size", default="albert_base_v2")
+    parser.add_argument("--seq_length", type=int, default=seq_length)
+
+
 def add_skip(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip", default="", help="comma-separated systems to leave out")
 

@@ -22,8 +22,7 @@ import harness
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     harness.add_threads(parser)
-    parser.add_argument("--size", default="albert_base_v2")
-    parser.add_argument("--seq_length", type=int, default=512)
+    harness.add_model(parser, 512)
     parser.add_argument("--max_qa_length", type=int, default=128)
     parser.add_argument("--train_batch", type=int, default=2, help="questions per update (4 rows each)")
     parser.add_argument("--predict_batch", type=int, default=4, help="questions per prediction call")

@@ -30,8 +30,7 @@ import harness
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     harness.add_threads(parser)
-    parser.add_argument("--size", default="albert_base_v2")
-    parser.add_argument("--seq_length", type=int, default=384)
+    harness.add_model(parser, 384)
     parser.add_argument("--feature_questions", type=int, default=2000)
     parser.add_argument("--train_batch", type=int, default=4)
     parser.add_argument("--train_steps", type=int, default=2, help="timed steps per repeat")

@@ -364,24 +364,37 @@ def classifier_to_hf(config: AlbertConfig, encoder: dict[str, np.ndarray], kerne
     -> a Hugging Face folder that `AlbertForSequenceClassification.from_pretrained` loads, with the
     same logits; one output is a regressor (`problem_type` "regression"). `labels` names the classes
     (`id2label`)."""
+    return _labelled_head_to_hf("AlbertForSequenceClassification", config, encoder, kernel, bias, spm_model_file,
+                                output_dir, labels, dropout_rate)
+
+
+def _labelled_head_to_hf(architecture: str, config: AlbertConfig, encoder: dict[str, np.ndarray], kernel, bias,
+                         spm_model_file, output_dir, labels, dropout_rate: float) -> str:
+    """The Hugging Face folder of an encoder and one dense head named `classifier` with named
+    outputs: a sequence classifier, or a token classifier (whose class has no pooler: left out)."""
     output_dir = _check_output_dir(output_dir)
     hf_config = config_to_hf(config)
-    tensors = to_source(encoder_weight_names(config, "hf"), encoder)
+    names = encoder_weight_names(config, "hf")
+    if architecture == TOKEN_CLASSIFICATION:
+        names = [n for n in names if not n.ours.startswith(_POOLER)]
+    tensors = to_source(names, encoder)
     num_labels = int(np.shape(kernel)[1])
     # torch's Linear holds [out, in]: the Keras kernel transposed.
     tensors["classifier.weight"] = np.ascontiguousarray(np.asarray(kernel, np.float32).T)
     tensors["classifier.bias"] = np.asarray(bias, np.float32)
     labels = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
     if len(labels) != num_labels:
-        raise ValueError(f"{len(labels)} labels for a classifier of {num_labels} outputs")
+        what = "a token classifier" if architecture == TOKEN_CLASSIFICATION else "a classifier"
+        raise ValueError(f"{len(labels)} labels for {what} of {num_labels} outputs")
     hf_config.update(
-        architectures=["AlbertForSequenceClassification"],
+        architectures=[architecture],
         num_labels=num_labels,
         id2label={str(i): label for i, label in enumerate(labels)},
         label2id={label: i for i, label in enumerate(labels)},
-        problem_type="regression" if num_labels == 1 else "single_label_classification",
         classifier_dropout_prob=dropout_rate,
     )
+    if architecture != TOKEN_CLASSIFICATION:
+        hf_config["problem_type"] = "regression" if num_labels == 1 else "single_label_classification"
     return _write_hf(output_dir, tensors, hf_config, spm_model_file)
 
 
@@ -442,21 +455,5 @@ def token_classifier_to_hf(config: AlbertConfig, encoder: dict[str, np.ndarray],
     """A token classifier (its encoder's tensors by name, the output layer's `kernel` [H, N] and
     `bias`) -> a Hugging Face folder that `AlbertForTokenClassification.from_pretrained` loads, with
     the same logits and `labels` as `id2label`; the pooler, which that class lacks, is left out."""
-    output_dir = _check_output_dir(output_dir)
-    hf_config = config_to_hf(config)
-    names = [n for n in encoder_weight_names(config, "hf") if not n.ours.startswith(_POOLER)]
-    tensors = to_source(names, encoder)
-    num_labels = int(np.shape(kernel)[1])
-    tensors["classifier.weight"] = np.ascontiguousarray(np.asarray(kernel, np.float32).T)
-    tensors["classifier.bias"] = np.asarray(bias, np.float32)
-    labels = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
-    if len(labels) != num_labels:
-        raise ValueError(f"{len(labels)} labels for a token classifier of {num_labels} outputs")
-    hf_config.update(
-        architectures=[TOKEN_CLASSIFICATION],
-        num_labels=num_labels,
-        id2label={str(i): label for i, label in enumerate(labels)},
-        label2id={label: i for i, label in enumerate(labels)},
-        classifier_dropout_prob=dropout_rate,
-    )
-    return _write_hf(output_dir, tensors, hf_config, spm_model_file)
+    return _labelled_head_to_hf(TOKEN_CLASSIFICATION, config, encoder, kernel, bias, spm_model_file, output_dir,
+                                labels, dropout_rate)

@@ -12,11 +12,8 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.layers import common
 from albert_tf.models.base import AlbertConfigModel
-from albert_tf.models.classifier import check_dropout
-from albert_tf.models.encoder import AlbertEncoder
-from albert_tf.utils.validation import require_positive_ints
+from albert_tf.models.classifier import add_encoder_and_head
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -43,21 +40,10 @@ class AlbertTokenClassifier(AlbertConfigModel):
 
     def __init__(self, config: AlbertConfig | dict, num_classes: int, dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
-        require_positive_ints({"num_classes": num_classes})
-        check_dropout(dropout)
-        self.num_classes = num_classes
-        self.dropout = dropout
-        self.encoder = AlbertEncoder(self.config, dtype=self.dtype_policy, name="encoder")
+        add_encoder_and_head(self, num_classes, dropout)
         # The head reads the sequence output: the pooler gets no gradient (Keras would warn at every
         # step). Frozen, it is still saved and exported (Hugging Face's token classifier has none).
         self.encoder.pooler.trainable = False
-        self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
-        self.classifier = common.Dense(
-            num_classes,
-            kernel_initializer=common.kernel_initializer(self.config.initializer_range),
-            dtype=self.dtype_policy,
-            name="classifier",
-        )
 
     def build(self, input_shape=None):
         self.encoder.build()

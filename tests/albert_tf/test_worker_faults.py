@@ -182,7 +182,7 @@ def test_sigterm_to_a_worker_saves_the_step_reached_on_every_worker_and_a_restar
 
 
 def test_a_frozen_worker_stops_the_other_after_the_worker_timeout(tmp_path, data_dir, workers):
-    timeout_s = 20
+    timeout_s = 10
     output_dir = tmp_path / "run"
     run = workers(_flags(data_dir, output_dir, steps=10_000, worker_timeout_s=timeout_s), tmp_path, "frozen")
     run.wait_for_checkpoint(output_dir, SAVE_EVERY)

@@ -78,3 +78,15 @@ def data_dir() -> pathlib.Path:
 def small_data_dir() -> pathlib.Path:
     """Small real data carried in tests/fixtures/data, in the full folder's layout (SOURCES.md there)."""
     return SMALL_DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def fresh_process(tmp_path_factory):
+    """A process without this package, importing only tensorflow and tensorflow_text, that runs
+    scripts (`tests.helpers.FreshProcess`): one per test worker, shared by every test that serves
+    a SavedModel there."""
+    from tests.helpers import FreshProcess
+
+    process = FreshProcess(tmp_path_factory.mktemp("fresh_process"))
+    yield process
+    process.close()

@@ -53,6 +53,48 @@ FRESH_SERVING_SCRIPT = textwrap.dedent(
 )
 
 
+class FreshProcess:
+    """One process that imports only tensorflow and tensorflow_text (tests/fixtures/export/
+    fresh_server.py), started once per test worker (the `fresh_process` fixture of conftest.py),
+    that runs the scripts it is sent as `python SCRIPT ARG...` would: a SavedModel asked there is
+    served without this package, and each script no longer pays a TensorFlow start-up of its own.
+    It runs outside the repository with nothing of the tests' environment but PATH."""
+
+    SERVER = pathlib.Path(__file__).resolve().parent / "fixtures" / "export" / "fresh_server.py"
+
+    def __init__(self, folder: pathlib.Path):
+        import subprocess
+        import sys
+
+        self._folder = folder
+        self._jobs = 0
+        self._stderr = open(folder / "server.stderr", "w")
+        self._process = subprocess.Popen(
+            [sys.executable, str(self.SERVER)], cwd=folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, text=True, env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
+        )
+
+    def run(self, script, *argv) -> str:
+        """Runs `script` (a path) with `argv` there; returns what it printed. A script that fails
+        fails the test with its traceback."""
+        self._jobs += 1
+        stdout = self._folder / f"job-{self._jobs}.stdout"
+        job = {"script": str(script), "argv": [str(a) for a in argv], "stdout": str(stdout)}
+        self._process.stdin.write(json.dumps(job) + "\n")
+        self._process.stdin.flush()
+        reply = self._process.stdout.readline()
+        if not reply:
+            raise AssertionError(f"the fresh process ended: {(self._folder / 'server.stderr').read_text()[-3000:]}")
+        answer = json.loads(reply)
+        assert answer["ok"], answer["error"][-3000:]
+        return stdout.read_text()
+
+    def close(self):
+        self._process.stdin.close()
+        self._process.wait(timeout=60)
+        self._stderr.close()
+
+
 # ---- a console script in this process (where a child process is not what a test is about) ----
 
 

@@ -7,7 +7,6 @@ import json
 import math
 import pathlib
 import shutil
-import subprocess
 import sys
 
 import keras
@@ -96,16 +95,14 @@ def test_mrpc_end_to_end(mrpc_run):
 
 
 @pytest.mark.slow
-def test_exported_classifier_labels_raw_text_in_a_fresh_process(mrpc_run, mrpc_dir, tmp_path):
+def test_exported_classifier_labels_raw_text_in_a_fresh_process(mrpc_run, mrpc_dir, tmp_path, fresh_process):
     output_dir, summary = mrpc_run
     examples = read_examples("MRPC", mrpc_dir, "test").examples
     pairs = [[e.text_a, e.text_b] for e in examples]
     jobs = [{"saved_model": summary["export_dir"], "output": str(tmp_path / "out.npz"),
              "calls": {"pairs": {"signature": "serve_text", "inputs": {"text": {"text": pairs}}}}}]
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    process = subprocess.run([sys.executable, str(RUNNER), str(tmp_path / "jobs.json")],
-                             capture_output=True, text=True, timeout=300)
-    assert process.returncode == 0, process.stderr[-3000:]
+    fresh_process.run(RUNNER, tmp_path / "jobs.json")
     served = np.load(tmp_path / "out.npz", allow_pickle=True)  # string outputs are object arrays
     assert served["__modules__/albert_tf"].size == 0  # the process never imported this package
 

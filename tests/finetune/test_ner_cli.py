@@ -61,7 +61,7 @@ def _read_predictions(path):
 
 
 @pytest.mark.slow
-def test_chain_learns_a_conll_sample_and_serves_it(tmp_path, small_data_dir):
+def test_chain_learns_a_conll_sample_and_serves_it(tmp_path, small_data_dir, fresh_process):
     seqeval = pytest.importorskip("seqeval.metrics")
     data = small_data_dir / "ner" / "wnut17" / "emerging.dev.conll"
     untagged = tmp_path / "untagged.conll"  # --predict_file may hold tokens alone
@@ -90,9 +90,8 @@ def test_chain_learns_a_conll_sample_and_serves_it(tmp_path, small_data_dir):
     texts = [" ".join(s.words) for s in sentences] + ["", "  Zoë\u00a0 in  "]
     (tmp_path / "texts.json").write_text(json.dumps(texts))
     (tmp_path / "serve.py").write_text(SERVE)
-    served = json.loads(subprocess.run([sys.executable, str(tmp_path / "serve.py"), summary["export_dir"],
-                                        str(tmp_path / "texts.json")], capture_output=True, text=True,
-                                       check=True).stdout.splitlines()[-1])
+    served = json.loads(fresh_process.run(tmp_path / "serve.py", summary["export_dir"],
+                                          tmp_path / "texts.json").splitlines()[-1])
     for row, tags in enumerate(predicted):
         assert served["tags"][row][: served["num_words"][row]] == tags
     for row, text in enumerate(texts):

@@ -5,8 +5,6 @@ import dataclasses
 import json
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -77,7 +75,7 @@ def test_the_chain_learns_the_questions_it_saw(trained):
 
 
 @pytest.mark.slow
-def test_exported_model_answers_raw_text_in_a_fresh_process(trained, spm_model, tmp_path):
+def test_exported_model_answers_raw_text_in_a_fresh_process(trained, spm_model, tmp_path, fresh_process):
     questions = readers.read_questions(trained["passages"])[:6]
     questions.append(readers.Question("x-0", "", "Tom's ball is red.", "Tom has a _ ball.",
                                       ("red", "blue", "a very long option " * 10, ""), "A"))
@@ -98,7 +96,7 @@ def test_exported_model_answers_raw_text_in_a_fresh_process(trained, spm_model, 
         }}, "ids": {"signature": "serving_default", "inputs": {k: v.tolist() for k, v in batch.items()}}},
     }]
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    subprocess.run([sys.executable, str(RUNNER), str(tmp_path / "jobs.json")], check=True)
+    fresh_process.run(RUNNER, tmp_path / "jobs.json")
     got = np.load(tmp_path / "out.npz", allow_pickle=True)
     assert list(got["__modules__/albert_tf"]) == []
     np.testing.assert_allclose(got["text/probabilities"], expected, atol=1e-5)

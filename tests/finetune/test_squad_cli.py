@@ -76,18 +76,16 @@ def test_the_release_flags_reach_the_strategy_and_the_users_flags_stay_as_given(
         cli.FLAGS.unparse_flags()
 
 
-def _serve(export_dir, examples, tmp_path):
+def _serve(export_dir, examples, tmp_path, fresh_process):
     pairs = tmp_path / "pairs.json"
     pairs.write_text(json.dumps([[e.question, e.context] for e in examples]))
     script = tmp_path / "fresh.py"
     script.write_text(FRESH_SERVING_SCRIPT)
-    run = subprocess.run([sys.executable, str(script), str(export_dir), str(pairs)],
-                         capture_output=True, text=True, check=True)
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return json.loads(fresh_process.run(script, export_dir, pairs).strip().splitlines()[-1])
 
 
 @pytest.mark.slow
-def test_chain_learns_v1_and_serves_its_answers(tmp_path, small_data_dir):
+def test_chain_learns_v1_and_serves_its_answers(tmp_path, small_data_dir, fresh_process):
     data = _first_questions(small_data_dir / "squad" / "dev-v1.1.articles1-2.json", 200, tmp_path / "v1.json")
     # 450 steps at 3e-3, as the v2.0 chain below: exact 85.3 here (600 steps: 91.2; 750 at 2e-3:
     # 99.5), against 3.4 after 250 steps at 4e-3, a model that has not yet learnt to read spans.
@@ -106,12 +104,12 @@ def test_chain_learns_v1_and_serves_its_answers(tmp_path, small_data_dir):
     nbest = json.loads((run / "nbest_predictions.json").read_text())
     assert all(1 <= len(v) <= 20 and v[0]["text"] == predictions[k] for k, v in nbest.items())
     # The SavedModel, in a process without this package, answers as predictions.json (100 questions).
-    served = _serve(summary["export_dir"], examples[:100], tmp_path)
+    served = _serve(summary["export_dir"], examples[:100], tmp_path, fresh_process)
     assert served["answer_text"] == [predictions[e.qas_id] for e in examples[:100]]
 
 
 @pytest.mark.slow
-def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir):
+def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir, fresh_process):
     data = small_data_dir / "squad" / "dev-v2.0.article0.json"  # 208 questions, 112 unanswerable
     # 450 steps at 3e-3 (the last value of a flag wins), as the v1.1 chain: exact 97.6, HasAns 94.8,
     # NoAns 100 here, well over the bounds below.
@@ -132,7 +130,7 @@ def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir):
     threshold = results["null_score_diff_threshold"]
     assert all(predictions[q] == "" for q in predictions if null_odds[q] >= threshold)
     examples = readers.read_squad(data, version_2_with_negative=True)
-    served = _serve(summary["export_dir"], examples[:100], tmp_path)
+    served = _serve(summary["export_dir"], examples[:100], tmp_path, fresh_process)
     assert served["null_odds"] == pytest.approx([null_odds[e.qas_id] for e in examples[:100]], abs=1e-4)
     # The threshold is a dev question's own null odds (the best cut), so that question lies on the
     # cut itself, where the SavedModel's rounding (no XLA) may put it on either side.

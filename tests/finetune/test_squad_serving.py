@@ -3,8 +3,6 @@ tensorflow and tensorflow_text, with the answers of the Python pipeline (feature
 post-processing), windows and all."""
 
 import json
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -22,7 +20,7 @@ CONFIG = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16, num_hi
 SETTINGS = features.FeatureSettings(max_seq_length=64, doc_stride=16, max_query_length=16)
 
 @pytest.mark.slow
-def test_fresh_process_answers_like_the_python_pipeline(small_data_dir, tmp_path):
+def test_fresh_process_answers_like_the_python_pipeline(small_data_dir, tmp_path, fresh_process):
     spm_model = small_data_dir / "albert" / "30k-clean.model"
     tokenizer = AlbertTokenizer(spm_model)
     examples = readers.read_squad(small_data_dir / "squad" / "dev-v2.0.article0.json", True)[:100]
@@ -40,9 +38,7 @@ def test_fresh_process_answers_like_the_python_pipeline(small_data_dir, tmp_path
     pairs.write_text(json.dumps([[e.question, e.context] for e in examples]))
     script = tmp_path / "fresh.py"
     script.write_text(FRESH_SERVING_SCRIPT)
-    run = subprocess.run([sys.executable, str(script), str(tmp_path / "exported"), str(pairs)],
-                         capture_output=True, text=True, check=True)
-    got = json.loads(run.stdout.strip().splitlines()[-1])
+    got = json.loads(fresh_process.run(script, tmp_path / "exported", pairs).strip().splitlines()[-1])
 
     answers = [expected.answers[e.qas_id] for e in examples]
     assert got["answer_text"] == answers

@@ -10,8 +10,6 @@ this package, tags the sentences' raw text as that file does.
 """
 
 import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -20,6 +18,7 @@ from albert_tf.data.tagging import word_pieces
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from albert_tf.utils.errors import UserError
 from finetune.ner import cli, readers
+from tests.helpers import console_script
 
 CONFIG = {"vocab_size": 30000, "embedding_size": 32, "hidden_size": 64, "num_hidden_layers": 2,
           "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 32,
@@ -103,7 +102,7 @@ def test_chain_learns_a_conll_sample_and_serves_it(tmp_path, small_data_dir, fre
 
 
 @pytest.mark.faults
-def test_a_type_seen_only_in_dev_is_one_line_and_leaves_no_run(tmp_path, small_data_dir):
+def test_a_type_seen_only_in_dev_is_one_line_and_leaves_no_run(tmp_path, small_data_dir, monkeypatch, capsys):
     wnut = small_data_dir / "ner" / "wnut17"
     # The first five training sentences (a real prefix of the file) hold no creative work or product.
     lines = (wnut / "wnut17train.conll").read_text(encoding="utf-8").splitlines(keepends=True)
@@ -115,11 +114,11 @@ def test_a_type_seen_only_in_dev_is_one_line_and_leaves_no_run(tmp_path, small_d
     line = next(i for i, text in enumerate(dev_lines, 1) if text.split() and text.split()[-1][2:] in
                 ("creative-work", "product"))
     kind = dev_lines[line - 1].split()[-1][2:]
-    run = subprocess.run([sys.executable, "-m", "finetune.ner.cli",
-                          *_argv(tmp_path, small_data_dir, f"--train_file={train}", f"--eval_file={dev}",
-                                 "--do_train", "--do_eval", *TRAINING)[1:]], capture_output=True, text=True)
-    assert run.returncode == 1
-    assert [l for l in run.stderr.splitlines() if l.startswith("error:")] == [
+    code, _, stderr = console_script(cli.run, _argv(tmp_path, small_data_dir, f"--train_file={train}",
+                                                    f"--eval_file={dev}", "--do_train", "--do_eval", *TRAINING),
+                                     monkeypatch, capsys)
+    assert code == 1
+    assert [l for l in stderr.splitlines() if l.startswith("error:")] == [
         f"error: {dev}:{line}: type {kind!r} is not among the labels (corporation, group, location, person, of the "
         "training file): a type the model never learnt cannot be scored"]
     assert not (tmp_path / "run").exists()

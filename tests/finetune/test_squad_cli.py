@@ -6,13 +6,11 @@ same questions (EM >= 90): only then do windows, labels, post-processing and met
 """
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from finetune.squad import cli, metrics, readers
-from tests.helpers import FRESH_SERVING_SCRIPT
+from tests.helpers import FRESH_SERVING_SCRIPT, console_script
 from tests.helpers import SQUAD_CHAIN_CONFIG as CONFIG
 from tests.helpers import SQUAD_CHAIN_TRAINING as TRAINING
 from tests.helpers import first_squad_questions as _first_questions
@@ -25,7 +23,7 @@ def _argv(tmp_path, small_data_dir, *flags):
             f"--output_dir={tmp_path / 'run'}", *flags]
 
 
-def test_bad_files_are_one_line_and_write_nothing(tmp_path, small_data_dir):
+def test_bad_files_are_one_line_and_write_nothing(tmp_path, small_data_dir, monkeypatch, capsys):
     v2 = small_data_dir / "squad" / "dev-v2.0.article0.json"
     with pytest.raises(readers.SquadFormatError, match="question 'c42edddd0f45b968cc4c512e5'.*--version_2_with_negative"):
         cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={v2}", "--do_train"))
@@ -39,11 +37,10 @@ def test_bad_files_are_one_line_and_write_nothing(tmp_path, small_data_dir):
     # The console script: exit status 1 (a bad file, at run time) and one line on stderr.
     broken = tmp_path / "broken.json"
     broken.write_text('{"data": [')
-    run = subprocess.run([sys.executable, "-m", "finetune.squad.cli",
-                          *_argv(tmp_path, small_data_dir, f"--train_file={broken}", "--do_train")[1:]],
-                         capture_output=True, text=True)
-    assert run.returncode == 1
-    lines = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    code, _, stderr = console_script(cli.run, _argv(tmp_path, small_data_dir, f"--train_file={broken}", "--do_train"),
+                                     monkeypatch, capsys)
+    assert code == 1
+    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert lines == [f"error: {broken}: not valid JSON: Expecting value at line 1 column 11"]
     assert not (tmp_path / "run").exists()
 

@@ -6,8 +6,8 @@
 Each name loads wherever a preset is taken (`AlbertEncoder.from_preset("albert_base_v2")`,
 `--preset`, `--init_checkpoint`): downloaded once, converted into the cache (docs/presets.md). The
 counts come from `albert_tf.config.parameter_counts` (at once; the tests check it against built
-models); `--build` builds each model for real (random weights) and counts its variables instead,
-which takes minutes for the large sizes.
+models); `--build` builds each model and counts its variables instead (their shapes only: no
+random weights are drawn, see `albert_tf.models.base.shapes_only`).
 """
 
 from absl import flags
@@ -37,12 +37,14 @@ def parameter_table(names, build: bool = False) -> list[dict]:
     import keras
 
     from albert_tf import AlbertConfig, AlbertPretrainer
+    from albert_tf.models.base import shapes_only
 
     rows = []
     for name in names:
         config = AlbertConfig.named(name)
-        model = AlbertPretrainer(config)
-        model.build()
+        with shapes_only():
+            model = AlbertPretrainer(config)
+            model.build()
         encoder = model.encoder
         projection = encoder.embeddings.projection
         rows.append(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 
 from albert_tf.config import AlbertConfig
@@ -9,6 +11,26 @@ from albert_tf.config import AlbertConfig
 
 def as_config(config: AlbertConfig | dict) -> AlbertConfig:
     return config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
+
+
+@contextlib.contextmanager
+def shapes_only():
+    """Variables created inside get their real shapes and no values: for counting parameters.
+
+    The layers build as always (same code, same variables), but the hundreds of millions of random
+    floats of a large size are never drawn. Such variables cannot be read or trained.
+    """
+    # Keras keeps the variables it owes values in a list with no public handle; without trimming
+    # it, the next StatelessScope exit (any symbolic call, anywhere) would draw them after all.
+    from keras.src.backend.common import global_state
+
+    pending = global_state.get_global_attribute("uninitialized_variables", [], set_to_default=True)
+    already = len(pending)
+    try:
+        with keras.StatelessScope(initialize_variables=False):
+            yield
+    finally:
+        del pending[already:]
 
 
 class BackboneAlias:

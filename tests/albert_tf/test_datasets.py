@@ -202,6 +202,29 @@ def test_a_corrupted_record_is_named_when_it_is_read(tmp_path, shards):
         )
 
 
+def test_a_record_damaged_past_the_first_counting_block_is_named_with_the_count(tmp_path):
+    """Records are counted in blocks: the count runs on across them, and stops at the damage."""
+    block = albert_tf.data.datasets._COUNT_BLOCK_RECORDS
+    total, damaged = 2 * block + 10, block + 7
+    path = tmp_path / "long.tfrecord"
+    _write(path, range(total))
+    data = bytearray(path.read_bytes())
+    record_bytes = len(data) // total  # every record has the same size here
+    data[damaged * record_bytes + record_bytes // 2] ^= 0xFF  # inside that record's payload
+    path.write_bytes(bytes(data))
+    read = []
+    dataset = pretraining_dataset(
+        str(path), batch_size=1, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False
+    )
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=rf"long\.tfrecord\] \[only this many records could be read:\] \[{damaged}\] \[of\] \[{total}\]",
+    ):
+        for batch in dataset:
+            read += batch["input_ids"][:, 0].numpy().tolist()
+    assert read == list(range(damaged))
+
+
 def test_gzip_is_detected_from_the_suffix_or_forced(tmp_path, shards):
     auto = pretraining_dataset(
         str(shards[3]), batch_size=5, max_seq_length=SEQ, max_predictions_per_seq=PREDS, is_training=False

@@ -1,19 +1,29 @@
-"""Encoder parameter counts (embeddings + projection + blocks + pooler) against ALBERT.md §1."""
+"""Encoder parameter counts (embeddings + projection + blocks + pooler) against ALBERT.md §1.
+
+The models are built under `shapes_only`: the real layers create their real variables, without
+drawing their random values (seconds for the large sizes); the last test checks that this builds
+the same variables as a real build.
+"""
 
 import pytest
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+from albert_tf.models.base import shapes_only
 
 
 def encoder_params(config: AlbertConfig) -> int:
-    encoder = AlbertEncoder(config)
-    encoder.build()
+    with shapes_only():
+        encoder = AlbertEncoder(config)
+        encoder.build()
     return encoder.count_params()
 
 
 def test_albert_base_components_are_exact():
-    encoder = AlbertEncoder(AlbertConfig.named("albert_base_v2"))
-    encoder.build()
+    with shapes_only():
+        encoder = AlbertEncoder(AlbertConfig.named("albert_base_v2"))
+        encoder.build()
+        pretrainer = AlbertPretrainer(AlbertConfig.named("albert_base_v2"))
+        pretrainer.build()
     emb = encoder.embeddings
     projection = emb.projection.count_params()
     assert emb.count_params() - projection == 3_906_048
@@ -21,8 +31,6 @@ def test_albert_base_components_are_exact():
     assert len(encoder.blocks) == 1 and encoder.blocks[0].count_params() == 7_087_872
     assert encoder.pooler.count_params() == 590_592
     assert encoder.count_params() == 11_683_584
-    pretrainer = AlbertPretrainer(AlbertConfig.named("albert_base_v2"))
-    pretrainer.build()
     assert pretrainer.count_params() - 11_683_584 == 130_226  # the cls/* heads
 
 
@@ -89,3 +97,28 @@ def test_computed_counts_are_those_of_the_built_model(changes):
     # And the table's two ways agree on a real preset.
     if not changes:
         assert parameter_table(["albert_base_v2"]) == parameter_table(["albert_base_v2"], build=True)
+
+
+def test_a_shapes_only_build_makes_the_variables_of_a_real_build():
+    """The counts above come from the model's own variables: shapes_only changes only whether their
+    values are drawn, and leaves none for Keras to draw later."""
+    import keras
+    import numpy as np
+
+    config = SMALL.replace(num_hidden_groups=2, inner_group_num=2)
+    real = AlbertPretrainer(config)
+    real.build()
+    with shapes_only():
+        counted = AlbertPretrainer(config)
+        counted.build()
+    def variables(model):  # paths below the model's own (uniquified) name
+        return [(v.path.split("/", 1)[1], tuple(v.shape)) for v in model.weights]
+
+    assert variables(counted) == variables(real)
+    assert counted.count_params() == real.count_params()
+    assert all(v._value is None for v in counted.weights)  # never drawn
+    # Leaving any StatelessScope (every symbolic call does) draws the values Keras still owes.
+    with keras.StatelessScope():
+        pass
+    assert all(v._value is None for v in counted.weights)
+    assert np.asarray(real.weights[0].value).shape == tuple(real.weights[0].shape)

@@ -48,26 +48,28 @@ def release_alignment(context, pieces):
         with no step are absent), for j from i - max_dist to i + max_dist - 1 within [0, m).
 
         Row i keeps that band only, cell j at k = j - (i - max_dist), so f[i - 1, j] is the row
-        before's k + 1, f[i - 1, j - 1] its k, and f[i, j - 1] this row's k - 1. The band's cells
-        outside [0, m) are never written, and a row has one more cell, never written, that stands
-        for the unwritten f[i - 1, i + max_dist - 1] (k + 1 = width) and f[i, i - max_dist - 1]
-        (k - 1 = -1): all read 0 as in the release's array. Returns f[n - 1, m - 1] and g's rows
+        before's k + 1, f[i - 1, j - 1] its k, and f[i, j - 1] (`left`) this row's k - 1. The band's
+        cells outside [0, m) are never written, nor is a row's one more cell that stands for
+        f[i - 1, i + max_dist - 1] (k + 1 = width), and `left` starts at 0 for f[i, i - max_dist - 1]:
+        all read 0 as the release's array's unwritten cells do. Returns f[n - 1, m - 1] and g's rows
         (None where g has no cell)."""
         width = 2 * max_dist
-        f_before = [0] * (width + 1)  # row -1 is never read (the release reads f[i - 1] for i > 0 only)
+        f_before = [0] * (width + 1)  # row 0 reads 0 where the release, for i = 0, reads nothing
         g_rows = []
         for i in range(n):
             f_row = [0] * (width + 1)
             g_row = [None] * width
             char, lowest = chars[i], i - max_dist
             up_step = 0 if i > 0 else None  # the release sets g[(i, j)] = 0 only when i > 0
-            for k in range(max(0, -lowest), min(width, m - lowest)):
+            first = max(0, -lowest)
+            left = 0  # f[i, j - 1]: unwritten before the band's first cell
+            for k, piece_char in enumerate(tok_cat[lowest + first : lowest + width], first):
                 value, step = f_before[k + 1], up_step
-                if f_row[k - 1] > value:
-                    value, step = f_row[k - 1], 1
-                if char == tok_cat[lowest + k] and f_before[k] + 1 > value:
+                if left > value:
+                    value, step = left, 1
+                if char == piece_char and f_before[k] + 1 > value:
                     value, step = f_before[k] + 1, 2
-                f_row[k] = value
+                f_row[k] = left = value
                 g_row[k] = step
             f_before = f_row
             g_rows.append(g_row)
@@ -153,15 +155,19 @@ def differing_pieces(tokenizer, context, exact=False):
     pieces = tokenizer.tokenize(context)  # unknown pieces as their text, as the release has them
     assert tokenizer.convert_tokens_to_ids(pieces) == ids
     spans = (starts, ends) if exact else features.release_answer_spans(context, pieces, starts, ends)
-    firsts, lasts = release_alignment(context, pieces)
-    return _differing(context, spans, firsts, lasts), (ids, starts, ends)
+    return _differing(context, spans, release_visible(context, pieces)), (ids, starts, ends)
 
 
-def _differing(context, spans, firsts, lasts):
+def release_visible(context, pieces):
+    """The visible part of each piece's answer edges as the release finds them."""
+    return [visible(context, first, last + 1) for first, last in zip(*release_alignment(context, pieces))]
+
+
+def _differing(context, spans, theirs):
     wrong = []
-    for k, (start, end, first, last) in enumerate(zip(*spans, firsts, lasts)):
-        ours, theirs = visible(context, start, end), visible(context, first, last + 1)
-        if ours != theirs and not (ours[0] >= ours[1] and theirs[0] >= theirs[1]):
+    for k, (start, end, release) in enumerate(zip(*spans, theirs)):
+        ours = visible(context, start, end)
+        if ours != release and not (ours[0] >= ours[1] and release[0] >= release[1]):
             wrong.append(k)
     return wrong
 
@@ -220,10 +226,10 @@ def test_every_piece_of_the_squad_dev_contexts_is_cut_as_the_release_cuts_it(dat
         for context in contexts:
             ids, starts, ends = tokenizer.encode_with_offsets(context)
             pieces = tokenizer.tokenize(context)
-            firsts, lasts = release_alignment(context, pieces)
+            theirs = release_visible(context, pieces)  # once for both comparisons
             answer_spans = features.release_answer_spans(context, pieces, starts, ends)
-            ours += len(_differing(context, answer_spans, firsts, lasts))
-            exact += len(_differing(context, (starts, ends), firsts, lasts))
+            ours += len(_differing(context, answer_spans, theirs))
+            exact += len(_differing(context, (starts, ends), theirs))
         counts[name] = (len(contexts), ours, exact)
     # Contexts, pieces whose answer edges differ from the release's, and pieces whose exact spans
     # would (the lone "▁"s and dropped characters behind the n-best entries that differed before).

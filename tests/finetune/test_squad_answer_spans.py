@@ -8,6 +8,7 @@ the context between a start piece's first and an end piece's last character, whi
 last non-space character of every piece.
 """
 
+import functools
 import json
 import unicodedata
 
@@ -22,6 +23,7 @@ def tokenizer(small_data_dir):
     return AlbertTokenizer(small_data_dir / "albert" / "30k-clean.model")
 
 
+@functools.cache
 def _preprocess(text, lower=True):
     text = unicodedata.normalize("NFKD", text)
     text = "".join(c for c in text if not unicodedata.combining(c))
@@ -39,44 +41,59 @@ def release_alignment(context, pieces):
         ends.append(position - 1)
     n, m = len(context), len(tok_cat)
     chars = [_preprocess(c) for c in context]
-    g = {}
-    f = {}  # the release's f[i, j] (a zero-filled array: cells never written read 0)
 
     def lcs(max_dist):
-        f.clear()
-        g.clear()
+        """The release's _lcs_match: its f[i, j] (a zero-filled array, refilled with zeros on each
+        call: cells never written read 0) and g[(i, j)] (a dict: 0 up, 1 left, 2 diagonal; cells
+        with no step are absent), for j from i - max_dist to i + max_dist - 1 within [0, m).
+
+        Row i keeps that band only, cell j at k = j - (i - max_dist), so f[i - 1, j] is the row
+        before's k + 1, f[i - 1, j - 1] its k, and f[i, j - 1] (`left`) this row's k - 1. The band's
+        cells outside [0, m) are never written, nor is a row's one more cell that stands for
+        f[i - 1, i + max_dist - 1] (k + 1 = width), and `left` starts at 0 for f[i, i - max_dist - 1]:
+        all read 0 as the release's array's unwritten cells do. Returns f[n - 1, m - 1] and g's rows
+        (None where g has no cell)."""
+        width = 2 * max_dist
+        f_before = [0] * (width + 1)  # row 0 reads 0 where the release, for i = 0, reads nothing
+        g_rows = []
         for i in range(n):
-            for j in range(i - max_dist, i + max_dist):
-                if j >= m or j < 0:
-                    continue
-                value = 0
-                if i > 0:
-                    g[(i, j)] = 0
-                    value = f.get((i - 1, j), 0)
-                if j > 0 and f.get((i, j - 1), 0) > value:
-                    g[(i, j)] = 1
-                    value = f[(i, j - 1)]
-                f_prev = f.get((i - 1, j - 1), 0) if i > 0 and j > 0 else 0
-                if chars[i] == tok_cat[j] and f_prev + 1 > value:
-                    g[(i, j)] = 2
-                    value = f_prev + 1
-                f[(i, j)] = value
+            f_row = [0] * (width + 1)
+            g_row = [None] * width
+            char, lowest = chars[i], i - max_dist
+            up_step = 0 if i > 0 else None  # the release sets g[(i, j)] = 0 only when i > 0
+            first = max(0, -lowest)
+            left = 0  # f[i, j - 1]: unwritten before the band's first cell
+            for k, piece_char in enumerate(tok_cat[lowest + first : lowest + width], first):
+                value, step = f_before[k + 1], up_step
+                if left > value:
+                    value, step = left, 1
+                if char == piece_char and f_before[k] + 1 > value:
+                    value, step = f_before[k] + 1, 2
+                f_row[k] = left = value
+                g_row[k] = step
+            f_before = f_row
+            g_rows.append(g_row)
+        k = (m - 1) - (n - 1 - max_dist)
+        return (f_before[k] if 0 <= k < width else 0), g_rows
 
     max_dist = abs(n - m) + 5
     for _ in range(2):
-        lcs(max_dist)
-        if f.get((n - 1, m - 1), 0) > 0.8 * n:
+        band = max_dist  # g's band: max_dist doubles once more if the second search falls short too
+        last, g_rows = lcs(max_dist)
+        if last > 0.8 * n:
             break
         max_dist *= 2
     to_context = [None] * m
     i, j = n - 1, m - 1
     while i >= 0 and j >= 0:
-        if (i, j) not in g:
+        k = j - (i - band)
+        step = g_rows[i][k] if 0 <= k < 2 * band else None
+        if step is None:  # (i, j) not in g
             break
-        if g[(i, j)] == 2:
+        if step == 2:
             to_context[j] = i
             i, j = i - 1, j - 1
-        elif g[(i, j)] == 1:
+        elif step == 1:
             j -= 1
         else:
             i -= 1
@@ -138,15 +155,19 @@ def differing_pieces(tokenizer, context, exact=False):
     pieces = tokenizer.tokenize(context)  # unknown pieces as their text, as the release has them
     assert tokenizer.convert_tokens_to_ids(pieces) == ids
     spans = (starts, ends) if exact else features.release_answer_spans(context, pieces, starts, ends)
-    firsts, lasts = release_alignment(context, pieces)
-    return _differing(context, spans, firsts, lasts), (ids, starts, ends)
+    return _differing(context, spans, release_visible(context, pieces)), (ids, starts, ends)
 
 
-def _differing(context, spans, firsts, lasts):
+def release_visible(context, pieces):
+    """The visible part of each piece's answer edges as the release finds them."""
+    return [visible(context, first, last + 1) for first, last in zip(*release_alignment(context, pieces))]
+
+
+def _differing(context, spans, theirs):
     wrong = []
-    for k, (start, end, first, last) in enumerate(zip(*spans, firsts, lasts)):
-        ours, theirs = visible(context, start, end), visible(context, first, last + 1)
-        if ours != theirs and not (ours[0] >= ours[1] and theirs[0] >= theirs[1]):
+    for k, (start, end, release) in enumerate(zip(*spans, theirs)):
+        ours = visible(context, start, end)
+        if ours != release and not (ours[0] >= ours[1] and release[0] >= release[1]):
             wrong.append(k)
     return wrong
 
@@ -205,10 +226,10 @@ def test_every_piece_of_the_squad_dev_contexts_is_cut_as_the_release_cuts_it(dat
         for context in contexts:
             ids, starts, ends = tokenizer.encode_with_offsets(context)
             pieces = tokenizer.tokenize(context)
-            firsts, lasts = release_alignment(context, pieces)
+            theirs = release_visible(context, pieces)  # once for both comparisons
             answer_spans = features.release_answer_spans(context, pieces, starts, ends)
-            ours += len(_differing(context, answer_spans, firsts, lasts))
-            exact += len(_differing(context, (starts, ends), firsts, lasts))
+            ours += len(_differing(context, answer_spans, theirs))
+            exact += len(_differing(context, (starts, ends), theirs))
         counts[name] = (len(contexts), ours, exact)
     # Contexts, pieces whose answer edges differ from the release's, and pieces whose exact spans
     # would (the lone "▁"s and dropped characters behind the n-best entries that differed before).

@@ -7,6 +7,8 @@ import pathlib
 import select
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import textwrap
 
@@ -67,13 +69,9 @@ class FreshProcess:
         self._folder = folder
         self._jobs = 0
         self._stderr = open(folder / "server.stderr", "w")
-        self._process = None
         self._start()
 
     def _start(self):
-        import subprocess
-        import sys
-
         self._process = subprocess.Popen(
             [sys.executable, str(self.SERVER)], cwd=self._folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._stderr, text=True, env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
@@ -115,8 +113,6 @@ def console_script(run, argv, monkeypatch, capsys):
     """Calls a console script's entry point `run` (`albert_tf.cli.entry_point.run_main`'s caller)
     with `argv` as its command line in this process, which has TensorFlow loaded already, instead of
     a child that spends seconds loading it: (exit code, stdout, stderr)."""
-    import sys
-
     import pytest
 
     from albert_tf.utils import quiet

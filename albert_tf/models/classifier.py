@@ -23,19 +23,17 @@ def check_dropout(dropout: float):
         raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
 
 
-def add_encoder_and_head(model: AlbertConfigModel, num_classes: int, dropout: float) -> None:
-    """The encoder and the released head on `model` (arguments checked): `encoder`, `output_dropout`
-    (dropout on what the head reads) and `classifier`, a dense layer of `num_classes` outputs
-    initialised N(0, initializer_range) truncated, biases 0; the classifiers of sentences and of
-    tokens differ only in what they feed it."""
-    require_positive_ints({"num_classes": num_classes})
+def add_encoder_and_head(model: AlbertConfigModel, outputs: int, dropout: float) -> None:
+    """The encoder and the released head on `model` (dropout checked): `encoder`, `output_dropout`
+    (dropout on what the head reads) and `classifier`, a dense layer of `outputs` outputs
+    initialised N(0, initializer_range) truncated, biases 0; the classifiers of sentences, of tokens
+    and of choices (one output each) differ only in what they feed it."""
     check_dropout(dropout)
-    model.num_classes = num_classes
     model.dropout = dropout
     model.encoder = AlbertEncoder(model.config, dtype=model.dtype_policy, name="encoder")
     model.output_dropout = keras.layers.Dropout(dropout, dtype=model.dtype_policy, name="dropout")
     model.classifier = common.Dense(
-        num_classes,
+        outputs,
         kernel_initializer=common.kernel_initializer(model.config.initializer_range),
         dtype=model.dtype_policy,
         name="classifier",
@@ -64,6 +62,8 @@ class AlbertClassifier(AlbertConfigModel):
 
     def __init__(self, config: AlbertConfig | dict, num_classes: int, dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
+        require_positive_ints({"num_classes": num_classes})
+        self.num_classes = num_classes
         add_encoder_and_head(self, num_classes, dropout)
 
     @property

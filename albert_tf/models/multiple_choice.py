@@ -8,9 +8,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.models.encoder import AlbertEncoder
-from albert_tf.models.classifier import check_dropout
-from albert_tf.layers import common
+from albert_tf.models.classifier import add_encoder_and_head
 from albert_tf.models.base import AlbertConfigModel
 from albert_tf.utils.validation import require_positive_ints
 
@@ -38,17 +36,8 @@ class AlbertMultipleChoice(AlbertConfigModel):
     def __init__(self, config: AlbertConfig | dict, num_choices: int = 4, dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
         require_positive_ints({"num_choices": num_choices})
-        check_dropout(dropout)
         self.num_choices = num_choices
-        self.dropout = dropout
-        self.encoder = AlbertEncoder(self.config, dtype=self.dtype_policy, name="encoder")
-        self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
-        self.classifier = common.Dense(
-            1,
-            kernel_initializer=common.kernel_initializer(self.config.initializer_range),
-            dtype=self.dtype_policy,
-            name="classifier",
-        )
+        add_encoder_and_head(self, 1, dropout)  # one logit a choice
 
     def build(self, input_shape=None):
         self.encoder.build()

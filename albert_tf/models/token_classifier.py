@@ -14,6 +14,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.models.base import AlbertConfigModel
 from albert_tf.models.classifier import add_encoder_and_head
+from albert_tf.utils.validation import require_positive_ints
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -40,6 +41,8 @@ class AlbertTokenClassifier(AlbertConfigModel):
 
     def __init__(self, config: AlbertConfig | dict, num_classes: int, dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
+        require_positive_ints({"num_classes": num_classes})
+        self.num_classes = num_classes
         add_encoder_and_head(self, num_classes, dropout)
         # The head reads the sequence output: the pooler gets no gradient (Keras would warn at every
         # step). Frozen, it is still saved and exported (Hugging Face's token classifier has none).

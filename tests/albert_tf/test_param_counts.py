@@ -111,6 +111,7 @@ def test_a_shapes_only_build_makes_the_variables_of_a_real_build():
     with shapes_only():
         counted = AlbertPretrainer(config)
         counted.build()
+
     def variables(model):  # paths below the model's own (uniquified) name
         return [(v.path.split("/", 1)[1], tuple(v.shape)) for v in model.weights]
 

@@ -90,3 +90,25 @@ def fresh_process(tmp_path_factory):
     process = FreshProcess(tmp_path_factory.mktemp("fresh_process"))
     yield process
     process.close()
+
+
+@pytest.fixture(scope="session")
+def warm_python(tmp_path_factory):
+    """Child Pythons with TensorFlow loaded already (`tests.warm_python.WarmPython`): one warm
+    process per test worker forks them; its socket is also in the environment, for command lines."""
+    from tests.warm_python import WarmPython
+
+    warm = WarmPython(tmp_path_factory.mktemp("warm_python"), shell=True)
+    yield warm
+    warm.close()
+
+
+@pytest.fixture(scope="session")
+def multi_worker_python(tmp_path_factory):
+    """A warm Python for `albert-pretrain --strategy=multi_worker`, which sets TensorFlow's log
+    level to 3 before loading it (a child that does not fails: tests.warm_python.LOAD_TIME_ENV)."""
+    from tests.warm_python import WarmPython
+
+    warm = WarmPython(tmp_path_factory.mktemp("multi_worker_python"), {"TF_CPP_MIN_LOG_LEVEL": "3"})
+    yield warm
+    warm.close()

@@ -21,7 +21,11 @@ The one substitution, so that the blocks run in seconds: the tools that train ru
 `STEP_FLAGS[tool]` appended to their command line (the last value of a flag wins): two updates, no
 XLA, one batch of held-out pretraining records, at most 8 training and 4 evaluation or prediction
 examples, and no SavedModel of a fine-tuned model (tests/finetune/ export every task's);
-`albert-create-pretraining-data` duplicates the corpus once (`--dupe_factor=1`).
+`albert-create-pretraining-data` duplicates the corpus once (`--dupe_factor=1`). Each tool runs in
+a child of the warm Python (tests/warm_python.py), which has TensorFlow loaded already: the same
+entry point as the installed script, the shell's stdio, folder and environment, without seconds of
+start-up per command (the installed scripts themselves run in test_readme_demo.py and
+test_fresh_clone.py).
 """
 
 import json
@@ -31,6 +35,7 @@ import re
 import shutil
 import subprocess
 import sys
+from importlib.metadata import entry_points
 
 import pytest
 
@@ -45,6 +50,7 @@ STEP_FLAGS = {
        for task in ("glue", "squad", "race", "ner")},
     "albert-create-pretraining-data": ["--dupe_factor=1"],
 }
+TOOLS = sorted(entry.name for entry in entry_points(group="console_scripts") if entry.name.startswith("albert-"))
 NOT_RUN = re.compile(r"<!-- not run: (.*?) -->")
 
 
@@ -134,8 +140,12 @@ def _lay_out(root: pathlib.Path, demo: pathlib.Path) -> pathlib.Path:
 
 
 def _preamble() -> str:
-    # A bash function named as the tool runs the tool with the step flags after the doc's own.
-    return "".join(f'{tool}() {{ command {tool} "$@" {" ".join(flags)}; }}\n' for tool, flags in STEP_FLAGS.items())
+    # A bash function named as each tool runs the tool, with the step flags after the doc's own, in
+    # a child of the warm Python (tests/warm_python.py: TensorFlow loaded already) with the shell's
+    # stdin, stdout, stderr, folder and environment.
+    warm = f"{sys.executable} {REPO_ROOT / 'tests' / 'warm_python.py'}"
+    return "".join(f'{tool}() {{ {warm} {tool} "$@" {" ".join(STEP_FLAGS.get(tool, []))}; }}\n'
+                   for tool in TOOLS)
 
 
 def _json(path):
@@ -210,7 +220,7 @@ SLOW = {"pretraining.md", "serving.md"}
 
 @pytest.mark.parametrize("doc", [pytest.param(name, marks=[pytest.mark.slow] if name in SLOW else [])
                                  for name in sorted(CHECKS)])
-def test_the_opening_commands_run_as_written(doc, demo_standin, tmp_path):
+def test_the_opening_commands_run_as_written(doc, demo_standin, tmp_path, warm_python):
     clone = _lay_out(tmp_path, demo_standin)
     blocks = [block for name, block in RUN if name == doc]
     env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", TF_CPP_MIN_LOG_LEVEL="2")

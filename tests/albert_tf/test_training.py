@@ -1,9 +1,10 @@
 """The pretraining loop under one device, two mirrored devices and two workers; resume after
 SIGKILL; the errors it owes on bad input.
 
-Strategies with several CPU devices or processes run in subprocesses (this file is also their
+Strategies with several CPU devices or processes run in child processes (this file is also their
 entry point: `python -m tests.albert_tf.test_training <mode> <args>`), because logical devices can
-only be configured before TensorFlow initialises them, and workers are processes.
+only be configured before TensorFlow initialises them, and workers are processes: children of the
+warm Python (tests/warm_python.py), which has TensorFlow loaded but not initialised.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import os
 import pathlib
 import shutil
 import signal
-import subprocess
 import sys
 import time
 
@@ -34,6 +34,7 @@ from tests.helpers import PRETRAINING_PREDICTIONS as PREDICTIONS
 from tests.helpers import PRETRAINING_SEQ as SEQ
 from tests.helpers import (cli_flags, console_script, free_ports, latest_step, loop_options as options,
                            random_dataset_fn, run_weights as weights, write_random_records as write_records)
+from tests.warm_python import DEVNULL, PIPE
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 # A 120-piece vocabulary (CONFIG has 128 ids): pretraining exports its encoder only with one.
@@ -45,14 +46,6 @@ def trajectory(run, num_steps, dataset_fn=None):
     dataset = run.distribute(dataset_fn or random_dataset_fn(), run.per_replica_batch, skip_steps=run.current_step)
     iterator = iter(dataset)
     return [run.train_steps(iterator, 1)["loss"] for _ in range(num_steps)]
-
-
-def run_python(*args, env=None, timeout=240):
-    return subprocess.run(
-        [sys.executable, "-m", "tests.albert_tf.test_training", *args],
-        cwd=REPO_ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True,
-        timeout=timeout,
-    )
 
 
 def cli_options(flags):
@@ -258,8 +251,9 @@ def test_init_checkpoint_missing_or_mismatching_is_an_error(tmp_path):
 # ---- subprocesses: several replicas, several workers, SIGKILL ------------------------------------
 
 
-def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path):
-    result = run_python("mirrored", str(tmp_path))
+def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path, warm_python):
+    result = warm_python.run(["-m", "tests.albert_tf.test_training", "mirrored", tmp_path], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["replicas"] == 2
@@ -275,13 +269,13 @@ def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path):
         assert two_eval[name] == pytest.approx(value, abs=1e-4), name
 
 
-def test_two_workers_train_and_checkpoint(tmp_path):
+def test_two_workers_train_and_checkpoint(tmp_path, warm_python):
     ports = free_ports(2)
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     workers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.albert_tf.test_training", "worker", str(tmp_path)],
-            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        warm_python.popen(
+            ["-m", "tests.albert_tf.test_training", "worker", tmp_path], cwd=REPO_ROOT, stdout=PIPE, stderr=PIPE,
+            text=True,
             env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
         )
         for i in range(2)
@@ -300,7 +294,8 @@ def test_two_workers_train_and_checkpoint(tmp_path):
     assert (tmp_path / "export" / "saved_model.pb").exists()
 
 
-def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupted(tmp_path, monkeypatch, capsys):
+def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupted(tmp_path, monkeypatch, capsys,
+                                                                                    warm_python):
     from albert_tf.cli import pretrain
 
     write_records(tmp_path / "train-0.tfrecord", 96, seed=0)
@@ -308,8 +303,8 @@ def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupt
     steps = 12
     killed_dir = tmp_path / "killed"
     flags = cli_flags(tmp_path, killed_dir, steps)
-    process = subprocess.Popen([sys.executable, "-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = warm_python.popen(["-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT, stdout=DEVNULL,
+                                stderr=PIPE, text=True)
     deadline = time.monotonic() + 180
     while latest_step(killed_dir) < 4:
         if process.poll() is not None:

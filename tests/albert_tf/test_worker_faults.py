@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -20,6 +19,7 @@ import tensorflow as tf
 
 from tests.conftest import REPO_ROOT
 from tests.helpers import cli_flags, free_ports, latest_step, write_random_records as write_records
+from tests.warm_python import DEVNULL
 
 pytestmark = pytest.mark.slow
 
@@ -40,18 +40,18 @@ def _flags(data_dir, output_dir, steps=STEPS, **extra):
 
 
 class Workers:
-    """Two albert-pretrain processes forming one cluster; each one's stderr in a file."""
+    """Two albert-pretrain processes forming one cluster, children of `warm` (the
+    `multi_worker_python` fixture: TensorFlow loaded already); each one's stderr in a file."""
 
-    def __init__(self, flags, log_dir, name):
+    def __init__(self, warm, flags, log_dir, name):
         ports = free_ports(2)
         cluster = {"worker": [f"localhost:{p}" for p in ports]}
         self.logs = [log_dir / f"{name}-worker-{i}.stderr" for i in range(2)]
         self.processes = []
         for i in range(2):
             with open(self.logs[i], "w") as err:
-                self.processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT,
-                    stdout=subprocess.DEVNULL, stderr=err, text=True,
+                self.processes.append(warm.popen(
+                    ["-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT, stdout=DEVNULL, stderr=err, text=True,
                     env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
                 ))
 
@@ -82,11 +82,11 @@ class Workers:
 
 
 @pytest.fixture
-def workers():
+def workers(multi_worker_python):
     started = []
 
     def start(flags, log_dir, name):
-        started.append(Workers(flags, log_dir, name))
+        started.append(Workers(multi_worker_python, flags, log_dir, name))
         return started[-1]
 
     yield start
@@ -106,10 +106,10 @@ def _summary_steps(directory):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(data_dir, tmp_path_factory):
+def uninterrupted(data_dir, tmp_path_factory, multi_worker_python):
     """The weights of a two-worker run that nothing interrupts."""
     output_dir = tmp_path_factory.mktemp("uninterrupted") / "run"
-    run = Workers(_flags(data_dir, output_dir), output_dir.parent, "straight")
+    run = Workers(multi_worker_python, _flags(data_dir, output_dir), output_dir.parent, "straight")
     try:
         codes = run.wait_all()
     finally:

@@ -44,15 +44,15 @@ def _holder(folder, *, write_after_lock=None):
 # ---- 1. one run a folder ---------------------------------------------------------------------------
 
 
-def test_a_second_run_into_a_locked_folder_is_refused_naming_the_holder(tmp_path, small_data_dir):
+def test_a_second_run_into_a_locked_folder_is_refused_naming_the_holder(tmp_path, small_data_dir, warm_python):
     """Two real processes: the second tool run is refused in one line (exit 1) and writes nothing."""
     out = tmp_path / "sqc"
     holder = _holder(out, write_after_lock=out / "first.txt")
     try:
         config = tmp_path / "albert_config.json"
         config.write_text(json.dumps(CONFIG))
-        second = subprocess.run(
-            [sys.executable, "-m", "finetune.squad.cli", f"--albert_config_file={config}",
+        second = warm_python.run(
+            ["-m", "finetune.squad.cli", f"--albert_config_file={config}",
              f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}",
              f"--train_file={small_data_dir / 'squad' / 'train-v1.1.articles2-3.json'}",
              f"--output_dir={out}", "--do_train", "--seed=7"],
@@ -337,11 +337,17 @@ def test_squad_serve_text_answers_empty_contexts_and_batches_and_refuses_a_misma
 # ---- pretraining and export ------------------------------------------------------------------------
 
 
-def _tool(module, *args):
-    """Runs a console script in a fresh process: (exit code, stderr's last line, stderr's line count)."""
-    run = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=180)
-    lines = run.stderr.splitlines()
-    return run.returncode, lines[-1] if lines else "", len(lines)
+@pytest.fixture
+def run_tool(warm_python):
+    """run_tool(module, *args) runs a console script in a child process of the warm Python (TensorFlow
+    loaded already): (exit code, stderr's last line, stderr's line count)."""
+
+    def run(module, *args):
+        ran = warm_python.run(["-m", module, *args], capture_output=True, text=True, timeout=180)
+        lines = ran.stderr.splitlines()
+        return ran.returncode, lines[-1] if lines else "", len(lines)
+
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -359,7 +365,7 @@ def tiny_run(tmp_path_factory):
     return folder, run.save()
 
 
-def test_pretraining_from_a_checkpoint_of_another_model_is_one_line_and_leaves_nothing(tmp_path, tiny_run):
+def test_pretraining_from_a_checkpoint_of_another_model_is_one_line_and_leaves_nothing(tmp_path, tiny_run, run_tool):
     """Item 8: a 30-line ValueError traceback, and albert_config.json left behind."""
     from tests.helpers import PRETRAINING_PREDICTIONS, PRETRAINING_SEQ, write_pretraining_records
     from tests.albert_tf.tiny import TINY
@@ -369,10 +375,11 @@ def test_pretraining_from_a_checkpoint_of_another_model_is_one_line_and_leaves_n
     config = tmp_path / "wide.json"
     config.write_text(json.dumps(TINY.replace(hidden_size=32, intermediate_size=64).to_dict()))
     out = tmp_path / "run"
-    code, line, count = _tool("albert_tf.cli.pretrain", f"--input_file={records}", f"--output_dir={out}",
-                              f"--albert_config_file={config}", f"--init_checkpoint={folder}",
-                              f"--max_seq_length={PRETRAINING_SEQ}", f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}",
-                              "--train_batch_size=4", "--num_train_steps=2", "--nojit_compile", "--noprogress_bar")
+    code, line, count = run_tool(
+        "albert_tf.cli.pretrain", f"--input_file={records}", f"--output_dir={out}", f"--albert_config_file={config}",
+        f"--init_checkpoint={folder}", f"--max_seq_length={PRETRAINING_SEQ}",
+        f"--max_predictions_per_seq={PRETRAINING_PREDICTIONS}", "--train_batch_size=4", "--num_train_steps=2",
+        "--nojit_compile", "--noprogress_bar")
     assert code == 1 and count == 1, line
     assert line.startswith(
         f"error: init_checkpoint {checkpoint} does not match the model: encoder/embeddings/"
@@ -412,19 +419,19 @@ def test_pretraining_refused_for_another_config_keeps_the_folders_vocabulary(tmp
     assert sorted(p.name for p in folder.iterdir()) == before
 
 
-def test_export_of_a_missing_checkpoint_without_a_vocabulary_names_the_checkpoint(tmp_path):
+def test_export_of_a_missing_checkpoint_without_a_vocabulary_names_the_checkpoint(tmp_path, run_tool):
     """Item 10: it said the folder held no spiece.model, when there was no folder."""
     missing = tmp_path / "nope"
-    assert _tool("albert_tf.cli.export", f"--init_checkpoint={missing}", f"--output_dir={tmp_path / 'out'}") == (
+    assert run_tool("albert_tf.cli.export", f"--init_checkpoint={missing}", f"--output_dir={tmp_path / 'out'}") == (
         1, f"error: --init_checkpoint {missing}: no such folder, nor a checkpoint prefix ({missing}.index)", 1)
     assert not (tmp_path / "out").exists()
 
 
-def test_export_with_a_vocabulary_larger_than_the_model_is_one_line(tmp_path, tiny_run, small_data_dir):
+def test_export_with_a_vocabulary_larger_than_the_model_is_one_line(tmp_path, tiny_run, small_data_dir, run_tool):
     """Item 11: a 23-line traceback."""
     folder, _ = tiny_run
     spm = small_data_dir / "albert" / "30k-clean.model"
-    assert _tool("albert_tf.cli.export", f"--init_checkpoint={folder}", f"--spm_model_file={spm}",
+    assert run_tool("albert_tf.cli.export", f"--init_checkpoint={folder}", f"--spm_model_file={spm}",
                  f"--output_dir={tmp_path / 'out'}", "--max_seq_length=16") == (
         1, f"error: the SentencePiece model {spm} has 30000 pieces, more than the model's vocab_size (97)", 1)
     assert not (tmp_path / "out").exists()
@@ -433,7 +440,7 @@ def test_export_with_a_vocabulary_larger_than_the_model_is_one_line(tmp_path, ti
 # ---- data prep on Beam, the tokenizers, the exit codes ---------------------------------------------
 
 
-def test_a_corpus_byte_that_is_not_utf8_under_beam_is_one_line_and_leaves_nothing(tmp_path, small_data_dir):
+def test_a_corpus_byte_that_is_not_utf8_under_beam_is_one_line_and_leaves_nothing(tmp_path, small_data_dir, run_tool):
     """Item 12: the right last line after 285 lines of worker logs and 10 tracebacks; an empty shard_stats/."""
     text = (small_data_dir / "corpus" / "gutenberg" / "blake-poems.txt").read_bytes()[:3000]
     corpus = tmp_path / "corpus.txt"
@@ -445,11 +452,11 @@ def test_a_corpus_byte_that_is_not_utf8_under_beam_is_one_line_and_leaves_nothin
     expected = (f"error: {corpus}:{line_number}: not valid UTF-8 (invalid start byte at byte 6 of the line); "
                 "convert the file or pass --skip_bad_lines to skip such lines")
     beam = ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
-    assert _tool("data_prep.create_pretraining_data", *common, f"--output_dir={tmp_path / 'beam'}", *beam) == (
+    assert run_tool("data_prep.create_pretraining_data", *common, f"--output_dir={tmp_path / 'beam'}", *beam) == (
         1, expected, 1)
     assert not (tmp_path / "beam").exists()
     (tmp_path / "local").mkdir()  # a folder the user made: left as it was, without shard_stats/
-    assert _tool("data_prep.create_pretraining_data", *common, f"--output_dir={tmp_path / 'local'}") == (
+    assert run_tool("data_prep.create_pretraining_data", *common, f"--output_dir={tmp_path / 'local'}") == (
         1, expected, 1)
     assert os.listdir(tmp_path / "local") == []
 
@@ -474,7 +481,7 @@ def test_bytes_that_are_not_utf8_read_as_u_fffd_by_both_tokenizers(raw, small_da
     assert (ids.to_list()[0], starts.to_list()[0], ends.to_list()[0]) == expected
 
 
-def test_one_exit_code_convention_2_usage_1_run_time(tmp_path, small_data_dir, monkeypatch, capsys):
+def test_one_exit_code_convention_2_usage_1_run_time(tmp_path, small_data_dir, monkeypatch, capsys, run_tool):
     """Item 14: a bad SQuAD file exited 2 where a bad GLUE file exited 1; several missing flags
     were several lines."""
     broken = tmp_path / "broken.json"
@@ -487,7 +494,7 @@ def test_one_exit_code_convention_2_usage_1_run_time(tmp_path, small_data_dir, m
                                    "--do_train"], monkeypatch, capsys)
     assert code == 1 and line.startswith(f"error: {tmp_path / 'MRPC' / 'train.tsv'}:1: the first row is a data row")
     assert _console("squad", ["--do_train", "--learning_rate=abc"], monkeypatch, capsys)[0] == 2
-    assert _tool("albert_tf.cli.convert") == (2, (
+    assert run_tool("albert_tf.cli.convert") == (2, (
         "error: flag --source=None: Flag --source must have a value other than None.; flag --input=None: Flag --input "
         "must have a value other than None.; flag --output_dir=None: Flag --output_dir must have a value other than "
         "None. (see --help)"), 1)

@@ -1,8 +1,6 @@
 """--cpu_devices N: N logical CPU devices under --strategy=mirrored, to try multi-replica runs on a
-laptop (issue 20, item 7). Devices can only be split before TensorFlow starts: a fresh process."""
-
-import subprocess
-import sys
+laptop (issue 20, item 7). Devices can only be split before TensorFlow starts: a child process of
+the warm Python (tests/warm_python.py: TensorFlow loaded, not started)."""
 
 import pytest
 
@@ -18,8 +16,8 @@ print(strategy.num_replicas_in_sync, sorted(int(v) for v in strategy.experimenta
 """
 
 
-def test_mirrored_on_three_logical_cpus_runs_three_replicas():
-    result = subprocess.run([sys.executable, "-c", CODE], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+def test_mirrored_on_three_logical_cpus_runs_three_replicas(warm_python):
+    result = warm_python.run(["-c", CODE], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "3 [0, 1, 2]"
 

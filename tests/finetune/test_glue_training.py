@@ -2,7 +2,8 @@
 global batch, the same predictions, and a resume that ends where the uninterrupted run ends.
 
 The devices are two logical CPUs, which can only be configured before TensorFlow initialises
-them: the runs happen in a subprocess, of which this file is the entry point
+them: the runs happen in a child process of the warm Python (tests/warm_python.py: TensorFlow
+loaded, not started), of which this file is the entry point
 (`python -m tests.finetune.test_glue_training <output_dir> <data_dir>`).
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -21,11 +21,9 @@ TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
 SEQ, BATCH, STEPS = 32, 16, 6
 
 
-def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path, small_data_dir):
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.finetune.test_glue_training", str(tmp_path), str(small_data_dir)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
-    )
+def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path, small_data_dir, warm_python):
+    result = warm_python.run(["-m", "tests.finetune.test_glue_training", tmp_path, small_data_dir], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["replicas"] == 2

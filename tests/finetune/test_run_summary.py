@@ -1,11 +1,10 @@
 """A fine-tuning tool's summary (issue 30 items 4 and 5): a fresh run says it started fresh, a rerun
-after a kill says which checkpoint and step it resumed from (a real process, as a user reruns), and
+after a kill says which checkpoint and step it resumed from (a process of its own, as a user reruns:
+a child of the warm Python, tests/warm_python.py), and
 both name curves.png, which draws the whole run's loss, task metric and learning rate."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -30,7 +29,8 @@ def _args(small_data_dir, output_dir, config_file):
 
 
 @pytest.mark.slow
-def test_a_rerun_after_a_kill_says_where_it_resumed_and_plots_the_whole_run(tmp_path, small_data_dir, capsys):
+def test_a_rerun_after_a_kill_says_where_it_resumed_and_plots_the_whole_run(tmp_path, small_data_dir, capsys,
+                                                                           warm_python):
     config_file = tmp_path / "albert_config.json"
     CONFIG.to_json_file(config_file)
     output_dir = tmp_path / "run"
@@ -52,8 +52,8 @@ def test_a_rerun_after_a_kill_says_where_it_resumed_and_plots_the_whole_run(tmp_
     (output_dir / "curves.png").unlink()
     code = "import sys; sys.argv = ['albert-finetune-glue', *sys.argv[1:]]; from finetune.glue.cli import run; run()"
     env = {k: v for k, v in os.environ.items() if k != "ALBERT_TF_VERBOSE"}
-    rerun = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO_ROOT, env=env, capture_output=True,
-                           text=True, timeout=600)
+    rerun = warm_python.run(["-c", code, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                            timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     (line,) = [line for line in rerun.stdout.splitlines() if line.startswith("trained to step")]
     assert line.startswith("trained to step 4: train loss "), line

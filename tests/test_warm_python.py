@@ -1,0 +1,108 @@
+"""What the warm Python (tests/warm_python.py) promises its users: a child runs a command as
+`python ARGS...` would, in a process of its own, and ends as that process would."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.warm_python import DEVNULL, MISMATCH_EXIT, PIPE, WarmPopen
+
+
+def test_a_child_has_its_own_pid_folder_environment_arguments_and_exit_status(warm_python, tmp_path):
+    code = ("import os, sys; print(os.getpid(), os.getcwd(), os.environ['ASKED'], 'OTHER' in os.environ, sys.argv, "
+            "sys.path[0] == ''); print('to stderr', file=sys.stderr); sys.exit(3)")
+    ran = warm_python.run(["-c", code, "a b", "c"], cwd=tmp_path, env={"ASKED": "yes", "PATH": os.environ["PATH"],
+                                                                 "TF_CPP_MIN_LOG_LEVEL": "2"},
+                          capture_output=True, text=True, timeout=60)
+    pid, folder, asked, other, argv, path = ran.stdout.split(" ", 5)
+    assert ran.returncode == 3 and ran.stderr == "to stderr\n"
+    assert int(pid) not in (os.getpid(), 0) and folder == str(tmp_path) and asked == "yes" and other == "False"
+    assert argv + " " + path == "['-c', 'a b', 'c'] True\n"
+
+
+def test_modules_scripts_and_console_scripts_run_as_python_runs_them(warm_python, tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text("import sys\nprint(__name__, sys.argv)\nraise SystemExit('a message')\n")
+    ran = warm_python.run([script, "x"], capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (1, f"__main__ {[str(script), 'x']}\n", "a message\n")
+    ran = warm_python.run(["-m", "tests.warm_python_target", "y"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=60)
+    target = REPO_ROOT / "tests" / "warm_python_target.py"
+    assert ran.returncode == 0 and ran.stdout.split() == ["__main__", str(target), "y"]
+    ran = warm_python.run(["albert-presets", "--nosuch"], capture_output=True, text=True, timeout=60)
+    installed = subprocess.run(["albert-presets", "--nosuch"], capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"})
+    assert (ran.returncode, ran.stdout, ran.stderr) == (installed.returncode, installed.stdout, installed.stderr)
+    assert installed.returncode == 2
+
+
+def test_an_exception_is_a_traceback_and_status_1(warm_python):
+    ran = warm_python.run(["-c", "raise ValueError('no')"], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 1
+    assert ran.stderr.splitlines() == ["Traceback (most recent call last):", '  File "<string>", line 1, in <module>',
+                                       "ValueError: no"]
+
+
+def test_signals_reach_the_child_and_end_it_as_they_would(warm_python):
+    for number, expected in ((signal.SIGTERM, -signal.SIGTERM), (signal.SIGKILL, -signal.SIGKILL),
+                             (signal.SIGINT, -signal.SIGINT)):
+        child = warm_python.popen(["-c", "import time; print('up', flush=True); time.sleep(60)"], stdout=PIPE,
+                                  stderr=DEVNULL, text=True)
+        assert child.stdout.readline() == "up\n"
+        assert child.poll() is None
+        child.send_signal(number)
+        assert child.wait(timeout=30) == expected
+        child.stdout.close()
+
+
+def test_a_wait_past_its_timeout_raises_and_a_run_past_it_kills_the_child(warm_python):
+    child = warm_python.popen(["-c", "import time; time.sleep(60)"])
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(timeout=0.2)
+    child.kill()
+    assert child.wait(timeout=30) == -signal.SIGKILL
+    began = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        warm_python.run(["-c", "import time; time.sleep(60)"], timeout=1)
+    assert time.monotonic() - began < 30
+
+
+def test_a_child_whose_caller_hangs_up_is_killed(warm_python, tmp_path):
+    child = WarmPopen(["-c", "import os, time; print(os.getpid(), flush=True); time.sleep(60)"], stdout=PIPE,
+                      text=True, warm=warm_python.socket)
+    pid = int(child.stdout.readline())
+    child._conn.close()  # as a caller that died would
+    deadline = time.monotonic() + 30
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the child outlived its caller"
+        time.sleep(0.05)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie not yet reaped is dead
+        return stat.read().split(")")[1].split()[0] != "Z"
+
+
+def test_a_child_that_changes_what_tensorflow_read_as_it_loaded_fails(warm_python):
+    code = "import os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'"
+    ran = warm_python.run(["-c", code], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == MISMATCH_EXIT
+    assert ran.stderr.startswith("warm_python: this command ran with TF_CPP_MIN_LOG_LEVEL='3' (loaded with '2')")
+    ran = warm_python.run(["-c", "pass"], env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}, capture_output=True,
+                          text=True, timeout=60)
+    assert ran.returncode == MISMATCH_EXIT
+
+
+def test_a_command_line_runs_its_command_in_a_warm_child(warm_python, tmp_path):
+    line = f"{sys.executable} {REPO_ROOT / 'tests' / 'warm_python.py'} -c \"import sys; print(input()); sys.exit(4)\""
+    ran = subprocess.run(["bash", "-c", f"echo hello | {line}"], capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stdout) == (4, "hello\n")

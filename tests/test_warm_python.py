@@ -88,8 +88,11 @@ def _alive(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    with open(f"/proc/{pid}/stat") as stat:  # a zombie not yet reaped is dead
-        return stat.read().split(")")[1].split()[0] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie not yet reaped is dead
+            return stat.read().split(")")[1].split()[0] != "Z"
+    except FileNotFoundError:  # reaped in between
+        return False
 
 
 def test_a_child_that_changes_what_tensorflow_read_as_it_loaded_fails(warm_python):

@@ -357,9 +357,11 @@ class WarmPython:
         self.socket = str(folder / "warm.sock")
         self._shell = shell
         self._log = open(folder / "warm.stderr", "w")
-        self._process = subprocess.Popen([sys.executable, __file__, "serve", self.socket], cwd=folder,
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log,
-                                         text=True, env={**os.environ, **(env or {})})
+        # The modules this process imports (a checkout other than the installed one included).
+        self._process = subprocess.Popen(
+            [sys.executable, __file__, "serve", self.socket, json.dumps(sys.path)], cwd=folder,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log, text=True,
+            env={**os.environ, **(env or {})})
         if self._process.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the warm Python did not start: {(folder / 'warm.stderr').read_text()[-3000:]}")
         if shell:
@@ -391,7 +393,7 @@ def _main(argv: list[str]) -> int:
     """`serve SOCKET`, or a command line run in a warm child that exits as the child did; signals
     this process gets (TERM, INT, HUP, USR1, USR2) are passed on to the child."""
     if argv[:1] == ["serve"]:
-        sys.path.pop(0)  # not tests/: the children's own path is set for each command
+        sys.path[:] = json.loads(argv[2])  # the test process's; each command puts its own first
         serve(argv[1])
         return 0
     child = WarmPopen(argv)

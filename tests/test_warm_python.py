@@ -91,7 +91,7 @@ def _alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as stat:  # a zombie not yet reaped is dead
             return stat.read().split(")")[1].split()[0] != "Z"
-    except FileNotFoundError:  # reaped in between
+    except (FileNotFoundError, ProcessLookupError):  # reaped in between
         return False
 
 

@@ -24,7 +24,8 @@ CONFIG = {"vocab_size": 30000, "embedding_size": 32, "hidden_size": 64, "num_hid
           "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 32,
           "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 TRAINING = ["--max_seq_length=32", "--doc_stride=8", "--learning_rate=1e-3", "--num_train_steps=300",
-            "--num_warmup_steps=20", "--train_batch_size=16", "--steps_per_loop=100", "--progress_bar=false"]
+            "--num_warmup_steps=20", "--train_batch_size=16", "--steps_per_loop=100", "--progress_bar=false",
+            "--nojit_compile"]  # 22 s -> 16 s, F1 1.0 as with XLA (which the SQuAD chains keep)
 
 SERVE = textwrap.dedent(
     """

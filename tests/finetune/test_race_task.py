@@ -47,6 +47,7 @@ def trained(tmp_path_factory, data_dir, spm_model):
         "--do_train", "--do_eval", f"--max_seq_length={SEQ}", f"--max_qa_length={QA}",
         "--learning_rate=3e-3", "--num_train_steps=120", "--num_warmup_steps=20", "--train_batch_size=16",
         "--eval_batch_size=32", "--classifier_dropout=0", "--steps_per_loop=60", "--noprogress_bar",
+        "--nojit_compile",  # 14 s -> 10 s; dev accuracy 0.993 (0.9 needed); XLA: the SQuAD chains
     ])
     return {"root": root, "passages": passages, "out": out, "summary": summary}
 

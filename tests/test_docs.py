@@ -40,6 +40,7 @@ from importlib.metadata import entry_points
 import pytest
 
 from tests.conftest import REPO_ROOT, SMALL_DATA_DIR
+from tests.warm_python import shell_functions
 
 DOCS = REPO_ROOT / "docs"
 _TRAINING = ["--num_train_steps=2", "--num_warmup_steps=1", "--nojit_compile", "--noprogress_bar"]
@@ -141,11 +142,8 @@ def _lay_out(root: pathlib.Path, demo: pathlib.Path) -> pathlib.Path:
 
 def _preamble() -> str:
     # A bash function named as each tool runs the tool, with the step flags after the doc's own, in
-    # a child of the warm Python (tests/warm_python.py: TensorFlow loaded already) with the shell's
-    # stdin, stdout, stderr, folder and environment.
-    warm = f"{sys.executable} {REPO_ROOT / 'tests' / 'warm_python.py'}"
-    return "".join(f'{tool}() {{ {warm} {tool} "$@" {" ".join(STEP_FLAGS.get(tool, []))}; }}\n'
-                   for tool in TOOLS)
+    # a child of the warm Python (TensorFlow loaded already).
+    return shell_functions(TOOLS, STEP_FLAGS)
 
 
 def _json(path):

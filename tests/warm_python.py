@@ -346,6 +346,15 @@ def run(args, *, cwd=None, env=None, capture_output=False, text=False, timeout=N
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
+def shell_functions(tools, extra_flags=None) -> str:
+    """A bash preamble: a function named as each console script in `tools` that runs it, with
+    `extra_flags[tool]` after the command line's own flags, in a warm child with the shell's stdin,
+    stdout, stderr, folder and environment (which must name the socket: `WarmPython(shell=True)`)."""
+    warm = f"{sys.executable} {pathlib.Path(__file__).resolve()}"
+    return "".join(f'{tool}() {{ {warm} {tool} "$@" {" ".join((extra_flags or {}).get(tool, []))}; }}\n'
+                   for tool in tools)
+
+
 class WarmPython:
     """A warm process (the `warm_python` fixture: one per test worker), started in `folder` with
     this process's environment and `env` over it (what TensorFlow reads as it loads), and its

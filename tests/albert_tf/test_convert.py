@@ -22,6 +22,7 @@ from albert_tf.presets import folder
 from albert_tf.checkpoints import weights
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from tests.albert_tf import hf_reference
+from tests.warm_python import SOCKET_ENV, shell_functions
 
 TINY_SPM = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "export" / "tiny_spm.model"
 
@@ -374,12 +375,14 @@ def test_tf1_checkpoint_with_22_layers_in_22_groups_converts(tmp_path):
     assert "encoder_only" not in str(error.value) and "groups used" in str(error.value)
 
 
-def test_command_lines_convert_and_export(tf1_reference, tmp_path):
+def test_command_lines_convert_and_export(tf1_reference, tmp_path, warm_python):
     _, tensors = tf1_reference
     folder = tf1_tarball(tmp_path / "albert_small", SMALL, tensors)
     bin_dir = pathlib.Path(sys.executable).parent
-    env = {"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": f"{bin_dir}:/usr/bin:/bin"}
-    script = (
+    env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": f"{bin_dir}:/usr/bin:/bin", SOCKET_ENV: warm_python.socket}
+    # Each tool in a child of the warm Python (TensorFlow loaded already), as the installed script
+    # runs it (those run in test_fresh_clone.py and test_readme_demo.py).
+    script = shell_functions(["albert-convert", "albert-export"]) + (
         f"albert-convert --source tf1 --input {folder} --output_dir {tmp_path / 'preset'} && "
         f"albert-export --preset {tmp_path / 'preset'} --model pretrainer --max_seq_length 16 "
         f"--max_predictions_per_seq 3 --output_dir {tmp_path / 'saved'}"

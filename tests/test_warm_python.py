@@ -41,6 +41,14 @@ def test_modules_scripts_and_console_scripts_run_as_python_runs_them(warm_python
     assert installed.returncode == 2
 
 
+def test_a_child_handles_signals_as_a_new_python_does(warm_python):
+    code = ("import signal; print([signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, "
+            "signal.SIGXFSZ, signal.SIGHUP, signal.SIGCHLD)], signal.pthread_sigmask(signal.SIG_BLOCK, []))")
+    warm = warm_python.run(["-c", code], capture_output=True, text=True, timeout=60)
+    new = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert warm.stdout == new.stdout and "Handlers.SIG_IGN: 1>, <Handlers.SIG_IGN" in new.stdout
+
+
 def test_an_exception_is_a_traceback_and_status_1(warm_python):
     ran = warm_python.run(["-c", "raise ValueError('no')"], capture_output=True, text=True, timeout=60)
     assert ran.returncode == 1

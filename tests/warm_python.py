@@ -136,7 +136,9 @@ def _child(request: dict, fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     os.umask(request["umask"])
-    for number in (signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+    # Python's own start: SIGPIPE and SIGXFSZ ignored (kept from the warm process), SIGINT its
+    # KeyboardInterrupt, the rest the system's default.
+    for number in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     code = 0

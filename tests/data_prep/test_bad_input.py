@@ -96,7 +96,10 @@ def test_sigint_to_the_parent_stops_its_workers_and_leaves_no_partial_shard(tmp_
                f"--spm_model_file={spm_model}", "--max_seq_length=64", "--max_predictions_per_seq=5",
                "--dupe_factor=40", "--num_output_shards=2", "--num_workers=2", "--noprogress"]
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    process = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C's SIGINT reaches a command in the foreground, where its default action holds; a test run
+    # started in the background (`pytest &`) has it ignored, and the child would inherit that.
+    process = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and process.poll() is None and not list(out.glob("*.incomplete-*")):

@@ -136,8 +136,9 @@ def _child(request: dict, fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     os.umask(request["umask"])
-    # Python's own start: SIGPIPE and SIGXFSZ ignored (kept from the warm process), SIGINT its
-    # KeyboardInterrupt, the rest the system's default.
+    # Python's own start in the foreground: SIGPIPE and SIGXFSZ ignored (kept from the warm
+    # process), SIGINT its KeyboardInterrupt (whether or not the caller ignores it), the rest the
+    # system's default.
     for number in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -82,14 +82,16 @@ def small_data_dir() -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def fresh_process(tmp_path_factory):
-    """A process without this package, importing only tensorflow and tensorflow_text, that runs
-    scripts (`tests.helpers.FreshProcess`): one per test worker, shared by every test that serves
-    a SavedModel there."""
-    from tests.helpers import FreshProcess
+    """A warm Python without this package (`tests.warm_python.WarmPython`): it has imported only
+    tensorflow and tensorflow_text, its children have nothing of the tests' environment but PATH;
+    `fresh_process.script(path, *argv)` is what the script printed. One per test worker, shared by
+    every test that serves a SavedModel where this package is not (each script checks that)."""
+    from tests.warm_python import WarmPython
 
-    process = FreshProcess(tmp_path_factory.mktemp("fresh_process"))
-    yield process
-    process.close()
+    warm = WarmPython(tmp_path_factory.mktemp("fresh_process"), {"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
+                      preload=("tensorflow", "tensorflow_text"))
+    yield warm
+    warm.close()
 
 
 @pytest.fixture(scope="session")
@@ -109,6 +111,6 @@ def multi_worker_python(tmp_path_factory):
     level to 3 before loading it (a child that does not fails: tests.warm_python.LOAD_TIME_ENV)."""
     from tests.warm_python import WarmPython
 
-    warm = WarmPython(tmp_path_factory.mktemp("multi_worker_python"), {"TF_CPP_MIN_LOG_LEVEL": "3"})
+    warm = WarmPython(tmp_path_factory.mktemp("multi_worker_python"), {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     yield warm
     warm.close()

@@ -4,10 +4,8 @@ import contextlib
 import json
 import os
 import pathlib
-import select
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -54,56 +52,6 @@ FRESH_SERVING_SCRIPT = textwrap.dedent(
     print(json.dumps({k: plain(v.numpy().tolist()) for k, v in out.items()}))
     """
 )
-
-
-class FreshProcess:
-    """One process that imports only tensorflow and tensorflow_text (tests/fixtures/export/
-    fresh_server.py), started once per test worker (the `fresh_process` fixture of conftest.py),
-    that runs the scripts it is sent as `python SCRIPT ARG...` would: a SavedModel asked there is
-    served without this package, and each script no longer pays a TensorFlow start-up of its own.
-    It runs outside the repository with nothing of the tests' environment but PATH."""
-
-    SERVER = pathlib.Path(__file__).resolve().parent / "fixtures" / "export" / "fresh_server.py"
-
-    def __init__(self, folder: pathlib.Path):
-        self._folder = folder
-        self._jobs = 0
-        self._stderr = open(folder / "server.stderr", "w")
-        self._start()
-
-    def _start(self):
-        self._process = subprocess.Popen(
-            [sys.executable, str(self.SERVER)], cwd=self._folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._stderr, text=True, env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
-        )
-
-    def run(self, script, *argv, timeout: float = 600) -> str:
-        """Runs `script` (a path) with `argv` there; returns what it printed. A script that fails,
-        or runs past `timeout` seconds (the process is then killed), fails the test."""
-        if self._process.poll() is not None:  # killed by an earlier job's timeout
-            self._start()
-        self._jobs += 1
-        stdout = self._folder / f"job-{self._jobs}.stdout"
-        job = {"script": str(script), "argv": [str(a) for a in argv], "stdout": str(stdout)}
-        self._process.stdin.write(json.dumps(job) + "\n")
-        self._process.stdin.flush()
-        ready, _, _ = select.select([self._process.stdout], [], [], timeout)
-        if not ready:
-            self._process.kill()
-            self._process.wait()
-            raise AssertionError(f"{script} did not end in {timeout} s in the fresh process")
-        reply = self._process.stdout.readline()
-        if not reply:
-            raise AssertionError(f"the fresh process ended: {(self._folder / 'server.stderr').read_text()[-3000:]}")
-        answer = json.loads(reply)
-        assert answer["ok"], answer["error"][-3000:]
-        return stdout.read_text()
-
-    def close(self):
-        if self._process.poll() is None:
-            self._process.stdin.close()
-            self._process.wait(timeout=60)
-        self._stderr.close()
 
 
 # ---- a console script in this process (where a child process is not what a test is about) ----

@@ -51,13 +51,13 @@ PIPE, DEVNULL = subprocess.PIPE, subprocess.DEVNULL
 # ---- the warm process ----
 
 
-def serve(path: str) -> None:
-    """Loads PRELOAD, then forks a child for each request on the unix socket `path`; tells each
+def serve(path: str, preload=PRELOAD) -> None:
+    """Loads `preload`, then forks a child for each request on the unix socket `path`; tells each
     requester its child's pid and, when it ends, its exit status; a requester that hangs up has its
     child killed."""
     import importlib
 
-    for name in PRELOAD:
+    for name in preload:
         importlib.import_module(name)
     _loaded_with.update({name: os.environ.get(name) for name in LOAD_TIME_ENV})
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -355,30 +355,43 @@ def shell_functions(tools, extra_flags=None) -> str:
 
 class WarmPython:
     """A warm process (the `warm_python` fixture: one per test worker), started in `folder` with
-    this process's environment and `env` over it (what TensorFlow reads as it loads), and its
-    children: `popen` and `run` as subprocess's, `args` as after `python`. With `shell`, its
-    socket is named in this process's environment (ALBERT_TEST_WARM_PYTHON), for a command line's
+    `env` (this process's environment if None: what TensorFlow reads as it loads) having imported
+    `preload`, and its children: `popen` and `run` as subprocess's, `args` as after `python`, the
+    children's environment `env` unless given another. With `shell`, its socket is named in this
+    process's environment (ALBERT_TEST_WARM_PYTHON), for a command line's
     `python tests/warm_python.py ARGS...`."""
 
-    def __init__(self, folder: pathlib.Path, env: dict | None = None, shell: bool = False):
+    def __init__(self, folder: pathlib.Path, env: dict | None = None, shell: bool = False, preload=PRELOAD):
         self.socket = str(folder / "warm.sock")
+        self._env = env
         self._shell = shell
         self._log = open(folder / "warm.stderr", "w")
         # The modules this process imports (a checkout other than the installed one included).
         self._process = subprocess.Popen(
-            [sys.executable, __file__, "serve", self.socket, json.dumps(sys.path)], cwd=folder,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log, text=True,
-            env={**os.environ, **(env or {})})
+            [sys.executable, __file__, "serve", self.socket, json.dumps(sys.path), json.dumps(list(preload))],
+            cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
         if self._process.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the warm Python did not start: {(folder / 'warm.stderr').read_text()[-3000:]}")
         if shell:
             os.environ[SOCKET_ENV] = self.socket
 
     def popen(self, args, **kwargs) -> WarmPopen:
+        kwargs.setdefault("env", self._env)
         return WarmPopen(args, warm=self.socket, **kwargs)
 
     def run(self, args, **kwargs) -> subprocess.CompletedProcess:
+        kwargs.setdefault("env", self._env)
         return run(args, warm=self.socket, **kwargs)
+
+    def script(self, path, *argv, timeout: float = 600) -> str:
+        """What `python PATH ARGV...` printed; a script that fails or runs past `timeout` seconds
+        (it is then killed) fails the test, with its stderr."""
+        try:
+            ran = self.run([path, *argv], capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{path} did not end in {timeout} s") from None
+        assert ran.returncode == 0, f"{path}: exit status {ran.returncode}\n{ran.stderr[-3000:]}"
+        return ran.stdout
 
     def close(self):
         if self._shell:
@@ -401,7 +414,7 @@ def _main(argv: list[str]) -> int:
     this process gets (TERM, INT, HUP, USR1, USR2) are passed on to the child."""
     if argv[:1] == ["serve"]:
         sys.path[:] = json.loads(argv[2])  # the test process's; each command puts its own first
-        serve(argv[1])
+        serve(argv[1], json.loads(argv[3]))
         return 0
     child = WarmPopen(argv)
     for number in _FORWARDED:

@@ -187,7 +187,7 @@ def fresh_results(exported, tmp_path_factory, fresh_process):
     jobs_file = root / "jobs.json"
     jobs_file.write_text(json.dumps(jobs))
     # Outside the repository, without this package; the module check below is what proves independence.
-    fresh_process.run(RUNNER, jobs_file)
+    fresh_process.script(RUNNER, jobs_file)
     return {name: dict(np.load(root / f"{name}.npz")) for name in exported}, batch
 
 

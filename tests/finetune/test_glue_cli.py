@@ -104,7 +104,7 @@ def test_exported_classifier_labels_raw_text_in_a_fresh_process(mrpc_run, mrpc_d
     jobs = [{"saved_model": summary["export_dir"], "output": str(tmp_path / "out.npz"),
              "calls": {"pairs": {"signature": "serve_text", "inputs": {"text": {"text": pairs}}}}}]
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    fresh_process.run(RUNNER, tmp_path / "jobs.json")
+    fresh_process.script(RUNNER, tmp_path / "jobs.json")
     served = np.load(tmp_path / "out.npz", allow_pickle=True)  # string outputs are object arrays
     assert served["__modules__/albert_tf"].size == 0  # the process never imported this package
 

@@ -90,7 +90,7 @@ def test_chain_learns_a_conll_sample_and_serves_it(tmp_path, small_data_dir, fre
     texts = [" ".join(s.words) for s in sentences] + ["", "  Zoë\u00a0 in  "]
     (tmp_path / "texts.json").write_text(json.dumps(texts))
     (tmp_path / "serve.py").write_text(SERVE)
-    served = json.loads(fresh_process.run(tmp_path / "serve.py", summary["export_dir"],
+    served = json.loads(fresh_process.script(tmp_path / "serve.py", summary["export_dir"],
                                           tmp_path / "texts.json").splitlines()[-1])
     for row, tags in enumerate(predicted):
         assert served["tags"][row][: served["num_words"][row]] == tags

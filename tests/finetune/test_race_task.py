@@ -97,7 +97,7 @@ def test_exported_model_answers_raw_text_in_a_fresh_process(trained, spm_model, 
         }}, "ids": {"signature": "serving_default", "inputs": {k: v.tolist() for k, v in batch.items()}}},
     }]
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    fresh_process.run(RUNNER, tmp_path / "jobs.json")
+    fresh_process.script(RUNNER, tmp_path / "jobs.json")
     got = np.load(tmp_path / "out.npz", allow_pickle=True)
     assert list(got["__modules__/albert_tf"]) == []
     np.testing.assert_allclose(got["text/probabilities"], expected, atol=1e-5)

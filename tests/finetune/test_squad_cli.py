@@ -78,7 +78,7 @@ def _serve(export_dir, examples, tmp_path, fresh_process):
     pairs.write_text(json.dumps([[e.question, e.context] for e in examples]))
     script = tmp_path / "fresh.py"
     script.write_text(FRESH_SERVING_SCRIPT)
-    return json.loads(fresh_process.run(script, export_dir, pairs).strip().splitlines()[-1])
+    return json.loads(fresh_process.script(script, export_dir, pairs).strip().splitlines()[-1])
 
 
 @pytest.mark.slow

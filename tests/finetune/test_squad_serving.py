@@ -38,7 +38,7 @@ def test_fresh_process_answers_like_the_python_pipeline(small_data_dir, tmp_path
     pairs.write_text(json.dumps([[e.question, e.context] for e in examples]))
     script = tmp_path / "fresh.py"
     script.write_text(FRESH_SERVING_SCRIPT)
-    got = json.loads(fresh_process.run(script, tmp_path / "exported", pairs).strip().splitlines()[-1])
+    got = json.loads(fresh_process.script(script, tmp_path / "exported", pairs).strip().splitlines()[-1])
 
     answers = [expected.answers[e.qas_id] for e in examples]
     assert got["answer_text"] == answers

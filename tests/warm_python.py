@@ -363,6 +363,7 @@ class WarmPython:
 
     def __init__(self, folder: pathlib.Path, env: dict | None = None, shell: bool = False, preload=PRELOAD):
         self.socket = str(folder / "warm.sock")
+        self._folder = folder
         self._env = env
         self._shell = shell
         self._log = open(folder / "warm.stderr", "w")
@@ -384,10 +385,11 @@ class WarmPython:
         return run(args, warm=self.socket, **kwargs)
 
     def script(self, path, *argv, timeout: float = 600) -> str:
-        """What `python PATH ARGV...` printed; a script that fails or runs past `timeout` seconds
-        (it is then killed) fails the test, with its stderr."""
+        """What `python PATH ARGV...` printed, run in the warm process's folder (outside the
+        repository); a script that fails or runs past `timeout` seconds (it is then killed) fails
+        the test, with its stderr."""
         try:
-            ran = self.run([path, *argv], capture_output=True, text=True, timeout=timeout)
+            ran = self.run([path, *argv], cwd=self._folder, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{path} did not end in {timeout} s") from None
         assert ran.returncode == 0, f"{path}: exit status {ran.returncode}\n{ran.stderr[-3000:]}"

@@ -253,16 +253,8 @@ class TokenServing(ServingModule):
         with tf.control_dependencies([check]):
             text = tf.identity(text)
 
-        def pack(*segments):
-            return self._tokenizer(*segments, max_seq_length=self._max_seq_length,
-                                   length_buckets=self._length_buckets)
-
-        if self._text_segments == 2:
-            packed = pack(text[:, 0], text[:, 1])
-        elif self._text_segments == 1:
-            packed = pack(text[:, 0])
-        else:
-            packed = tf.cond(tf.equal(width, 2), lambda: pack(text[:, 0], text[:, -1]), lambda: pack(text[:, 0]))
+        packed = self._tokenizer.pack_rows(text, max_seq_length=self._max_seq_length,
+                                           length_buckets=self._length_buckets)
         return {k: tf.ensure_shape(packed[k], [None, None]) for k in SEQUENCE_INPUTS}
 
     def parse_examples(self, serialized):

@@ -367,6 +367,7 @@ class AlbertGraphTokenizer(tf.Module):
         *,
         max_seq_length: int,
         length_buckets: Sequence[int] | None = None,
+        pair: tf.Tensor | None = None,
     ) -> dict[str, tf.Tensor]:
         """`[CLS] A [SEP] (B [SEP])` padded to `max_seq_length`: int32 `[B, max_seq_length]` tensors.
 
@@ -374,51 +375,71 @@ class AlbertGraphTokenizer(tf.Module):
         B on ties. With `length_buckets` (sorted, the largest `max_seq_length`, see
         `albert_tf.tokenizers.length_buckets`) the batch is padded only to the smallest bucket that holds its
         longest row: `[B, T]` with T one of the buckets, the same rows with less padding.
+        `pair`, a boolean scalar tensor, is for a batch known to be pairs or single texts only when
+        it runs (`pack_rows`): where it is False, `b_ids` is left out as if it were None.
         """
-        a_ids = tf.cast(a_ids, tf.int32)
-        batch = a_ids.nrows()
-        len_a = a_ids.row_lengths()
-        if b_ids is None:
-            keep_a = tf.minimum(len_a, max_seq_length - 2)
-            segments = [a_ids]
-            kept = [keep_a]
-        else:
-            b_ids = tf.cast(b_ids, tf.int32)
-            len_b = b_ids.row_lengths()
+        len_a = tf.cast(a_ids.row_lengths(), tf.int64)
+        keep_a = tf.minimum(len_a, max_seq_length - 2)
+        keep_b, closing = tf.zeros_like(len_a), tf.zeros_like(len_a)
+        if b_ids is not None:
+            len_b = tf.cast(b_ids.row_lengths(), tf.int64)
             budget = tf.constant(max_seq_length - 3, tf.int64)
             half_up = (budget + 1) // 2
-            keep_a = tf.minimum(len_a, tf.maximum(half_up, budget - len_b))
-            keep_b = tf.minimum(len_b, budget - keep_a)
+            pair_a = tf.minimum(len_a, tf.maximum(half_up, budget - len_b))
+            pair_b = tf.minimum(len_b, budget - pair_a)
             fits = len_a + len_b <= budget
-            keep_a = tf.where(fits, len_a, keep_a)
-            keep_b = tf.where(fits, len_b, keep_b)
-            segments = [a_ids, b_ids]
-            kept = [keep_a, keep_b]
-
-        def column(value):
-            return tf.RaggedTensor.from_row_lengths(tf.fill([batch], value), tf.ones([batch], tf.int64))
-
-        pieces, segment_pieces = [column(self.cls_id)], [column(0)]
-        for index, (ids, keep) in enumerate(zip(segments, kept)):
-            trimmed = tf.ragged.boolean_mask(ids, tf.ragged.range(ids.row_lengths()) < keep[:, None])
-            pieces += [trimmed, column(self.sep_id)]
-            segment_pieces += [tf.zeros_like(trimmed) + index, column(index)]
-        input_ids = tf.concat(pieces, axis=1)
-        segment_ids = tf.concat(segment_pieces, axis=1)
+            pair_a, pair_b = tf.where(fits, len_a, pair_a), tf.where(fits, len_b, pair_b)
+            if pair is None:
+                pair = tf.constant(True)
+            keep_a = tf.where(pair, pair_a, keep_a)
+            keep_b = tf.where(pair, pair_b, keep_b)
+            closing += tf.cast(pair, tf.int64)
+        # Row r: [CLS], keep_a[r] ids of A, [SEP], keep_b[r] ids of B, and [SEP] if a pair; then padding.
+        lengths = keep_a + keep_b + 2 + closing
         if length_buckets is None:
-            shape = [None, max_seq_length]
+            width = max_seq_length
         else:
-            longest = tf.reduce_max(tf.concat([input_ids.row_lengths(), [0]], axis=0))
-            shape = tf.stack([batch, tf.cast(bucket_length(longest, length_buckets), tf.int64)])
+            width = bucket_length(tf.reduce_max(tf.concat([lengths, [0]], axis=0)), length_buckets)
+        position = tf.range(tf.cast(width, tf.int64))[None, :]
+        keep_a, b_start, length = keep_a[:, None], (keep_a + 2)[:, None], lengths[:, None]
+
+        def taken(ids, first):
+            """At each position, the id of its row of `ids` that starts at `first` [B, 1] (clipped to
+            the row; a column of padding keeps a batch of empty rows one to gather from)."""
+            dense = tf.pad(tf.cast(ids, tf.int32).to_tensor(0), [[0, 0], [0, 1]])
+            index = tf.clip_by_value(position - first, 0, tf.cast(tf.shape(dense)[1] - 1, tf.int64))
+            return tf.gather(dense, index, batch_dims=1)
+
+        in_b = (position >= b_start) & (position < b_start + keep_b[:, None])
+        input_ids = tf.where(position < length, self.sep_id, self.pad_id)
+        if b_ids is not None:
+            input_ids = tf.where(in_b, taken(b_ids, b_start), input_ids)
+        input_ids = tf.where((position >= 1) & (position <= keep_a), taken(a_ids, tf.ones_like(keep_a)), input_ids)
+        input_ids = tf.where(position == 0, self.cls_id, input_ids)
         return {
-            "input_ids": input_ids.to_tensor(self.pad_id, shape=shape),
-            "input_mask": tf.ones_like(input_ids).to_tensor(0, shape=shape),
-            "segment_ids": segment_ids.to_tensor(0, shape=shape),
+            "input_ids": input_ids,
+            "input_mask": tf.cast(position < length, tf.int32),
+            "segment_ids": tf.cast((position >= b_start) & (position < length), tf.int32),
         }
 
     def __call__(self, texts_a, texts_b=None, *, max_seq_length: int,
                  length_buckets: Sequence[int] | None = None) -> dict[str, tf.Tensor]:
-        """Tokenizes one or two batches of strings and packs them (see `pack`)."""
-        a_ids = self.tokenize(texts_a)
-        b_ids = None if texts_b is None else self.tokenize(texts_b)
-        return self.pack(a_ids, b_ids, max_seq_length=max_seq_length, length_buckets=length_buckets)
+        """Tokenizes one or two batches of strings `[B]` and packs them (see `pack`): both batches
+        go through the tokenizer in one pass, which in a traced function is half the ops."""
+        if texts_b is None:
+            return self.pack(self.tokenize(texts_a), max_seq_length=max_seq_length, length_buckets=length_buckets)
+        texts_a = tf.convert_to_tensor(texts_a, tf.string)
+        ids = self.tokenize(tf.concat([texts_a, tf.convert_to_tensor(texts_b, tf.string)], axis=0))
+        count = tf.shape(texts_a, out_type=tf.int64)[0]
+        return self.pack(ids[:count], ids[count:], max_seq_length=max_seq_length, length_buckets=length_buckets)
+
+    def pack_rows(self, texts, *, max_seq_length: int,
+                  length_buckets: Sequence[int] | None = None) -> dict[str, tf.Tensor]:
+        """Rows of one text or a pair, `texts` `[B, 1]` or `[B, 2]` (the width may be known only
+        when it runs), tokenized in one pass and packed as `__call__` packs them."""
+        texts = tf.convert_to_tensor(texts, tf.string)
+        ids = self.tokenize(tf.reshape(texts, [-1]))  # row by row: a row's segments are adjacent
+        shape = tf.shape(texts, out_type=tf.int64)
+        first = tf.range(shape[0]) * shape[1]
+        return self.pack(tf.gather(ids, first), tf.gather(ids, first + shape[1] - 1), max_seq_length=max_seq_length,
+                         length_buckets=length_buckets, pair=tf.equal(shape[1], 2))

@@ -92,6 +92,40 @@ def test_text_pairs_end_to_end(tokenizers):
     assert packed["input_ids"].numpy().tolist() == expected
 
 
+def _sentencepiece_ops(concrete_function) -> int:
+    """How many SentencePiece kernels a traced function runs (nested functions included)."""
+    graph = concrete_function.graph.as_graph_def()
+    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    return sum(n.op.endswith("SentencepieceTokenize") for n in nodes)
+
+
+def test_pack_rows_takes_single_texts_or_pairs_known_only_when_it_runs(tokenizers):
+    """One traced function packs `[B, 1]` and `[B, 2]` batches as `__call__` does, with the
+    segments of every row through one SentencePiece kernel: serve_text had a tf.cond over two
+    packings, three tokenizers in all, whose ops made exports and a server's first call slow."""
+    python_tokenizer, graph_tokenizer = tokenizers
+    rng = random.Random(5)
+    words = "the a of cat 2012, dog !!!! house running quickly über naïve".split()
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 30))) for _ in range(40)]
+    rows = tf.function(lambda t: graph_tokenizer.pack_rows(t, max_seq_length=24, length_buckets=(8, 16, 24)))
+    traced = rows.get_concrete_function(tf.TensorSpec([None, None], tf.string))
+    pairs = tf.function(lambda a, b: graph_tokenizer(a, b, max_seq_length=24))
+    assert _sentencepiece_ops(traced) == 1
+    assert _sentencepiece_ops(pairs.get_concrete_function(*[tf.TensorSpec([None], tf.string)] * 2)) == 1
+    encoded = [python_tokenizer.encode(t) for t in texts]
+    for width in (1, 2):
+        batch = [texts[k : k + width] for k in range(0, 40, width)]
+        packed = traced(tf.constant(batch))
+        expected = [python_tokenizer.pack(*[encoded[k + j] for j in range(width)], max_seq_length=24)
+                    for k in range(0, 40, width)]
+        longest = max(sum(row["input_mask"]) for row in expected)
+        assert packed["input_ids"].shape[1] == min(n for n in (8, 16, 24) if n >= longest)
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            assert packed[key].numpy().tolist() == [row[key][: packed[key].shape[1]] for row in expected]
+    empty = traced(tf.zeros([0, 2], tf.string))
+    assert [v.shape.as_list() for v in empty.values()] == [[0, 8]] * 3
+
+
 def test_round_trips_through_a_saved_model_with_the_model_as_an_asset(tmp_path, model_path, tokenizers):
     python_tokenizer, _ = tokenizers
     module = tf.Module()

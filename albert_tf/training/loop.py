@@ -163,16 +163,18 @@ class Trainer:
         # passed over for the one before it, rather than ending the run or starting from scratch.
         candidates = [latest] + [p for p in reversed(self.manager.checkpoints) if p != latest]
         for path in candidates:
+            # Checked before restoring: a restore that fails on shapes leaves TensorFlow to warn of
+            # unrestored values whenever the garbage collector next frees them, long after the error.
+            other_model = self._shape_differences(path)
+            if other_model:  # readable, but of another model: no older checkpoint helps
+                raise UserError(
+                    f"output_dir {self.options.output_dir} holds checkpoints of another model: {other_model}; "
+                    "use a fresh output_dir, or the config (and task) that wrote them"
+                )
             try:
                 self._restore(path)
                 break
             except (IndexError, ValueError, tf.errors.OpError) as error:
-                other_model = self._shape_differences(path)
-                if other_model:  # readable, but of another model: no older checkpoint helps
-                    raise UserError(
-                        f"output_dir {self.options.output_dir} holds checkpoints of another model: {other_model}; "
-                        "use a fresh output_dir, or the config (and task) that wrote them"
-                    ) from None
                 files = ", ".join(sorted(tf.io.gfile.glob(path + ".*"))) or path
                 logging.warning("checkpoint %s is unreadable (%s; its files: %s): trying the one before",
                                 path, reason(error), files)

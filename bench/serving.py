@@ -15,6 +15,14 @@ with `max_seq_length` 512, once padding every request to 512 (`length_buckets=[5
 alternating within each repeat; the table gives medians and the ratio. Goal: at least 5x at batch 1.
 
     python bench/serving.py --padding [--seq_length 512] [--sentence_words 20] [--batch_sizes 1,32]
+
+With `--cold`, it times what a new server pays once: the export, and in a new process per call
+(`--repeats` of each, alternating) loading the SavedModel and its first `serve_text` call against
+its first `serving_default` call on the same text tokenized beforehand (the model alone); the first
+call is where TensorFlow optimises the signature's graph. Goal: serve_text's first call within
+1 s of serving_default's.
+
+    python bench/serving.py --cold [--size albert_base_v2] [--repeats 5]
 """
 
 import os
@@ -39,6 +47,28 @@ flags.DEFINE_integer("repeats", 10, "Timed repeats per batch size (after 2 warm-
 flags.DEFINE_bool("pairs", False, "Serve sentence pairs instead of single segments.")
 flags.DEFINE_bool("padding", False, "Compare serve_text padded to --seq_length with bucketed padding.")
 flags.DEFINE_integer("sentence_words", 20, "Words per sentence served with --padding.")
+flags.DEFINE_bool("cold", False, "Time the export, the load and the first call of serve_text and serving_default.")
+
+# Run in a new Python by --cold: loads the SavedModel, then times one first call (argv: folder, signature).
+COLD_CALL = """
+import json, sys, time
+started = time.perf_counter()
+import tensorflow as tf, tensorflow_text
+imported = time.perf_counter()
+model = tf.saved_model.load(sys.argv[1])
+loaded = time.perf_counter()
+text = tf.constant([["A first sentence to serve.", "And the second one of the pair."]])
+if sys.argv[2] == "serve_text":
+    call = lambda: model.signatures["serve_text"](text=text)
+else:
+    ids = model.signatures["tokenize"](text=text)
+    call = lambda: model.signatures["serving_default"](**ids)
+first = time.perf_counter()
+call()
+second = time.perf_counter()
+call()
+print(json.dumps({"load": loaded - imported, "first": second - first, "next": time.perf_counter() - second}))
+"""
 
 
 def _texts(path: str, count: int, pairs: bool) -> list[list[str]]:
@@ -113,11 +143,47 @@ def padding_main():
               f"{padded_ms / bucketed_ms:.1f}x | {paired:.1f}x | {difference:.1e} |")
 
 
+def cold_main():
+    """The export, then per signature its load and first call in new processes, alternating."""
+    import json
+    import subprocess
+    import sys
+
+    from albert_tf import AlbertConfig, AlbertEncoder
+    from albert_tf.serving.export import export_encoder
+
+    encoder = AlbertEncoder(AlbertConfig.named(FLAGS.size))
+    encoder.build()
+    export_dir = os.path.join(tempfile.mkdtemp(prefix="albert_serving_cold_"), "export")
+    started = time.perf_counter()
+    export_encoder(encoder, export_dir, FLAGS.spm_model_file, FLAGS.seq_length)
+    export_s = time.perf_counter() - started
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    runs = {"serve_text": [], "serving_default": []}
+    for _ in range(FLAGS.repeats):
+        for signature, times in runs.items():
+            result = subprocess.run([sys.executable, "-c", COLD_CALL, export_dir, signature], env=env,
+                                    capture_output=True, text=True, check=True)
+            times.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    print(f"{FLAGS.size}, max_seq_length {FLAGS.seq_length}, a pair of sentences, {FLAGS.repeats} new processes "
+          f"per signature (medians), {os.cpu_count()} CPUs; export took {export_s:.1f} s")
+    print()
+    print("| signature | load s | first call s | next call ms |")
+    print("|---|---|---|---|")
+    for signature, times in runs.items():
+        load, first, after = (statistics.median(t[key] for t in times) for key in ("load", "first", "next"))
+        print(f"| {signature} | {load:.2f} | {first:.2f} | {1000 * after:.1f} |")
+    extra = statistics.median(a["first"] - b["first"] for a, b in zip(runs["serve_text"], runs["serving_default"]))
+    print(f"\nserve_text's first call takes {extra:.2f} s more than serving_default's (median of paired runs)")
+
+
 def main(argv):
     del argv
     harness.quiet_tensorflow("3")
     if FLAGS.padding:
         return padding_main()
+    if FLAGS.cold:
+        return cold_main()
     import numpy as np
     import tensorflow as tf
     import tensorflow_text  # noqa: F401

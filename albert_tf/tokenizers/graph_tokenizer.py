@@ -390,10 +390,10 @@ class AlbertGraphTokenizer(tf.Module):
             fits = len_a + len_b <= budget
             pair_a, pair_b = tf.where(fits, len_a, pair_a), tf.where(fits, len_b, pair_b)
             if pair is None:
-                pair = tf.constant(True)
-            keep_a = tf.where(pair, pair_a, keep_a)
-            keep_b = tf.where(pair, pair_b, keep_b)
-            closing += tf.cast(pair, tf.int64)
+                keep_a, keep_b, closing = pair_a, pair_b, closing + 1
+            else:
+                keep_a, keep_b = tf.where(pair, pair_a, keep_a), tf.where(pair, pair_b, keep_b)
+                closing += tf.cast(pair, tf.int64)
         # Row r: [CLS], keep_a[r] ids of A, [SEP], keep_b[r] ids of B, and [SEP] if a pair; then padding.
         lengths = keep_a + keep_b + 2 + closing
         if length_buckets is None:
@@ -425,7 +425,7 @@ class AlbertGraphTokenizer(tf.Module):
     def __call__(self, texts_a, texts_b=None, *, max_seq_length: int,
                  length_buckets: Sequence[int] | None = None) -> dict[str, tf.Tensor]:
         """Tokenizes one or two batches of strings `[B]` and packs them (see `pack`): both batches
-        go through the tokenizer in one pass, which in a traced function is half the ops."""
+        go through the tokenizer in one pass, so a traced function holds one tokenizer, not two."""
         if texts_b is None:
             return self.pack(self.tokenize(texts_a), max_seq_length=max_seq_length, length_buckets=length_buckets)
         texts_a = tf.convert_to_tensor(texts_a, tf.string)

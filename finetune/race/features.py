@@ -150,7 +150,7 @@ def graph_features(tokenizer, articles, questions, options, max_seq_length: int 
     has_blank = parts.row_lengths() > 1
     qa = tf.where(has_blank, replaced, tf.strings.join([question_rows, option_rows], separator=" "))
 
-    # Both in one pass of the tokenizer: in a traced function that is half the ops.
+    # Both in one pass: a traced function (the export's serve_text) holds one tokenizer, not two.
     ids = tokenizer.tokenize(tf.concat([qa, articles], axis=0))
     qa_ids = ids[: batch * NUM_OPTIONS]
     qa_length = qa_ids.row_lengths()

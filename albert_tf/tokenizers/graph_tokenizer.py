@@ -424,22 +424,22 @@ class AlbertGraphTokenizer(tf.Module):
 
     def __call__(self, texts_a, texts_b=None, *, max_seq_length: int,
                  length_buckets: Sequence[int] | None = None) -> dict[str, tf.Tensor]:
-        """Tokenizes one or two batches of strings `[B]` and packs them (see `pack`): both batches
-        go through the tokenizer in one pass, so a traced function holds one tokenizer, not two."""
-        if texts_b is None:
-            return self.pack(self.tokenize(texts_a), max_seq_length=max_seq_length, length_buckets=length_buckets)
-        texts_a = tf.convert_to_tensor(texts_a, tf.string)
-        ids = self.tokenize(tf.concat([texts_a, tf.convert_to_tensor(texts_b, tf.string)], axis=0))
-        count = tf.shape(texts_a, out_type=tf.int64)[0]
-        return self.pack(ids[:count], ids[count:], max_seq_length=max_seq_length, length_buckets=length_buckets)
+        """Tokenizes one or two batches of strings `[B]` and packs them (see `pack_rows`)."""
+        segments = [texts_a] if texts_b is None else [texts_a, texts_b]
+        texts = tf.stack([tf.convert_to_tensor(t, tf.string) for t in segments], axis=1)
+        return self.pack_rows(texts, max_seq_length=max_seq_length, length_buckets=length_buckets)
 
     def pack_rows(self, texts, *, max_seq_length: int,
                   length_buckets: Sequence[int] | None = None) -> dict[str, tf.Tensor]:
         """Rows of one text or a pair, `texts` `[B, 1]` or `[B, 2]` (the width may be known only
-        when it runs), tokenized in one pass and packed as `__call__` packs them."""
+        when it runs), packed as `pack` packs them. Every segment of the batch goes through the
+        tokenizer in one pass, so a traced function holds one tokenizer, not one per segment."""
         texts = tf.convert_to_tensor(texts, tf.string)
         ids = self.tokenize(tf.reshape(texts, [-1]))  # row by row: a row's segments are adjacent
+        width = texts.shape[1]
+        if width == 1:
+            return self.pack(ids, max_seq_length=max_seq_length, length_buckets=length_buckets)
         shape = tf.shape(texts, out_type=tf.int64)
         first = tf.range(shape[0]) * shape[1]
         return self.pack(tf.gather(ids, first), tf.gather(ids, first + shape[1] - 1), max_seq_length=max_seq_length,
-                         length_buckets=length_buckets, pair=tf.equal(shape[1], 2))
+                         length_buckets=length_buckets, pair=None if width == 2 else tf.equal(shape[1], 2))

@@ -9,10 +9,10 @@ whose action flags mean otherwise (SQuAD's --do_predict also scores) passes its 
 1. the options: each flag named as a field of `finetune.options.FinetuneOptions`; those of the
    task's hparams (`finetune.task.HPARAM_FIELDS`) default to the hparams, the others to the field's
    default;
-2. the data files checked, the strategy made, the encoder source found (`--init_checkpoint`: a run
-   folder or checkpoint, a SavedModel, a preset folder or a TF1 checkpoint; `--preset`; or random
-   weights with `--albert_config_file`), and its vocabulary checked against the SentencePiece model
-   (`--spm_model_file`, default: the one the source carries);
+2. the data files checked, the strategy made, the encoder source found (`--preset`, or
+   `--init_checkpoint`, its release's name: any model source, `albert_tf.presets.model_source`; or
+   random weights with `--albert_config_file`), and its vocabulary checked against the SentencePiece
+   model (`--spm_model_file`, default: the one the source carries);
 3. `--do_train`: train (resuming from `output_dir`'s latest checkpoint if any);
    `--do_eval`: each evaluation split's metrics into `eval_results.json` (and TensorBoard's
    `eval/`); `--do_predict`: each prediction split's files (the task's `write_predictions`);
@@ -32,7 +32,8 @@ from absl import app, flags, logging
 
 from albert_tf.training import options as run_options
 from albert_tf.cli import entry_point
-from albert_tf.cli.option_flags import define_option_flags, define_strategy_flags, option_values, weights_source
+from albert_tf.cli.option_flags import (define_option_flags, define_strategy_flags, define_weights_source_flags,
+                                        option_values, weights_source)
 from albert_tf.cli.release_flags import apply_release_flags
 from albert_tf.utils.errors import FlagError, UserError
 from albert_tf.utils.files import locked_run_folder, prepare_output_dir, write_json
@@ -79,11 +80,7 @@ def define_flags(flag_values: flags.FlagValues, hparams: Sequence[str] = (), hpa
         define("enum", "hparams", hparams[0], f"The hyperparameters that fill the flags not given: {hparams_help}",
                enum_values=list(hparams))
 
-    define("string", "init_checkpoint", None, "Encoder weights to start from: an albert-pretrain (or fine-tuning) "
-           "output_dir or checkpoint prefix, an encoder/pretrainer SavedModel of albert-export, a preset folder, "
-           "or a TF1 checkpoint of the original release.")
-    define("string", "preset", None, "Instead of --init_checkpoint: a preset folder (config.json, "
-           "model.weights.h5, spiece.model).")
+    define_weights_source_flags(flag_values, "The encoder (and, from a run or preset of the same task, its head)")
     define("string", "albert_config_file", None, "The model's albert_config.json; needed when the checkpoint's "
            "folder has none, and to start from random weights.")
     define("string", "spm_model_file", None, "The SentencePiece model (default: the one the --init_checkpoint or "
@@ -325,8 +322,8 @@ def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
         raise app.UsageError("--spm_model_file is required (the vocabulary the model was pretrained with)")
     tokenizer = AlbertTokenizer(spm_model_file)
     preset_folder.check_pieces(spm_model_file, tokenizer.vocab_size, config.vocab_size)
-    if F.init_checkpoint:
-        initialization.check_vocab_size(F.init_checkpoint, tokenizer.vocab_size, f"--spm_model_file {spm_model_file}")
+    if F.spm_model_file:
+        initialization.check_vocab_size(source, tokenizer.vocab_size, f"--spm_model_file {spm_model_file}")
     print(f"encoder: {source.describe()}", flush=True)  # which source --init_checkpoint named, or the run folder
 
     cache_dir = F.cache_dir or os.path.join(F.output_dir, "features")

@@ -1,19 +1,20 @@
 """A run folder and its checkpoints: what albert-pretrain and the fine-tuning tools write
 (`tf.train.Checkpoint` of the model's variables by name, `albert_config.json` and the run's
-`spiece.model` beside them), the rules a run keeps in it, and its checkpoints read back strictly
-as a source of weights.
+`spiece.model` beside them) and the rules a run keeps in it.
 
 - `check_output_dir`: a folder holding checkpoints of another config is refused; a run records
   its config there.
 - `keep_run_vocabulary`: the run's vocabulary is copied in, so that later tools need no
   --spm_model_file.
-- `load_init_checkpoint`: weights from a run's checkpoint, every one present with its shape.
+- `checkpoint_key`: a weight's name in a run's checkpoint (read as a model source by
+  `albert_tf.presets.model_source`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 
 import tensorflow as tf
 from absl import logging
@@ -21,7 +22,6 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.utils.errors import UserError
 from albert_tf.utils.files import prepare_output_dir, write_json
-from albert_tf.checkpoints.weights import check_match, model_weights
 
 CONFIG_FILE = "albert_config.json"
 RUN_VOCAB = "spiece.model"  # a run folder's vocabulary: albert-pretrain's, a fine-tuning run's
@@ -73,42 +73,20 @@ def keep_run_vocabulary(spm_model_file: str, output_dir: str) -> str:
     return kept
 
 
-def latest_checkpoint(path: str, fallback: str | None = None) -> str:
-    """The checkpoint a path names: a prefix as it is; a folder's latest (`tf.train`'s `checkpoint`
-    index), else its `fallback` prefix if that exists (the release's model.ckpt-best); a folder with
-    neither is a FileNotFoundError naming it."""
-    if not tf.io.gfile.isdir(path):
-        return path
-    latest = tf.train.latest_checkpoint(path)
-    if latest is None and fallback and tf.io.gfile.exists(os.path.join(path, fallback + ".index")):
-        latest = os.path.join(path, fallback)
-    if latest is None:
-        raise FileNotFoundError(f"init_checkpoint: no checkpoint in directory {path}")
-    return latest
-
-
-def load_init_checkpoint(model, path: str, weights: dict | None = None):
-    """Initialises `model` from a checkpoint written by this loop (a file prefix or a directory);
-    `weights`, the model's variables by name (default: all of them), says which to load.
-
-    A missing checkpoint, a variable of the model absent from it, or a tensor of another shape is
-    an error: a silent start from scratch was the original release's most reported failure.
-    """
-    path = latest_checkpoint(path)
-    if not tf.io.gfile.exists(path + ".index"):
-        raise FileNotFoundError(f"init_checkpoint: {path} does not exist (no {path}.index)")
-    weights = model_weights(model) if weights is None else weights
-    stored = dict(tf.train.list_variables(path))
-    check_match(f"init_checkpoint {path}", {key: stored[checkpoint_key(key)] for key in weights
-                                            if checkpoint_key(key) in stored},
-                {key: tuple(variable.shape) for key, variable in weights.items()})
-    tf.train.Checkpoint(model=weights).read(path).assert_existing_objects_matched().expect_partial()
-    logging.info("initialised %d variables from %s", len(weights), path)
-    return path
-
-
 def checkpoint_key(key: str) -> str:
     """The name in a run's checkpoint of the model weight named `key` (`model_weights`' names)."""
     # tf.train.Checkpoint escapes "/" and "." in dict keys of the object graph.
     escaped = key.replace(".", "..").replace("/", ".S")
     return f"model/{escaped}/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def weight_name(stored: str) -> str | None:
+    """The model weight named by a key of a run's checkpoint (`checkpoint_key`'s inverse); None for
+    the optimizer's slots and the run's other state."""
+    head, tail = "model/", "/.ATTRIBUTES/VARIABLE_VALUE"
+    if not (stored.startswith(head) and stored.endswith(tail)) or ".OPTIMIZER_SLOT" in stored:
+        return None
+    escaped = stored[len(head):-len(tail)]
+    if "/" in escaped:  # a nested object of the checkpoint, not one entry of the weights' dict
+        return None
+    return re.sub(r"\.([.S])", lambda m: "." if m.group(1) == "." else "/", escaped)

@@ -29,6 +29,8 @@ def model_weights(model) -> dict:
     its path ("encoder/group_0_inner_group_0/attention/query/kernel") keeps them all, readable,
     and independent of the top-level model's uniquified name.
     """
+    if not model.built:  # an unbuilt model has neither weights nor a path yet
+        model.build()
     weights = {}
     prefix = model.path + "/"  # a model inside another (a text classifier's classifier) has its path
     for variable in model.weights:
@@ -42,8 +44,6 @@ def model_weights(model) -> dict:
 def split(model) -> tuple[dict, dict]:
     """`(encoder, task)`: the model's variables by name, the encoder's below the encoder and the
     rest (heads) below the model. An encoder is all encoder; a task model keeps it as `.encoder`."""
-    if not model.built:
-        model.build()
     weights = model_weights(model)
     if not hasattr(model, "encoder"):
         return weights, {}

@@ -3,6 +3,12 @@
     albert-convert --source tf1 --input albert_base/ --output_dir presets/albert_base_v2
     albert-convert --source hf --input hf_albert_base_v2/ --output_dir presets/albert_base_v2
     albert-convert --source preset --to hf --input presets/mine --output_dir hf_mine/
+    albert-convert --source any --input runs/demo/model --output_dir presets/demo
+    albert-convert --source any --to hf --input runs/rte --output_dir hf_rte/
+
+With `--source any`, --input is any model source (a released name, a URL, hf://, a run's output_dir,
+a SavedModel of albert-export, a release's folder: docs/presets.md), written as a preset folder (its
+encoder, heads and vocabulary), or with `--to hf` as a Hugging Face folder.
 
 A TF1 input is the released tarball's folder (albert_config.json, 30k-clean.model,
 model.ckpt-best.*); an HF input holds config.json, model.safetensors or pytorch_model.bin and
@@ -17,7 +23,8 @@ from albert_tf.utils.errors import FlagError
 from albert_tf.utils.files import locked_run_folder, prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
-flags.DEFINE_enum("source", None, ["tf1", "hf", "preset"], "What --input holds.", flag_values=FLAGS)
+flags.DEFINE_enum("source", None, ["tf1", "hf", "preset", "any"], "What --input holds (any: any model source).",
+                  flag_values=FLAGS)
 flags.DEFINE_enum("to", "preset", ["preset", "hf"], "What to write: a preset of ours, or (from "
                   "--source preset) a Hugging Face folder.", flag_values=FLAGS)
 flags.DEFINE_string("input", None, "Input folder (or, for tf1, a checkpoint prefix).", flag_values=FLAGS)
@@ -40,10 +47,21 @@ def main(argv):
 
 def convert_to(convert):
     """The conversion the flags ask for, written into the locked --output_dir."""
-    if FLAGS.source == "preset":
+    from albert_tf.presets.loader import preset_from_source
+
+    if FLAGS.source == "any" and FLAGS.to == "preset":
+        path = preset_from_source(FLAGS.input, FLAGS.output_dir)
+    elif FLAGS.source in ("preset", "any"):
         if FLAGS.to != "hf":
             raise FlagError("--source preset converts to Hugging Face: pass --to hf")
-        path = convert.convert_preset_to_hf(FLAGS.input, FLAGS.output_dir)
+        if FLAGS.source == "preset":
+            path = convert.convert_preset_to_hf(FLAGS.input, FLAGS.output_dir)
+        else:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as work:  # the source as a preset, then as Hugging Face's
+                path = convert.convert_preset_to_hf(preset_from_source(FLAGS.input, f"{work}/preset"),
+                                                    FLAGS.output_dir)
     elif FLAGS.to != "preset":
         raise FlagError(f"--source {FLAGS.source} converts to a preset; convert that preset with "
                         "--source preset --to hf")

@@ -1,7 +1,8 @@
-"""albert-export: a preset or a pretraining run's checkpoint -> a SavedModel for serving and reuse.
+"""albert-export: any model source (a preset, a released name, a run's output_dir, ...) -> a SavedModel
+for serving and reuse.
 
     albert-export --preset albert_base_v2 --model encoder --output_dir DIR [--max_seq_length 128]
-    albert-export --init_checkpoint RUN_DIR --spm_model_file 30k-clean.model --model pretrainer --output_dir DIR
+    albert-export --preset runs/demo/model --model pretrainer --output_dir DIR
 
     albert-export --preset albert_base_v2 --precision bfloat16 --output_dir DIR
 
@@ -23,22 +24,16 @@ import os
 
 from absl import flags
 
-from albert_tf.cli.option_flags import weights_source
+from albert_tf.cli.option_flags import define_weights_source_flags, weights_source
 from albert_tf.training.options import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS
 from albert_tf.cli.entry_point import run_main
 from albert_tf.utils.errors import FlagError
 from albert_tf.utils.files import locked_run_folder, prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
-flags.DEFINE_string("preset", None, "A preset: a folder (config.json, model.weights.h5, spiece.model), a "
-                    "released name such as albert_base_v2 (albert-presets), a tarball URL or hf://<repo>.",
-                    flag_values=FLAGS)
-flags.DEFINE_string("init_checkpoint", None, "Instead of --preset: the output_dir of albert-pretrain (its "
-                    "albert_config.json and latest checkpoint), or a checkpoint prefix in such a folder (or a "
-                    "preset, as --preset takes it).",
-                    flag_values=FLAGS)
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (default: the preset's "
-                    "spiece.model; required with --init_checkpoint).", flag_values=FLAGS)
+define_weights_source_flags(FLAGS, "The model")
+flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (default: the one the source "
+                    "holds).", flag_values=FLAGS)
 flags.DEFINE_enum("model", "encoder", ["encoder", "pretrainer"], "Which model to export.", flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Output folder of the SavedModel (must not exist or be empty).",
                     flag_values=FLAGS)
@@ -57,15 +52,6 @@ flags.DEFINE_string("representative_texts", None, "--quantization=full_int8: a t
                     "calibrate on, one a line (a tab between the two texts of a pair).", flag_values=FLAGS)
 flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for the released English models).",
                   flag_values=FLAGS)
-
-
-def _run_vocabulary(checkpoint: str) -> str | None:
-    """The spiece.model that albert-pretrain keeps in its output_dir (a checkpoint prefix's folder)."""
-    from albert_tf.checkpoints.run_folder import RUN_VOCAB
-
-    run_dir = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
-    kept = os.path.join(run_dir, RUN_VOCAB)
-    return kept if os.path.exists(kept) else None
 
 
 def _check_litert_flags():
@@ -118,26 +104,15 @@ def main(argv):
 
 def export():
     """The SavedModel (or LiteRT model) the flags ask for, written into the locked --output_dir."""
-    from albert_tf.serving.export import at_precision, export_encoder, export_pretrainer, load_model
-    from albert_tf.presets import folder
-    from albert_tf.presets.loader import is_preset, names_preset
-    from albert_tf.presets.sources import resolve
+    from albert_tf.serving.export import at_precision, export_encoder, export_pretrainer
+    from albert_tf.presets.loader import open_source
+    from albert_tf.models.encoder import AlbertEncoder
+    from albert_tf.models.pretrainer import AlbertPretrainer
 
-    preset, checkpoint = FLAGS.preset, FLAGS.init_checkpoint
-    if checkpoint and (names_preset(checkpoint) or is_preset(checkpoint)):
-        preset, checkpoint = checkpoint, None  # a preset, as --preset takes it
-    if preset:
-        preset = resolve(preset)  # a name or URL: downloaded and converted once, into the cache
-    # First: a missing --init_checkpoint is named as such, before its folder's vocabulary is looked for.
-    model = at_precision(load_model(FLAGS.model, preset=preset, checkpoint=checkpoint), FLAGS.precision)
-    spm_model_file = FLAGS.spm_model_file
-    if preset:
-        spm_model_file = spm_model_file or os.path.join(preset, folder.VOCAB)
-    elif spm_model_file is None:
-        spm_model_file = _run_vocabulary(checkpoint)
-        if spm_model_file is None:
-            raise FlagError("--spm_model_file is required: the run folder of --init_checkpoint holds no "
-                            "spiece.model (albert-pretrain keeps the one it was given)")
+    source = open_source(weights_source(FLAGS))
+    model_class = AlbertPretrainer if FLAGS.model == "pretrainer" else AlbertEncoder
+    model = at_precision(model_class.from_preset(source), FLAGS.precision)
+    spm_model_file = FLAGS.spm_model_file or source.vocabulary()
     if FLAGS.format == "litert":
         from albert_tf.serving.litert import export_litert, tokenized_texts
 

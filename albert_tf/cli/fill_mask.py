@@ -1,18 +1,22 @@
-"""albert-fill-mask: fill in the [MASK]s of a sentence with a pretrainer SavedModel.
+"""albert-fill-mask: fill in the [MASK]s of a sentence with a pretrainer: a SavedModel of one, or any
+model source that holds one (a run of albert-pretrain, a release, a pretrainer preset).
 
 Example:
     albert-fill-mask --saved_model runs/demo/export_pretrainer \\
         --text "it was a truth universally [MASK] that a single man ..."
+    albert-fill-mask --preset runs/demo/model --text "it was a truth universally [MASK] ..."
 """
 
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
+from albert_tf.cli.option_flags import define_weights_source_flags, weights_source
 from albert_tf.utils.errors import FlagError
 
 FLAGS = flags.FlagValues()
 flags.DEFINE_string("saved_model", None, "A pretrainer SavedModel (albert-export --model pretrainer).",
                     flag_values=FLAGS)
+define_weights_source_flags(FLAGS, "Instead of --saved_model: the pretrainer")
 flags.DEFINE_multi_string("text", None, "Text with one or more [MASK]; repeat the flag for more texts.",
                           flag_values=FLAGS)
 flags.DEFINE_integer("top_k", 5, "Candidates shown per [MASK].", flag_values=FLAGS)
@@ -20,11 +24,12 @@ flags.DEFINE_integer("top_k", 5, "Candidates shown per [MASK].", flag_values=FLA
 
 def main(argv):
     del argv
-    if not FLAGS.saved_model or not FLAGS.text:
-        raise FlagError("--saved_model and --text are required")
-    from albert_tf.serving.fill_mask import fill_mask, saved_model_predictor
+    source = weights_source(FLAGS)
+    if bool(FLAGS.saved_model) == bool(source) or not FLAGS.text:
+        raise FlagError("--text and one of --saved_model, --preset and --init_checkpoint are required")
+    from albert_tf.serving.fill_mask import fill_mask, model_predictor
 
-    predict, tokenizer = saved_model_predictor(FLAGS.saved_model)
+    predict, tokenizer = model_predictor(FLAGS.saved_model or source)
     for text in FLAGS.text:
         candidates = fill_mask(text, predict, tokenizer, FLAGS.top_k)
         filled = text

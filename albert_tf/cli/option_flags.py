@@ -69,6 +69,20 @@ def define_strategy_flags(flag_values: flags.FlagValues, worker_timeout: bool = 
                            flag_values=flag_values)
 
 
+# What --preset and --init_checkpoint take, in every tool alike (albert_tf.presets.model_source).
+SOURCE_HELP = ("a released name such as albert_base_v2 (albert-presets), a tarball URL, hf://<repo>, a preset "
+               "folder, the output_dir of albert-pretrain or of a fine-tuning tool (or a checkpoint prefix in "
+               "one), a SavedModel of albert-export, or a release's folder (docs/presets.md)")
+
+
+def define_weights_source_flags(flag_values: flags.FlagValues, what: str) -> None:
+    """--preset and --init_checkpoint (the release's name for the same flag): where `what` comes
+    from, any model source, by one rule (`albert_tf.presets.loader`)."""
+    flags.DEFINE_string("preset", None, f"{what} from any model source: {SOURCE_HELP}.", flag_values=flag_values)
+    flags.DEFINE_string("init_checkpoint", None, "The release's name for --preset: the same sources, loaded by the "
+                        "same rule.", flag_values=flag_values)
+
+
 def weights_source(flag_values: flags.FlagValues, required: bool = False) -> str | None:
     """Where the weights start from: --preset or --init_checkpoint, never both (and one of them
     when `required`); None when neither is given."""

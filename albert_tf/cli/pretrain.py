@@ -21,7 +21,8 @@ from absl import flags
 from albert_tf.training import options
 from albert_tf.cli.entry_point import run_main
 from albert_tf.utils.quiet import quiet_device_start, set_tensorflow_log_level, verbose
-from albert_tf.cli.option_flags import define_option_flags, define_strategy_flags, option_values, weights_source
+from albert_tf.cli.option_flags import (define_option_flags, define_strategy_flags, define_weights_source_flags,
+                                        option_values, weights_source)
 from albert_tf.utils.errors import FlagError
 from albert_tf.utils.files import expand_patterns, locked_run_folder, prepare_output_dir
 
@@ -45,12 +46,7 @@ OPTION_FLAGS = define_option_flags(FLAGS, options.PretrainingOptions, _OPTION_HE
 flags.DEFINE_string("albert_config_file", None, "An albert_config.json (or give --size or --preset).", flag_values=FLAGS)
 flags.DEFINE_string("size", None, "A released size without weights, such as albert_base_v2 (albert-presets --sizes): "
                     "pretraining from scratch.", flag_values=FLAGS)
-flags.DEFINE_string("preset", None, "Start from a preset's weights (encoder and pretraining heads) and config: a "
-                    "folder, a released name such as albert_base_v2 (albert-presets), a tarball URL or hf://<repo>.",
-                    flag_values=FLAGS)
-flags.DEFINE_string("init_checkpoint", None, "Start from the weights of this checkpoint (a prefix or an output_dir "
-                    "of albert-pretrain, or a preset as --preset takes it); every weight must be there with its "
-                    "shape.", flag_values=FLAGS)
+define_weights_source_flags(FLAGS, "The encoder, its pretraining heads and its config (start from its weights)")
 define_strategy_flags(FLAGS, worker_timeout=True)
 
 
@@ -65,9 +61,9 @@ def load_config():
     if FLAGS.albert_config_file:
         return AlbertConfig.from_json_file(FLAGS.albert_config_file)
     if weights_source(FLAGS):
-        from albert_tf.presets.loader import init_config
+        from albert_tf.presets.loader import open_source
 
-        return init_config(weights_source(FLAGS))
+        return open_source(weights_source(FLAGS)).config
     raise FlagError("give one of --albert_config_file, --size and --preset")
 
 

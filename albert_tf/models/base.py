@@ -92,9 +92,10 @@ class AlbertConfigModel(BackboneAlias, keras.Model):
 
     @classmethod
     def from_preset(cls, preset, **kwargs):
-        """The model of a preset: a folder, a released name (`albert_base_v2`), a URL of a release
-        tarball (`...#sha256=<hex>` to pin it) or `hf://<repo>` (see `albert_tf.presets.sources`);
-        `kwargs` go to the constructor (e.g. `dtype`).
+        """The model of any model source: a released name (`albert_base_v2`), a URL of a release
+        tarball (`...#sha256=<hex>` to pin it), `hf://<repo>`, a preset folder, a run's output_dir
+        (albert-pretrain, albert-finetune-*), a SavedModel of albert-export, a release's folder or
+        checkpoint (`albert_tf.presets.model_source`); `kwargs` go to the constructor (e.g. `dtype`).
 
         The encoder loads from any preset (a pretrainer's, a classifier's); a task model's heads load
         from a preset of its own class, and are new otherwise (refused for the pretrainer).
@@ -105,10 +106,6 @@ class AlbertConfigModel(BackboneAlias, keras.Model):
 
     def save_to_preset(self, preset_dir, spm_model_file) -> str:
         """Writes this model as a preset folder (new or empty) with the vocabulary `spm_model_file`."""
-        from albert_tf.presets.folder import save_model
+        from albert_tf.presets.folder import model_task, save_model
 
-        task = None
-        if hasattr(self, "encoder"):
-            task = {"class": type(self).__name__,
-                    "arguments": {name: getattr(self, name) for name in self.config_arguments}}
-        return save_model(self, preset_dir, spm_model_file, task)
+        return save_model(self, preset_dir, spm_model_file, model_task(self))

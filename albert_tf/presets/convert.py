@@ -161,13 +161,18 @@ def convert_tf1(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
     config = AlbertConfig.from_json_file(config_file or os.path.join(folder, TF1_CONFIG))
     spm_model_file = spm_model_file or os.path.join(folder, TF1_VOCAB)
     preset_folder.check_vocabulary(spm_model_file, config)
-    prefix = find_tf1_checkpoint(input_dir)
+    encoder, heads = tf1_tensors(find_tf1_checkpoint(input_dir), config, encoder_only)
+    return _write(output_dir, config, encoder, heads, spm_model_file)
+
+
+def tf1_tensors(prefix: str, config: AlbertConfig, encoder_only: bool = False) -> tuple[dict, dict | None]:
+    """`(encoder, heads)` by our names from a TF1 checkpoint of the release; heads None where it has
+    none (or with `encoder_only`)."""
     tensors = read_tf1_checkpoint(prefix)
     with_heads = not encoder_only and any(name.startswith("cls/") for name in tensors)
     skippable = _tf1_skippable if not encoder_only else (
         lambda name: _tf1_skippable(name) or name.startswith("cls/"))
-    encoder, heads = _split_source(config, "tf1", tensors, f"TF1 checkpoint {prefix}", with_heads, skippable)
-    return _write(output_dir, config, encoder, heads, spm_model_file)
+    return _split_source(config, "tf1", tensors, f"TF1 checkpoint {prefix}", with_heads, skippable)
 
 
 # ---- Hugging Face ------------------------------------------------------------------------------

@@ -77,70 +77,6 @@ def read_task(folder: str | os.PathLike) -> dict | None:
     return {"class": task["class"], "arguments": task.get("arguments", {})}
 
 
-def describe(folder: str | os.PathLike) -> str:
-    task = read_task(folder)
-    return "an encoder" if task is None else f"an {task['class']}"
-
-
-def vocabulary(folder: str | os.PathLike) -> str:
-    """The preset's SentencePiece model; an error naming it when it is missing."""
-    path = os.path.join(os.fspath(folder), VOCAB)
-    if not os.path.isfile(path):
-        raise UserError(f"{path}: missing; the preset folder {folder} is incomplete (delete it to fetch it again, "
-                        f"or copy the vocabulary it was trained with there)")
-    return path
-
-
-# Task classes whose heads are one another's, with the arguments they share: the text classifier
-# keeps an AlbertClassifier, the entity recognizer an AlbertTokenClassifier, whose weights are
-# their task weights. (A token classifier's preset has no tag names: a recognizer needs its labels.)
-_SAME_HEADS = {
-    (TEXT_CLASSIFIER_TASK, "AlbertClassifier"): ("num_classes", "dropout"),
-    ("AlbertClassifier", TEXT_CLASSIFIER_TASK): ("num_classes", "dropout"),
-    (ENTITY_RECOGNIZER_TASK, TOKEN_CLASSIFIER_TASK): ("num_classes", "dropout"),
-    (TOKEN_CLASSIFIER_TASK, ENTITY_RECOGNIZER_TASK): ("num_classes", "dropout"),
-}
-# The argument that sizes a head: given another value than the preset's, the model gets a new head.
-HEAD_SIZE_ARGUMENTS = ("num_classes",)
-
-
-def task_arguments(folder: str | os.PathLike, class_name: str, kwargs: dict, required: tuple = (),
-                   heads_required: bool = False) -> tuple[dict, bool]:
-    """keras-hub's task rule: `(arguments, load_heads)` for a `class_name` made from the preset.
-
-    A preset's task weights load into the same task class (its stored arguments fill the ones not
-    given); a different class, or a head size (`num_classes`) given that differs from
-    the preset's, gets the encoder and a new head. Anything else is a one-line error naming the
-    preset's task: a pretrainer (`heads_required`) from a preset without its heads, or a new head
-    without the `required` arguments that size it.
-    """
-    task = read_task(folder)
-    stored = None
-    if task is not None and task["class"] == class_name:
-        stored = dict(task["arguments"])
-    elif task is not None and (task["class"], class_name) in _SAME_HEADS:
-        shared = _SAME_HEADS[(task["class"], class_name)]
-        stored = {k: v for k, v in task["arguments"].items() if k in shared}
-    if stored is not None:
-        other = {k: (stored[k], kwargs[k]) for k in HEAD_SIZE_ARGUMENTS if k in kwargs and k in stored
-                 and kwargs[k] != stored[k]}
-        if not other:
-            return {**stored, **kwargs}, True
-        from absl import logging
-
-        logging.warning("preset %s holds %s with %s: a new head for %s", folder, describe(folder),
-                        ", ".join(f"{k}={a!r}" for k, (a, _) in other.items()),
-                        ", ".join(f"{k}={b!r}" for k, (_, b) in other.items()))
-    if heads_required:
-        raise UserError(f"preset {folder} holds {describe(folder)} without the heads of an {class_name}; "
-                        "load its encoder with AlbertEncoder.from_preset, or fine-tune from it")
-    missing = [name for name in required if kwargs.get(name) is None]
-    if missing:
-        raise UserError(f"preset {folder} holds {describe(folder)}, not an {class_name}: give "
-                        f"{' and '.join(missing)} for a new head")
-    return kwargs, False
-
-
 def check_pieces(spm_model_file: str | os.PathLike, pieces: int, vocab_size: int) -> None:
     """A vocabulary against the embedding table it indexes: every id must have a row. The one
     check of it (conversion, presets, fine-tuning, export)."""
@@ -190,7 +126,7 @@ def save_model(model, folder: str | os.PathLike, spm_model_file: str | os.PathLi
                  weights_module.values(others))
 
 
-def _read_weights(folder: str | os.PathLike, name: str) -> dict:
+def read_weights(folder: str | os.PathLike, name: str) -> dict:
     """A weights file of the preset; a cached preset that cannot be read is named with the folder to
     delete (the next load fetches it again)."""
     from albert_tf.presets import download
@@ -205,53 +141,37 @@ def _read_weights(folder: str | os.PathLike, name: str) -> dict:
                         "again") from None
 
 
-def load_encoder(model, folder: str | os.PathLike) -> None:
-    """Loads the preset's encoder into `model` (an encoder, or a task model's `.encoder`)."""
-    encoder, _ = weights_module.split(model)
-    weights_module.assign(encoder, _read_weights(folder, WEIGHTS), f"preset {folder} ({WEIGHTS})")
-
-
-# The pretrainer's sentence-order head: the Hugging Face Hub's ALBERT checkpoints hold none
-# (transformers initialises `sop_classifier` afresh when it loads them), so a pretrainer from one
-# starts it new.
+# The pretrainer's sentence-order head's weights (albert_tf.presets.loader).
 SENTENCE_ORDER_HEAD = "seq_relationship/"
 
 
-def load_task(model, folder: str | os.PathLike) -> None:
-    """Loads the preset's task weights (heads) into `model`; a preset without the pretrainer's
-    sentence-order head leaves it as initialised, saying so in one line."""
-    _, task = weights_module.split(model)
-    tensors = _read_weights(folder, TASK_WEIGHTS)
-    if not any(k.startswith(SENTENCE_ORDER_HEAD) for k in tensors):
-        fresh = {k for k in task if k.startswith(SENTENCE_ORDER_HEAD)}
-        if fresh:
-            from absl import logging
-
-            logging.warning("preset %s has no sentence-order head (as the Hugging Face Hub's ALBERT "
-                            "checkpoints): %s starts with a new one", folder, type(model).__name__)
-            task = {k: v for k, v in task.items() if k not in fresh}
-    weights_module.assign(task, tensors, f"preset {folder} ({TASK_WEIGHTS})")
+def model_task(model) -> dict | None:
+    """A task model's task.json (its class and constructor arguments); None for an encoder."""
+    if not hasattr(model, "encoder"):
+        return None
+    return {"class": type(model).__name__,
+            "arguments": {name: getattr(model, name) for name in getattr(model, "config_arguments", ())}}
 
 
-def required_arguments(model_class) -> tuple[str, ...]:
-    """The constructor arguments of `model_class` without a default (besides the config)."""
-    import inspect
+def record_task(folder: str | os.PathLike, model) -> None:
+    """Records `model`'s class and arguments in `folder`'s task.json (a run's output_dir, an export),
+    beside what a fine-tuning run keeps there (its task's name and labels), so that every door loads
+    the folder's heads into the model they belong to (`albert_tf.presets.model_source`)."""
+    import tensorflow as tf
 
-    parameters = list(inspect.signature(model_class.__init__).parameters.values())[2:]
-    return tuple(p.name for p in parameters if p.default is inspect.Parameter.empty
-                 and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    from albert_tf.utils.files import write_json
 
-
-def model_from_folder(model_class, folder: str | os.PathLike, heads_required: bool, **kwargs):
-    """`model_class` of the preset's config with the preset's weights: the encoder always, the heads
-    by the task rule (`task_arguments`)."""
-    folder = os.fspath(folder)
-    config = read_config(folder)
-    kwargs, load_heads = task_arguments(folder, model_class.__name__, kwargs, required_arguments(model_class),
-                                        heads_required)
-    model = model_class(config, **kwargs)
-    model.build()
-    load_encoder(model, folder)
-    if load_heads and weights_module.split(model)[1]:
-        load_task(model, folder)
-    return model
+    task = model_task(model)
+    if task is None:
+        return
+    path = os.path.join(os.fspath(folder), TASK_CONFIG)
+    recorded = {}
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            try:
+                recorded = json.load(f)
+            except json.JSONDecodeError:
+                recorded = {}
+    if not isinstance(recorded, dict) or {k: recorded.get(k) for k in task} == task:
+        return
+    write_json(path, {**recorded, **task}, sort_keys=False)

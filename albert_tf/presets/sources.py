@@ -9,7 +9,8 @@ A source is
   knows), with an optional `#sha256=<hex>` checked before anything is unpacked;
 - `hf://<org>/<repo>`: a Hugging Face Hub repository of an ALBERT (huggingface_hub, the `hf` extra);
 - a local copy of a release: its tarball, or the unpacked folder (albert_config.json, 30k-clean.model,
-  model.ckpt-best.*).
+  model.ckpt-best.*);
+- a Hugging Face folder (config.json, model.safetensors or pytorch_model.bin, spiece.model).
 
 Everything but a preset folder is converted once into the cache (`download.home()`/presets/<key>),
 under a lock, written aside and renamed when whole: a second load is a folder lookup, with no
@@ -27,7 +28,8 @@ import tempfile
 import urllib.parse
 import zlib
 
-from albert_tf.presets.convert import TF1_CHECKPOINT, TF1_CONFIG, TF1_VOCAB, convert_hf, convert_tf1
+from albert_tf.presets.convert import (HF_CONFIG, HF_PYTORCH, HF_SAFETENSORS, TF1_CHECKPOINT, TF1_CONFIG, TF1_VOCAB,
+                                      convert_hf, convert_tf1)
 from albert_tf.utils.errors import UserError, reason
 from albert_tf.utils.files import is_url
 from albert_tf.presets import download, folder, registry
@@ -122,20 +124,22 @@ def _convert_tarball(archive: str, target: str, source: str) -> None:
         raise UserError(f"{source}: {reason(error).replace(release, shown)}") from None
 
 
-# What an unpacked release may hold (google-research/albert's export_checkpoints.py and the TF-Hub
-# module that a tarball may also carry), and a bound on its size far over the largest release
-# (xxlarge: about 0.9 GB of weights, twice with a TF-Hub copy): a tarball that holds anything
-# else, or unpacks to more, is refused before it fills the disk.
-_RELEASE_MEMBERS = (TF1_CONFIG, TF1_VOCAB, "30k-clean.vocab", "vocab_chinese.txt", "checkpoint",
-                    TF1_CHECKPOINT + ".", "saved_model.pb", "tfhub_module.pb", "variables/", "assets/")
+# What a loader reads from an unpacked release (google-research/albert's export_checkpoints.py): its
+# config, vocabulary and TF1 checkpoint. Anything else a tarball holds (a TF-Hub module beside the
+# checkpoint: saved_model.pb, tfhub_module.pb, fingerprint.pb, variables/, assets/; google-research/
+# albert issue 71) is not unpacked. A bound on what is unpacked, far over the largest release
+# (xxlarge: about 0.9 GB of weights), refuses a bomb before it fills the disk.
+_RELEASE_FILES = (TF1_CONFIG, TF1_VOCAB, "vocab_chinese.txt", "checkpoint")
 MAX_UNPACKED_BYTES = 4 << 30
 
 
 def _is_release_member(name: str) -> bool:
+    """A file the conversion reads: at the release folder's level (not inside a TF-Hub module's
+    variables/ or assets/), its config, vocabulary or a TF1 checkpoint's file."""
     parts = name.split("/")
-    return any(part.startswith(("variables", "assets")) for part in parts[:-1]) or any(
-        parts[-1] == member or (member.endswith(".") and parts[-1].startswith(member))
-        for member in _RELEASE_MEMBERS if not member.endswith("/"))
+    if any(part in ("variables", "assets") for part in parts[:-1]):
+        return False
+    return parts[-1] in _RELEASE_FILES or parts[-1].startswith(TF1_CHECKPOINT + ".")
 
 
 def _unpack(archive: str, into: str, source: str, max_bytes: int | None = None) -> None:
@@ -144,9 +148,8 @@ def _unpack(archive: str, into: str, source: str, max_bytes: int | None = None) 
     try:
         with tarfile.open(archive, "r:*") as tar:
             for member in tar:  # one member at a time: a bomb is refused before it is unpacked
-                if member.isfile() and not _is_release_member(member.name):
-                    raise UserError(f"{source}: {member.name} is not a file of a release (a folder with "
-                                    f"{TF1_CONFIG}, {TF1_VOCAB} and {TF1_CHECKPOINT}.*)")
+                if not (member.isfile() and _is_release_member(member.name)):
+                    continue  # folders are made as files need them; links are never followed
                 total += member.size
                 if total > max_bytes:
                     raise UserError(f"{source}: unpacks to more than {max_bytes} bytes, far over any release")
@@ -181,6 +184,10 @@ def _check_release(path: str, source: str, shown: str) -> None:
 def _local_copy(path: str) -> str:
     """A release's tarball or unpacked folder on this machine, converted into the cache."""
     path = os.path.abspath(path)
+    if os.path.isdir(path) and _is_hf_folder(path):
+        stamp = max(os.path.getmtime(os.path.join(path, n)) for n in os.listdir(path))
+        key = f"hf-local-{os.path.basename(path)}-{hashlib.sha256(f'{path}:{stamp}'.encode()).hexdigest()[:12]}"
+        return _cached(key, lambda target: convert_hf(path, target))
     if os.path.isdir(path):
         if not os.path.isfile(os.path.join(path, TF1_CONFIG)):
             raise UserError(f"{path} is not a preset folder (no {folder.CONFIG} and {folder.WEIGHTS}), nor a "
@@ -196,6 +203,12 @@ def _local_copy(path: str) -> str:
     stat = os.stat(path)
     key = _url_key("file://" + path, f"{stat.st_size}:{stat.st_mtime}")
     return _cached(key, lambda target: _convert_tarball(path, target, path))
+
+
+def _is_hf_folder(path: str) -> bool:
+    """A Hugging Face model folder (`save_pretrained`'s): config.json beside its weights."""
+    return os.path.isfile(os.path.join(path, HF_CONFIG)) and any(
+        os.path.isfile(os.path.join(path, name)) for name in (HF_SAFETENSORS, HF_PYTORCH))
 
 
 def _from_hub(repo: str, target: str) -> None:

@@ -166,7 +166,7 @@ def write(model, output_dir: str | os.PathLike, serving: ServingModule, tokenize
     functions; the model itself is not tracked there, which would save every weight twice), the
     model's variables as plain lists (TF-Hub's reusable-SavedModel attributes), the SentencePiece
     asset `vocab_file`, and each of `serving.stored()` as a variable; the model's config goes beside
-    (`write_config`). Returns the output directory."""
+    (`write_config`, with its task.json). Returns the output directory."""
     output_dir = os.fspath(output_dir)
     with atomic_folder(output_dir) as folder:  # a folder holding files is refused before any tracing
         signatures = serving.signatures()
@@ -194,8 +194,10 @@ def write_config(model, folder: str) -> None:
     if config is not None:
         from albert_tf.utils.files import write_json
         from albert_tf.checkpoints.run_folder import CONFIG_FILE
+        from albert_tf.presets.folder import record_task
 
         write_json(os.path.join(folder, CONFIG_FILE), config.to_dict())
+        record_task(folder, model)  # which model's heads its variables hold
 
 
 class TokenServing(ServingModule):
@@ -381,34 +383,6 @@ def export_pretrainer(pretrainer, output_dir, spm_model_file, max_seq_length: in
         pretrainer, output_dir, spm_model_file, max_seq_length,
         extra_inputs={"masked_lm_positions": spec["masked_lm_positions"]}, **kwargs,
     )
-
-
-def load_model(kind: str, preset: str | None = None, checkpoint: str | None = None):
-    """The `kind` ("encoder" or "pretrainer") of a preset (a folder, a released name, a URL, hf://),
-    or of a pretraining run: the output_dir of albert-pretrain (its albert_config.json and latest
-    checkpoint) or a checkpoint prefix in it. What albert-export exports."""
-    from albert_tf.models.encoder import AlbertEncoder
-    from albert_tf.utils.errors import UserError
-    from albert_tf.checkpoints.run_folder import CONFIG_FILE, load_init_checkpoint
-    from albert_tf.presets.loader import init_config
-    from albert_tf.models.pretrainer import AlbertPretrainer
-
-    if kind not in ("encoder", "pretrainer"):
-        raise ValueError(f"kind must be 'encoder' or 'pretrainer', got {kind!r}")
-    if (preset is None) == (checkpoint is None):
-        raise ValueError("give exactly one of preset and checkpoint")
-    if preset is not None:
-        return (AlbertPretrainer if kind == "pretrainer" else AlbertEncoder).from_preset(preset)
-    run_dir = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
-    if not os.path.isdir(checkpoint) and not tf.io.gfile.exists(checkpoint + ".index"):
-        raise UserError(f"--init_checkpoint {checkpoint}: no such folder, nor a checkpoint prefix ({checkpoint}.index)")
-    if not os.path.exists(os.path.join(run_dir, CONFIG_FILE)):
-        raise UserError(f"--init_checkpoint {checkpoint}: {run_dir} holds no {CONFIG_FILE}; give the output_dir of "
-                        "albert-pretrain or a checkpoint prefix in it")
-    pretrainer = AlbertPretrainer(init_config(checkpoint))
-    pretrainer.build()
-    load_init_checkpoint(pretrainer, checkpoint)
-    return pretrainer if kind == "pretrainer" else pretrainer.encoder
 
 
 class _LoadedVariable(keras.Variable):

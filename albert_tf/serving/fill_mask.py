@@ -80,3 +80,22 @@ def saved_model_predictor(saved_model_dir: str) -> tuple[PredictFn, AlbertTokeni
     if hasattr(loaded, "max_seq_length"):
         predict.max_seq_length = int(loaded.max_seq_length.numpy())
     return predict, tokenizer
+
+
+def model_predictor(source) -> tuple[PredictFn, AlbertTokenizer]:
+    """The masked-LM predictor of any model source holding a pretrainer (a run of albert-pretrain, a
+    pretrainer preset or release, a pretrainer SavedModel) and the tokenizer of its vocabulary."""
+    from albert_tf.models.pretrainer import AlbertPretrainer
+    from albert_tf.presets.loader import open_source
+
+    source = open_source(source)
+    if source.kind == "saved_model":  # served as it was exported (its own length and lower-casing)
+        return saved_model_predictor(source.path)
+    model = AlbertPretrainer.from_preset(source)
+    tokenizer = AlbertTokenizer(source.vocabulary())
+
+    def predict(inputs):
+        return model(inputs, training=False)["mlm_logits"].numpy()
+
+    predict.max_seq_length = source.config.max_position_embeddings
+    return predict, tokenizer

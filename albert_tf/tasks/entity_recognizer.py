@@ -125,38 +125,35 @@ class AlbertEntityRecognizer(BackboneAlias, keras.Model):
     @classmethod
     def from_preset(cls, preset, labels=None, sequence_length: int | None = None, dropout: float | None = None,
                     doc_stride: int | None = None, **kwargs) -> "AlbertEntityRecognizer":
-        """A recognizer on a preset (a folder, a released name, a URL or hf://): a saved recognizer
+        """A recognizer on any model source (a released name, a URL, hf://, a preset folder, a
+        run's output_dir, an export): a saved recognizer
         (or a converted `AlbertForTokenClassification`) comes back whole; any other preset's
         encoder gets a new head for `labels` (entity types, or BIO tags with "O"). What is given
-        overrides what was saved (`albert_tf.presets.folder.task_arguments`, the rule of every
+        overrides what was saved (`albert_tf.presets.loader.task_arguments`, the rule of every
         model); other labels than a saved head's give a new head."""
-        from albert_tf.presets import folder
-        from albert_tf.presets.sources import resolve
+        from albert_tf.presets import loader
 
-        preset_dir = resolve(preset)
-        config = folder.read_config(preset_dir)
-        vocab = folder.vocabulary(preset_dir)
+        source = loader.open_source(preset)
         given = {"sequence_length": sequence_length, "dropout": dropout, "doc_stride": doc_stride}
         if labels is not None:
             given["labels"] = tag_labels(labels)
             given["num_classes"] = len(given["labels"])
         given = {k: v for k, v in given.items() if v is not None}
-        arguments, load_heads = folder.task_arguments(preset_dir, TASK_CLASS, given, required=("labels",))
+        arguments, load_heads = loader.task_arguments(source, TASK_CLASS, given, required=("labels",))
         if load_heads and "labels" in given and arguments["labels"] != given["labels"]:
             load_heads = False  # same number of tags, other meanings: a new head
         if "labels" not in arguments:
-            raise UserError(f"preset {preset_dir} holds {folder.describe(preset_dir)} without tag names: give labels")
-        arguments = {"sequence_length": 128, "dropout": 0.1, "doc_stride": DOC_STRIDE, **arguments}
-        check_positions(arguments["sequence_length"], config.max_position_embeddings, "sequence_length")
-        tagger = AlbertTokenClassifier(config, len(arguments["labels"]), arguments["dropout"],
+            raise UserError(f"{source.name} holds {source.holds()} without tag names: give labels")
+        arguments = {"sequence_length": min(128, source.config.max_position_embeddings), "dropout": 0.1,
+                     "doc_stride": DOC_STRIDE, **arguments}
+        check_positions(arguments["sequence_length"], source.config.max_position_embeddings, "sequence_length")
+        tagger = AlbertTokenClassifier(source.config, len(arguments["labels"]), arguments["dropout"],
                                        dtype=kwargs.pop("dtype", None))
-        model = cls(tagger, AlbertTextPreprocessor(vocab, arguments["sequence_length"]), arguments["labels"],
-                    arguments["doc_stride"], **kwargs)
+        model = cls(tagger, AlbertTextPreprocessor(source.vocabulary(), arguments["sequence_length"]),
+                    arguments["labels"], arguments["doc_stride"], **kwargs)
         model.build()
         model.compile()
-        folder.load_encoder(model.tagger, preset_dir)
-        if load_heads:
-            folder.load_task(model.tagger, preset_dir)
+        loader.load_weights(model.tagger, source, load_heads)
         return model
 
     def save_to_preset(self, preset_dir) -> str:

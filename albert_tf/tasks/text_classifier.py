@@ -113,33 +113,31 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
     @classmethod
     def from_preset(cls, preset, num_classes: int | None = None, sequence_length: int | None = None,
                     dropout: float | None = None, labels=None, **kwargs) -> "AlbertTextClassifier":
-        """A classifier on a preset (a folder, a released name, a URL or hf://: see
-        `albert_tf.presets.sources`): a fine-tuned one (written by `save_to_preset`) comes back whole;
+        """A classifier on any model source (a released name, a URL, hf://, a preset
+        folder, a run's output_dir, an export: `albert_tf.presets.model_source`): a fine-tuned one (written by `save_to_preset`) comes back whole;
         any other preset's encoder gets a new head of `num_classes` (or of `len(labels)` classes
         named `labels`); `sequence_length`, `dropout` and `labels` given override the saved ones
-        (`albert_tf.presets.folder.task_arguments` is the rule, as for every model). The class names are kept in the model's config and preset, and become
+        (`albert_tf.presets.loader.task_arguments` is the rule, as for every model). The class names are kept in the model's config and preset, and become
         `id2label`/`label2id` when the preset is converted to Hugging Face."""
-        from albert_tf.presets import folder
-        from albert_tf.presets.sources import resolve
+        from albert_tf.presets import loader
 
-        preset_dir = resolve(preset)
-        config = folder.read_config(preset_dir)
-        vocab = folder.vocabulary(preset_dir)
+        source = loader.open_source(preset)
         given = {"num_classes": num_classes, "sequence_length": sequence_length, "dropout": dropout,
                  "labels": labels}
         # What the caller gives overrides what a saved classifier stored; the rest is the default.
         given = {k: v for k, v in given.items() if v is not None}
         # `labels` alone name a saved head's classes, or size a new head.
-        arguments, load_heads = folder.task_arguments(preset_dir, TASK_CLASS, given,
+        arguments, load_heads = loader.task_arguments(source, TASK_CLASS, given,
                                                       required=("num_classes",) if labels is None else ())
         if not load_heads and num_classes is None:
             arguments["num_classes"] = len(labels)
-        arguments = {"sequence_length": 128, "dropout": 0.1, "labels": None, **arguments}
-        model = cls._build(config, vocab, arguments["num_classes"], arguments["sequence_length"],
-                           arguments["dropout"], labels=arguments["labels"], **kwargs)
-        folder.load_encoder(model.classifier, preset_dir)
-        if load_heads:
-            folder.load_task(model.classifier, preset_dir)
+        arguments = {"sequence_length": min(128, source.config.max_position_embeddings), "dropout": 0.1,
+                     "labels": None, **arguments}
+        if arguments["labels"] is not None and len(arguments["labels"]) != arguments["num_classes"]:
+            arguments["labels"] = None  # a run's labels of another count (a regression's): unnamed
+        model = cls._build(source.config, source.vocabulary(), arguments["num_classes"],
+                           arguments["sequence_length"], arguments["dropout"], labels=arguments["labels"], **kwargs)
+        loader.load_weights(model.classifier, source, load_heads)
         return model
 
     @classmethod

@@ -43,6 +43,7 @@ from albert_tf.utils.errors import UserError, reason
 from albert_tf.training.options import MIXED_PRECISION_POLICIES, TrainingOptions
 from albert_tf.training.preemption import PreemptionWatcher
 from albert_tf.checkpoints.run_folder import check_output_dir, checkpoint_key
+from albert_tf.presets.folder import record_task
 from albert_tf.checkpoints.weights import check_match, model_weights
 from albert_tf.training.replicas import replica_batch_size, share_overflow, worker_id
 from albert_tf.training.strategies import lost_workers_named
@@ -109,6 +110,8 @@ class Trainer:
                 self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
             self.optimizer.build(self.model.trainable_variables)
             self.step = self.optimizer.iterations
+        if self.is_chief:  # the run folder says which model its checkpoints hold (every door loads it)
+            record_task(options.output_dir, self.model)
         weights = model_weights(self.model)
         # Dropout's seed-generator states too: a resumed run then draws the masks that the
         # uninterrupted run would have drawn, and ends on the same weights.

@@ -465,8 +465,7 @@ def test_a_model_of_pairs_says_so_when_given_one_segment(models, tmp_path):
 
 
 def test_export_command_reads_a_pretraining_run(tmp_path):
-    """`albert-export --checkpoint RUN_DIR`: the run's albert_config.json and latest checkpoint."""
-    from albert_tf.serving.export import load_model
+    """`albert-export --preset RUN_DIR`: the run's albert_config.json and latest checkpoint."""
     from albert_tf.checkpoints.weights import model_weights
 
     pretrainer = AlbertPretrainer(CONFIG)
@@ -480,9 +479,9 @@ def test_export_command_reads_a_pretraining_run(tmp_path):
     optimizer.build(pretrainer.trainable_variables)
     tf.train.Checkpoint(model=model_weights(pretrainer), optimizer=optimizer).save(str(run_dir / "ckpt"))
     batch = {k: v for k, v in _ids_batch(seed=9).items() if k != "masked_lm_positions"}
-    encoder = load_model("encoder", checkpoint=str(run_dir))
+    encoder = AlbertEncoder.from_preset(str(run_dir))
     np.testing.assert_allclose(encoder(batch)["pooled_output"], pretrainer.encoder(batch)["pooled_output"],
                                atol=1e-6, rtol=0)
     with pytest.raises(ValueError, match="does not match the model"):
         CONFIG.replace(hidden_size=20, num_attention_heads=2).to_json_file(run_dir / "albert_config.json")
-        load_model("pretrainer", checkpoint=str(run_dir))
+        AlbertPretrainer.from_preset(str(run_dir))

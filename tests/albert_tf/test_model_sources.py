@@ -1,0 +1,270 @@
+"""Every model source through every door, by one rule (albert_tf.presets.model_source and loader).
+
+The sources are made by the real tools on a tiny model: a pretraining run (albert-pretrain, a few
+steps) and its encoder export, a GLUE fine-tuning run (albert-finetune-glue) and its classifier
+export, a preset of `save_to_preset`, a Keras text classifier's preset, the release's TF1 folder
+and its tarball (with a TF-Hub module beside the checkpoint, as google-research/albert issue 71
+describes the tarballs), that tarball by URL on 127.0.0.1, and a Hugging Face folder. Each door
+(every model and task class's `from_preset`, the fine-tuning tools' and albert-pretrain's
+initialisation, albert-fill-mask, albert-convert --source any) either loads the source's tensors,
+read here independently of the loader, or refuses in one line naming what the source holds.
+"""
+
+from __future__ import annotations
+
+import http.server
+import io
+import pathlib
+import tarfile
+import threading
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertEncoder, AlbertPretrainer
+from albert_tf.checkpoints import weights
+from albert_tf.checkpoints.run_folder import checkpoint_key
+from albert_tf.config import AlbertConfig
+from albert_tf.models.classifier import AlbertClassifier
+from albert_tf.models.multiple_choice import AlbertMultipleChoice
+from albert_tf.models.span_labeler import AlbertSpanLabeler
+from albert_tf.models.token_classifier import AlbertTokenClassifier
+from albert_tf.presets import convert, loader
+from albert_tf.tasks.entity_recognizer import AlbertEntityRecognizer
+from albert_tf.tasks.text_classifier import AlbertTextClassifier
+from albert_tf.utils.errors import UserError
+from tests.conftest import REPO_ROOT
+from tests.helpers import console_script, write_pretraining_records
+
+TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
+CONFIG = AlbertConfig(vocab_size=300, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+SEQ = 16
+
+
+def _checkpoint_tensors(prefix: str) -> tuple[dict, dict]:
+    """A run's weights read with TensorFlow's own reader by the names the training loop gives them."""
+    reader = tf.train.load_checkpoint(prefix)
+    names = {k for k in reader.get_variable_to_shape_map()}
+    model = {}
+    for key in names:
+        if key.startswith("model/") and key.endswith("/.ATTRIBUTES/VARIABLE_VALUE") and "OPTIMIZER_SLOT" not in key:
+            model[key] = reader.get_tensor(key)
+    pretrainer = AlbertPretrainer(CONFIG)
+    classifier = AlbertClassifier(CONFIG, 2)
+    out = {}
+    for candidate in (pretrainer, classifier):
+        wanted = {name: checkpoint_key(name) for name in weights.model_weights(candidate)}
+        if all(key in model for key in wanted.values()) and len(wanted) == len(model):
+            out = {name: model[key] for name, key in wanted.items()}
+    assert out, f"{prefix} holds neither a pretrainer nor a classifier"
+    encoder = {k[len("encoder/"):]: v for k, v in out.items() if k.startswith("encoder/")}
+    return encoder, {k: v for k, v in out.items() if not k.startswith("encoder/")}
+
+
+class _Server:
+    def __init__(self, files: dict[str, bytes]):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                body = files.get(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory, small_data_dir):
+    """Every kind of source, by the tools that make it: {name: (path, holds, encoder, heads)}."""
+    from albert_tf.cli import pretrain
+    from finetune.glue import cli as glue_cli
+
+    made = tmp_path_factory.mktemp("sources")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("ALBERT_TF_HOME", str(made / "cache"))
+    patch.delenv("ALBERT_TF_OFFLINE", raising=False)
+    config_file = made / "albert_config.json"
+    CONFIG.to_json_file(config_file)
+    records = write_pretraining_records(made / "train.tfrecord", 32)
+    run = made / "pretrain"
+    capsys = _NoCapture()
+    code, _, _ = console_script(pretrain.run, [
+        "albert-pretrain", f"--input_file={records}", f"--output_dir={run}", f"--albert_config_file={config_file}",
+        f"--spm_model_file={TINY_VOCAB}", "--train_batch_size=8", "--num_train_steps=3", "--num_warmup_steps=1",
+        "--learning_rate=1e-2", "--nojit_compile", "--progress_bar=false", "--max_seq_length=16",
+        "--max_predictions_per_seq=4"], patch, capsys)
+    assert code == 0
+    pre_encoder, pre_heads = _checkpoint_tensors(tf.train.latest_checkpoint(str(run)))
+
+    glue = made / "rte"
+    summary = glue_cli.finetune([
+        "albert-finetune-glue", "--task=RTE", f"--data_dir={small_data_dir / 'glue'}", f"--output_dir={glue}",
+        f"--init_checkpoint={run}", f"--max_seq_length={SEQ}", "--train_batch_size=8", "--num_train_steps=4",
+        "--num_warmup_steps=1", "--learning_rate=1e-2", "--max_train_examples=64", "--progress_bar=false",
+        "--nojit_compile", "--do_train"])
+    glue_encoder, glue_heads = _checkpoint_tensors(tf.train.latest_checkpoint(str(glue)))
+    assert not np.array_equal(glue_encoder["embeddings/word_embeddings/embeddings"],
+                              pre_encoder["embeddings/word_embeddings/embeddings"])  # it trained
+
+    keras.utils.set_random_seed(3)
+    pretrainer = AlbertPretrainer(CONFIG)
+    pretrainer.build()
+    preset = pretrainer.save_to_preset(made / "preset", TINY_VOCAB)
+    preset_encoder, preset_heads = (weights.values(part) for part in weights.split(pretrainer))
+
+    tf1 = pathlib.Path(convert.write_tf1_release(made / "release" / "albert_tiny", CONFIG,
+                                                 {**preset_encoder, **preset_heads}, TINY_VOCAB))
+    tarball = made / "albert_tiny.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(tf1, arcname="albert_tiny")
+        # A TF-Hub module beside the checkpoint (these files are not read: their bytes are stand-ins).
+        for name in ("saved_model.pb", "tfhub_module.pb", "fingerprint.pb", "variables/variables.index",
+                     "variables/variables.data-00000-of-00001", "assets/albert_config.json",
+                     "assets/30k-clean.model"):
+            data = b"stand-in"
+            info = tarfile.TarInfo(f"albert_tiny/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    server = _Server({"/albert_tiny.tar.gz": tarball.read_bytes()})
+
+    hf = convert.convert_preset_to_hf(preset, made / "hf")
+    classifier = AlbertTextClassifier.from_preset(str(glue))  # a Keras task's preset, from the run
+    keras_preset = classifier.save_to_preset(made / "keras_classifier")
+
+    table = {
+        "pretraining run": (str(run), "pretrainer", pre_encoder, pre_heads),
+        "pretraining run's export": (str(run / "export"), "encoder", pre_encoder, {}),
+        "fine-tuning run": (str(glue), "classifier", glue_encoder, glue_heads),
+        "fine-tuning run's export": (summary["export_dir"], "classifier", glue_encoder, glue_heads),
+        "Keras classifier preset": (keras_preset, "classifier", glue_encoder, glue_heads),
+        "preset": (preset, "pretrainer", preset_encoder, preset_heads),
+        "release folder": (str(tf1), "pretrainer", preset_encoder, preset_heads),
+        "release checkpoint": (str(tf1 / "model.ckpt-best"), "pretrainer", preset_encoder, preset_heads),
+        "release tarball": (str(tarball), "pretrainer", preset_encoder, preset_heads),
+        "URL": (f"{server.url}/albert_tiny.tar.gz", "pretrainer", preset_encoder, preset_heads),
+        "Hugging Face folder": (hf, "pretrainer", preset_encoder, preset_heads),
+    }
+    yield table
+    server.httpd.shutdown()
+    patch.undo()
+
+
+class _NoCapture:
+    def readouterr(self):
+        class Out:
+            out = err = ""
+        return Out()
+
+
+def _encoder_equal(model, expected):
+    encoder, _ = weights.split(model)
+    assert set(encoder) == set(expected)
+    for name, variable in encoder.items():
+        np.testing.assert_array_equal(variable.numpy(), expected[name], err_msg=name)
+
+
+def _heads_equal(model, expected):
+    _, heads = weights.split(model)
+    assert set(heads) == set(expected)
+    for name, variable in heads.items():
+        np.testing.assert_array_equal(variable.numpy(), expected[name], err_msg=name)
+
+
+def _heads_new(model, expected):
+    _, heads = weights.split(model)
+    assert not any(name in expected and np.array_equal(v.numpy(), expected[name]) for name, v in heads.items()
+                   if "bias" not in name and "beta" not in name and "gamma" not in name)
+
+
+# door: (how it loads a source, which model it yields, the class whose heads it takes)
+DOORS = {
+    "AlbertEncoder.from_preset": (lambda s: AlbertEncoder.from_preset(s), None),
+    "AlbertPretrainer.from_preset": (lambda s: AlbertPretrainer.from_preset(s), "pretrainer"),
+    "AlbertClassifier.from_preset": (lambda s: AlbertClassifier.from_preset(s, num_classes=2), "classifier"),
+    "AlbertTextClassifier.from_preset": (lambda s: AlbertTextClassifier.from_preset(s, num_classes=2).classifier,
+                                         "classifier"),
+    "AlbertEntityRecognizer.from_preset": (lambda s: AlbertEntityRecognizer.from_preset(
+        s, labels=["person", "location"]).tagger, "tagger"),
+    "AlbertTokenClassifier.from_preset": (lambda s: AlbertTokenClassifier.from_preset(s, num_classes=5), "tagger"),
+    "AlbertSpanLabeler.from_preset": (lambda s: AlbertSpanLabeler.from_preset(s), "spans"),
+    "AlbertMultipleChoice.from_preset": (lambda s: AlbertMultipleChoice.from_preset(s), "choices"),
+    "--init_checkpoint of the fine-tuning tools": (lambda s: _initialized(AlbertClassifier(CONFIG, 2), s), "classifier"),
+    "--init_checkpoint of albert-pretrain": (lambda s: _pretrainer(s), "pretrainer"),
+}
+
+
+def _initialized(model, source):
+    loader.initialize_encoder(model, init_checkpoint=source)
+    return model
+
+
+def _pretrainer(source):
+    model = AlbertPretrainer(CONFIG)
+    loader.initialize_pretrainer(model, source)
+    return model
+
+
+@pytest.mark.parametrize("door", list(DOORS))
+def test_every_source_through_the_door(sources, door):
+    load, takes = DOORS[door]
+    for name, (path, holds, encoder, heads) in sources.items():
+        if takes == "pretrainer" and holds != "pretrainer":
+            held = "an encoder" if holds == "encoder" else "an Albert(Text)?Classifier"
+            with pytest.raises(UserError, match=rf"^{path} holds {held} without the heads of an AlbertPretrainer; "):
+                load(path)
+            continue
+        model = load(path)
+        _encoder_equal(model, encoder)
+        if takes == holds:
+            _heads_equal(model, heads)
+        elif heads:
+            _heads_new(model, heads)
+
+
+def test_every_source_through_fill_mask_and_convert(sources, tmp_path):
+    from albert_tf.serving.fill_mask import fill_mask, model_predictor
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
+
+    for name, (path, holds, encoder, heads) in sources.items():
+        out = tmp_path / name.replace(" ", "_").replace("'", "")
+        written = loader.preset_from_source(path, out)  # albert-convert --source any
+        reloaded = AlbertPretrainer.from_preset(written) if holds == "pretrainer" else AlbertEncoder.from_preset(written)
+        _encoder_equal(reloaded, encoder)
+        if holds == "pretrainer":
+            _heads_equal(reloaded, heads)
+            predict, tokenizer = model_predictor(path)  # albert-fill-mask --preset
+            assert isinstance(tokenizer, AlbertTokenizer)
+            candidates = fill_mask("the [MASK] of it", predict, tokenizer, top_k=3)
+            assert len(candidates) == 1 and len(candidates[0]) == 3
+        elif "export" not in name:
+            with pytest.raises(UserError, match="without the heads of an AlbertPretrainer"):
+                model_predictor(path)
+
+
+def test_a_fine_tuning_run_predicts_in_keras_what_its_export_serves(sources):
+    path, _, _, _ = sources["fine-tuning run"]
+    classifier = AlbertTextClassifier.from_preset(path, sequence_length=SEQ)  # the run's length: the same cut
+    assert classifier.labels == ["entailment", "not_entailment"]  # the run's labels travel with it
+    texts = (["The cat sat.", "A dog ran far away."], ["A cat sat.", "Nobody moved."])
+    keras_logits = classifier.predict(texts)
+    served = loader.load_saved_model(sources["fine-tuning run's export"][0])
+    out = served.signatures["serve_text"](text=tf.constant(list(zip(*texts))))
+    probabilities = tf.nn.softmax(keras_logits).numpy()
+    served_values = [v.numpy() for v in out.values() if v.dtype == tf.float32 and v.shape == (2, 2)]
+    assert any(np.allclose(value, probabilities, atol=1e-5) or np.allclose(value, keras_logits, atol=1e-5)
+               for value in served_values), out
+
+
+def test_a_folder_holding_no_model_is_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"^.*empty: holds no model: not a preset folder, a run's output_dir"):
+        AlbertEncoder.from_preset(str(tmp_path / "empty"))

@@ -162,3 +162,24 @@ def test_every_module_lives_in_a_room():
     package's __init__.py and config.py (the one object every room takes)."""
     loose = sorted(path.name for path in (REPO_ROOT / "albert_tf").glob("*.py"))
     assert loose == ["__init__.py", "config.py"]
+
+
+# The calls that read weights out of a file: a run's checkpoints, preset and Hugging Face files,
+# TF1 checkpoints, a SavedModel's variables.
+_WEIGHT_READS = ("tf.train.load_checkpoint", "tf.train.list_variables", "CheckpointReader", "load_file(",
+                 "torch.load", "weights_module.read(", "preset_weights.read(", "in loaded.variables")
+# Who may: the one resolver (model_source), the preset's and the foreign formats' readers beneath it,
+# the weights file format itself, and the training loop resuming its own run (not a source).
+WEIGHT_READERS = {"albert_tf.presets.model_source", "albert_tf.presets.folder", "albert_tf.presets.convert",
+                  "albert_tf.checkpoints.weights", "albert_tf.training.loop"}
+
+
+def test_only_the_loader_reads_weights():
+    """Issue 50: five load paths had their own rules; one resolver reads every source now."""
+    readers = set()
+    for name, path in _modules().items():
+        text = path.read_text(encoding="utf-8")
+        if any(call in text for call in _WEIGHT_READS):
+            readers.add(name)
+    assert readers <= WEIGHT_READERS, sorted(readers - WEIGHT_READERS)
+    assert {"albert_tf.presets.model_source", "albert_tf.presets.convert"} <= readers  # the rule sees them

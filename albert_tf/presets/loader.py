@@ -88,7 +88,7 @@ def task_arguments(source: ModelSource, class_name: str, kwargs: dict, required:
 
 
 def check_config(source: ModelSource, config: AlbertConfig) -> None:
-    preset_folder.check_config(source.config, config, source.name)
+    preset_folder.check_config(source.config, config, f"{'preset ' if source.kind == 'preset' else ''}{source.name}")
 
 
 def load_weights(model, source: ModelSource, heads: bool) -> None:
@@ -180,7 +180,7 @@ def initialize_encoder(model, init_checkpoint: Optional[str] = None, preset: Opt
     _, load_heads = task_arguments(source, type(model).__name__, _own_arguments(model))
     load_weights(model, source, load_heads)
     logging.info("encoder initialised from %s", source.describe())
-    return name
+    return source.path if source.kind in ("checkpoint", "tf1_checkpoint") else name  # the checkpoint read
 
 
 def initialize_pretrainer(model, source) -> str:

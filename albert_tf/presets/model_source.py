@@ -199,13 +199,13 @@ def _checkpoint(name: str, prefix: str, albert_config_file: Optional[str]) -> Mo
 
         reader = tf.train.load_checkpoint(prefix)
         tensors = {key: np.asarray(reader.get_tensor(stored), np.float32) for key, stored in keys.items()}
-        return _split(tensors)
+        return split_tensors(tensors)
 
     return ModelSource(name, "checkpoint", prefix, config, vocab if os.path.isfile(vocab) else None,
                        _run_task(folder, has_heads), read)
 
 
-def _split(tensors: dict) -> tuple[dict, dict]:
+def split_tensors(tensors: dict) -> tuple[dict, dict]:
     encoder = {k[len(ENCODER_PREFIX):]: v for k, v in tensors.items() if k.startswith(ENCODER_PREFIX)}
     if not encoder:  # an encoder's own weights
         return tensors, {}
@@ -271,7 +271,7 @@ def _saved_model(name: str, albert_config_file: Optional[str]) -> ModelSource:
         loaded = load_saved_model(name)
         # The root's `variables` are the model's own (albert_tf.serving.export.write), not the
         # values it stores beside them (labels, thresholds); dropout's seed states are no weights.
-        return _split({saved_model_key(v.name): np.asarray(v.numpy(), np.float32) for v in loaded.variables
+        return split_tensors({saved_model_key(v.name): np.asarray(v.numpy(), np.float32) for v in loaded.variables
                        if not v.name.split(":")[0].endswith("seed_generator_state")})
 
     return ModelSource(name, "saved_model", name, config, saved_model_vocab_file(name),

@@ -133,7 +133,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
             arguments["num_classes"] = len(labels)
         arguments = {"sequence_length": min(128, source.config.max_position_embeddings), "dropout": 0.1,
                      "labels": None, **arguments}
-        if arguments["labels"] is not None and len(arguments["labels"]) != arguments["num_classes"]:
+        if labels is None and arguments["labels"] and len(arguments["labels"]) != arguments["num_classes"]:
             arguments["labels"] = None  # a run's labels of another count (a regression's): unnamed
         model = cls._build(source.config, source.vocabulary(), arguments["num_classes"],
                            arguments["sequence_length"], arguments["dropout"], labels=arguments["labels"], **kwargs)

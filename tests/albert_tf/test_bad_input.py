@@ -193,14 +193,14 @@ def test_a_checkpoint_of_another_model_is_named_as_such_not_as_damaged(tmp_path,
 
 def test_export_of_a_missing_checkpoint_folder_names_it(tmp_path):
     from albert_tf.utils.errors import UserError
-    from albert_tf.serving.export import load_model
+    from albert_tf import AlbertEncoder
 
     missing = str(tmp_path / "no_such_run")
-    with pytest.raises(UserError) as error:
-        load_model("encoder", checkpoint=missing)
-    assert str(error.value) == f"--init_checkpoint {missing}: no such folder, nor a checkpoint prefix ({missing}.index)"
-    with pytest.raises(UserError, match=f"{tmp_path} holds no albert_config.json"):
-        load_model("encoder", checkpoint=str(tmp_path))
+    with pytest.raises(UserError) as error:  # albert-export --preset / --init_checkpoint
+        AlbertEncoder.from_preset(missing)
+    assert str(error.value).startswith(f"{missing}: no such folder or file, nor a released name (")
+    with pytest.raises(UserError, match=f"^{tmp_path}: holds no model: not a preset folder, a run's output_dir"):
+        AlbertEncoder.from_preset(str(tmp_path))
 
 
 class _Payload:

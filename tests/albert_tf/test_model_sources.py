@@ -268,3 +268,24 @@ def test_a_folder_holding_no_model_is_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match=r"^.*empty: holds no model: not a preset folder, a run's output_dir"):
         AlbertEncoder.from_preset(str(tmp_path / "empty"))
+
+
+def test_the_quickstart_falls_back_to_the_demos_model_offline(sources, tmp_path, monkeypatch, capsys):
+    """README: `./run_demo.sh`, then the quickstart with no network finds runs/demo/model."""
+    import json
+
+    cells = json.loads((REPO_ROOT / "docs" / "quickstart.ipynb").read_text(encoding="utf-8"))["cells"]
+    parameters = "".join(cells[1]["source"])
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "runs" / "demo").mkdir(parents=True)
+    (tmp_path / "runs" / "demo" / "model").symlink_to(sources["pretraining run"][0])
+    monkeypatch.chdir(tmp_path / "docs")
+    monkeypatch.delenv("QUICKSTART_PRESET", raising=False)
+    monkeypatch.setenv("ALBERT_TF_OFFLINE", "1")
+    monkeypatch.setenv("ALBERT_TF_HOME", str(tmp_path / "empty_cache"))
+    namespace = {}
+    exec(compile(parameters, "quickstart.ipynb[1]", "exec"), namespace)
+    assert namespace["PRESET"] == "../runs/demo/model"
+    assert "albert_base_v2 cannot be had" in capsys.readouterr().out
+    classifier = AlbertTextClassifier.from_preset(namespace["PRESET"], num_classes=2, sequence_length=SEQ)
+    _encoder_equal(classifier.classifier, sources["pretraining run"][2])

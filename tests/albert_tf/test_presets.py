@@ -231,9 +231,7 @@ def test_every_tool_takes_a_url_where_it_takes_a_model(release, server, cache):
     pretrainer.build()
     loader.initialize_pretrainer(pretrainer, url)
     _assert_weights(pretrainer, ours)
-    from albert_tf.serving.export import load_model  # albert-export --preset
-
-    _assert_weights(load_model("pretrainer", preset=url), ours)
+    _assert_weights(AlbertPretrainer.from_preset(url), ours)  # albert-export --preset
     assert server.downloads("albert_tiny.tar.gz") == 1
 
 
@@ -385,9 +383,10 @@ def test_an_export_carries_its_config_and_fine_tuning_needs_no_other_flag(tmp_pa
     loader.initialize_encoder(classifier, init_checkpoint=str(export_dir))
     for a, b in zip(classifier.encoder.weights, encoder.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    with pytest.raises(ValueError, match=rf"^init_checkpoint {export_dir} \(a SavedModel\) does not match the model: "
+    with pytest.raises(ValueError, match=rf"^a SavedModel of albert-export: {export_dir} does not match the model: "
                                          r"missing group_2_inner_group_0/"):
-        loader.load_encoder_saved_model(AlbertEncoder(CONFIG.replace(num_hidden_groups=4)), str(export_dir))
+        loader.load_weights(AlbertEncoder(CONFIG.replace(num_hidden_groups=4)), loader.open_source(str(export_dir)),
+                            heads=False)
 
 
 def test_the_registry_lists_every_release(capsys):

@@ -16,7 +16,8 @@ from albert_tf.checkpoints.run_folder import CONFIG_FILE
 from albert_tf.checkpoints.weights import model_weights
 from finetune.glue import metrics
 from albert_tf.models import AlbertClassifier as GlueClassifier, classifier_sums
-from albert_tf.presets.loader import WORD_EMBEDDINGS, _encoder_key, init_vocab_size, initialize_encoder
+from albert_tf.presets.loader import WORD_EMBEDDINGS, init_vocab_size, initialize_encoder
+from albert_tf.presets.model_source import saved_model_key, split_tensors
 from finetune.glue.readers import read_examples
 
 TINY_VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -182,19 +183,20 @@ def test_saved_model_variables_map_to_encoder_paths():
     for name in ("albert_encoder/embeddings/word_embeddings/embeddings:0",
                  "albert_pretrainer/encoder/embeddings/word_embeddings/embeddings:0",
                  "glue_classifier/encoder/embeddings/word_embeddings/embeddings:0"):
-        assert _encoder_key(name) == WORD_EMBEDDINGS
+        encoder, heads = split_tensors({saved_model_key(name): np.zeros(1)})
+        assert (list(encoder), heads) == ([WORD_EMBEDDINGS], {})
 
 
 def test_init_checkpoint_of_another_vocabulary_is_refused(tmp_path):
     other = _pretrainer(CONFIG.replace(vocab_size=500))
     folder = _pretraining_run_dir(tmp_path, other, "other_vocab")
     assert init_vocab_size(str(folder)) == 500
-    with pytest.raises(ValueError, match=r"vocabulary of 500 tokens but the model's config has 300"):
+    with pytest.raises(ValueError, match=r"holds an encoder with vocab_size=500, the model has vocab_size=300"):
         initialize_encoder(_classifier(), str(folder))
 
 
 def test_init_checkpoint_missing(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no checkpoint in directory"):
+    with pytest.raises(ValueError, match="holds no model: not a preset folder, a run's output_dir \\(no checkpoint\\)"):
         initialize_encoder(_classifier(), str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+    with pytest.raises(ValueError, match="ckpt-3: no such folder or file"):
         initialize_encoder(_classifier(), str(tmp_path / "ckpt-3"))

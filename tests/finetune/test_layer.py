@@ -339,7 +339,9 @@ def test_a_task_model_learns_on_the_shared_trainer(tokenizer, tmp_path):
     after = task.evaluate("train", run.predict(cached)[0], cached)["accuracy"]
     assert result["step"] == 40 and set(result["train"]) >= {"loss", "accuracy"}
     assert after >= 0.9 and after > before, (before, after)
-    assert json.loads((tmp_path / "run" / TASK_FILE).read_text()) == {"task": "Toy"}
+    recorded = json.loads((tmp_path / "run" / TASK_FILE).read_text())  # the task, and the model its heads are
+    assert recorded == {"task": "Toy", "class": type(run.model).__name__,
+                        "arguments": {name: getattr(run.model, name) for name in run.model.config_arguments}}
     # Another task's run in the same folder is refused.
     other = ToyChoiceTask()
     other.name = "Other"

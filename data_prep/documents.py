@@ -3,7 +3,7 @@
 Two layouts: `sentence_per_line` (the original's: one sentence per line, a blank line between
 documents) and `document_per_line` (one document per line, split into sentences here). A file's
 end always ends a document. Nothing is held beyond the current document. Files ending in `.gz`,
-`.gzip`, `.bz2` or `.xz` are decompressed as they are read (`albert_tf.utils.files`' rule).
+`.gzip`, `.bz2` or `.xz` are decompressed as they are read (`albert_tf.utils.compression`' rule).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import re
 from typing import BinaryIO, Callable, Iterator, Sequence
 
 from albert_tf.utils.errors import UserError
-from albert_tf.utils.files import DECOMPRESSION_ERRORS, compression_of, expand_patterns, open_decompressed
+from albert_tf.utils.compression import DECOMPRESSION_ERRORS, compression_of, open_decompressed
+from albert_tf.utils.patterns import expand_patterns
 
 INPUT_FORMATS = ("sentence_per_line", "document_per_line")
 # A "sentence" this long is a whole text on one line: read as sentence_per_line it would become a

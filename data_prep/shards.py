@@ -29,16 +29,10 @@ from absl import logging
 
 from albert_tf.utils.errors import one_line
 from albert_tf.data.features import PRETRAINING_METADATA_FILE, read_pretraining_metadata
-from albert_tf.utils.files import (
-    PartialFile,
-    compression_suffix,
-    files_for,
-    is_partial,
-    is_url,
-    prepare_output_dir,
-    remove_partials,
-    write_json,
-)
+from albert_tf.utils.atomic import PartialFile, is_partial, remove_partials, write_json
+from albert_tf.utils.compression import compression_suffix
+from albert_tf.utils.files import files_for, is_url
+from albert_tf.utils.output_dirs import prepare_output_dir
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of

@@ -35,7 +35,9 @@ from albert_tf.cli import entry_point
 from albert_tf.cli.option_flags import define_option_flags, define_strategy_flags, option_values, weights_source
 from albert_tf.cli.release_flags import apply_release_flags
 from albert_tf.utils.errors import FlagError, UserError
-from albert_tf.utils.files import locked_run_folder, prepare_output_dir, write_json
+from albert_tf.utils.atomic import write_json
+from albert_tf.utils.locks import locked_run_folder
+from albert_tf.utils.output_dirs import prepare_output_dir
 from albert_tf.utils.quiet import quiet_device_start
 from finetune.options import FinetuneOptions
 from finetune.task import HPARAM_FIELDS

@@ -212,7 +212,7 @@ class FinetuningTask(TrainingTask):
 
         import tensorflow as tf
 
-        from albert_tf.utils.files import write_json
+        from albert_tf.utils.atomic import write_json
 
         path = os.path.join(output_dir, TASK_FILE)
         info = self.run_info()
@@ -275,7 +275,7 @@ class FinetuningTask(TrainingTask):
         import tensorflow as tf
 
         from albert_tf.serving.export import at_precision, check_precision
-        from albert_tf.utils.files import atomic_folder
+        from albert_tf.utils.atomic import atomic_folder
 
         if format not in EXPORT_FORMATS:
             raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {format!r}")

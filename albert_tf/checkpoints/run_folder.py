@@ -20,7 +20,8 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig
 from albert_tf.utils.errors import UserError
-from albert_tf.utils.files import prepare_output_dir, write_json
+from albert_tf.utils.atomic import write_json
+from albert_tf.utils.output_dirs import prepare_output_dir
 from albert_tf.checkpoints.weights import check_match, model_weights
 
 CONFIG_FILE = "albert_config.json"

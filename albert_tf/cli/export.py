@@ -27,7 +27,8 @@ from albert_tf.cli.option_flags import weights_source
 from albert_tf.training.options import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS
 from albert_tf.cli.entry_point import run_main
 from albert_tf.utils.errors import FlagError
-from albert_tf.utils.files import locked_run_folder, prepare_output_dir
+from albert_tf.utils.locks import locked_run_folder
+from albert_tf.utils.output_dirs import prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_string("preset", None, "A preset: a folder (config.json, model.weights.h5, spiece.model), a "

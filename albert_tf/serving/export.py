@@ -42,7 +42,7 @@ import tensorflow as tf
 
 from albert_tf.training.options import PRECISIONS
 from albert_tf.data.features import classification_feature_spec, pretraining_feature_spec
-from albert_tf.utils.files import atomic_folder
+from albert_tf.utils.atomic import atomic_folder
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 from albert_tf.tokenizers.length_buckets import bucket_lengths, check_bucket_lengths
 from albert_tf.utils.validation import check_positions
@@ -161,7 +161,7 @@ class ServingModule(tf.Module):
 
 def write(model, output_dir: str | os.PathLike, serving: ServingModule, tokenizer: AlbertGraphTokenizer) -> str:
     """Writes the SavedModel of every task into `output_dir`, which must be missing or empty (a whole
-    folder written aside and renamed when complete: `albert_tf.utils.files.atomic_folder`; a killed export
+    folder written aside and renamed when complete: `albert_tf.utils.atomic.atomic_folder`; a killed export
     leaves nothing a rerun trips on). The root object holds the task's `serving` module (its
     functions; the model itself is not tracked there, which would save every weight twice), the
     model's variables as plain lists (TF-Hub's reusable-SavedModel attributes), the SentencePiece
@@ -192,7 +192,7 @@ def write_config(model, folder: str) -> None:
     needs no other flag."""
     config = getattr(model, "config", None)
     if config is not None:
-        from albert_tf.utils.files import write_json
+        from albert_tf.utils.atomic import write_json
         from albert_tf.checkpoints.run_folder import CONFIG_FILE
 
         write_json(os.path.join(folder, CONFIG_FILE), config.to_dict())

@@ -336,13 +336,13 @@ def export_litert(model, output_dir: str | os.PathLike, spm_model_file: str | os
     empty.
 
     The conversion runs before anything is written; the folder is written aside and renamed when
-    complete (`albert_tf.utils.files.atomic_folder`), a folder holding files refused first.
+    complete (`albert_tf.utils.atomic.atomic_folder`), a folder holding files refused first.
     `outputs`: the model's `TaskOutputs` where it is not one of albert_tf's models (`convert`).
 
     Example:
         >>> export_litert(classifier, "on_device", "30k-clean.model", 128, quantization="dynamic_int8")
     """
-    from albert_tf.utils.files import atomic_folder, write_json
+    from albert_tf.utils.atomic import atomic_folder, write_json
     from albert_tf.presets.folder import VOCAB
 
     model = _unwrap(model)

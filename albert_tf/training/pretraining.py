@@ -28,7 +28,8 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.utils.errors import FlagError, UserError
-from albert_tf.utils.files import expand_patterns, tfrecord_compression
+from albert_tf.utils.compression import tfrecord_compression
+from albert_tf.utils.patterns import expand_patterns
 from albert_tf.models.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
 from albert_tf.training.options import PretrainingOptions
 from albert_tf.training.loop import DatasetFn, Trainer, TrainingTask, run_loop

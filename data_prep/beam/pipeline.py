@@ -40,7 +40,9 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from albert_tf.utils.quiet import VERBOSE_ENV, verbose  # noqa: E402
 from albert_tf.utils.errors import FlagError, UserError  # noqa: E402
-from albert_tf.utils.files import PartialFile, files_for, prepare_output_dir, remove_partials, write_json  # noqa: E402
+from albert_tf.utils.atomic import PartialFile, remove_partials, write_json  # noqa: E402
+from albert_tf.utils.files import files_for  # noqa: E402
+from albert_tf.utils.output_dirs import prepare_output_dir  # noqa: E402
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of

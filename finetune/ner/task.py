@@ -21,7 +21,7 @@ from albert_tf.data.features import EXAMPLE_WEIGHT, tagging_feature_spec
 from albert_tf.data.tagging import DOC_STRIDE, bio_labels, check_labels, word_tags
 from albert_tf.models import AlbertTokenClassifier, token_classifier_sums
 from albert_tf.utils.errors import UserError
-from albert_tf.utils.files import atomic_open
+from albert_tf.utils.atomic import atomic_open
 from finetune import cache
 from finetune.ner import features, metrics, readers
 from finetune.task import TASK_FILE, FinetuningTask, Hparams, model_inputs

@@ -18,7 +18,7 @@ import numpy as np
 
 from albert_tf.utils.errors import UserError
 from albert_tf.data.features import EXAMPLE_WEIGHT, multiple_choice_feature_spec
-from albert_tf.utils.files import atomic_open
+from albert_tf.utils.atomic import atomic_open
 from albert_tf.models import AlbertMultipleChoice, classifier_sums
 from finetune import cache
 from finetune.race import features, metrics, readers

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from albert_tf.utils.errors import UserError
 from albert_tf.data.features import EXAMPLE_WEIGHT, span_feature_spec
-from albert_tf.utils.files import write_json
+from albert_tf.utils.atomic import write_json
 from albert_tf.models import AlbertSpanLabeler
 from finetune.cache import cache_features
 from finetune.squad import features, metrics, postprocess, readers, serving

@@ -158,12 +158,13 @@ def holds_shards(folder: str) -> bool:
 def generate(beam_args) -> dict:
     """Makes the shards the flags ask for in the locked --output_dir; returns the run's metadata."""
     from albert_tf.utils.errors import FlagError, UserError
+    from albert_tf.utils.files import is_url
     from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from data_prep.documents import check_not_all_empty, expand_input_patterns
     from data_prep.shards import run_generation
 
     spm_model = FLAGS.spm_model_file
-    if "://" in spm_model:  # gs://... : SentencePiece reads local files
+    if is_url(spm_model):  # gs://... : SentencePiece reads local files
         from data_prep.beam.files import local_copy
 
         spm_model = local_copy(spm_model)

@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 from absl import app, flags, logging
 
 from albert_tf.training import options as run_options
+from albert_tf.training.options import EXPORT_DIR
 from albert_tf.cli import entry_point
 from albert_tf.cli.option_flags import define_option_flags, define_strategy_flags, option_values, weights_source
 from albert_tf.cli.release_flags import apply_release_flags
@@ -43,7 +44,6 @@ from finetune.options import FinetuneOptions
 from finetune.task import HPARAM_FIELDS
 
 EVAL_RESULTS = "eval_results.json"
-EXPORT_DIR = "export"
 BEST_CHECKPOINT = "model.ckpt-best"  # the release's name
 BEST_RESULTS = "best_checkpoint.json"
 

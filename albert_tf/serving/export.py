@@ -45,6 +45,7 @@ from albert_tf.data.features import classification_feature_spec, pretraining_fea
 from albert_tf.utils.atomic import atomic_folder
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 from albert_tf.tokenizers.length_buckets import bucket_lengths, check_bucket_lengths
+from albert_tf.tokenizers.tokenizer import check_seq_length
 from albert_tf.utils.validation import check_positions
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -111,9 +112,7 @@ def _is_text_classifier(model) -> bool:
 
 def check_length(model, max_seq_length: int):
     """`max_seq_length` against the model's positions; builds the model."""
-    if not isinstance(max_seq_length, int) or max_seq_length < 4:
-        raise ValueError(f"max_seq_length must be an integer >= 4 (room for [CLS] A [SEP] B [SEP]), "
-                         f"got {max_seq_length!r}")
+    check_seq_length(max_seq_length)
     check_positions(max_seq_length, getattr(getattr(model, "config", None), "max_position_embeddings", None))
     if not model.built:
         model.build()

@@ -40,6 +40,7 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 
 from albert_tf.serving import export
 from albert_tf.training.options import QUANTIZATIONS
+from albert_tf.utils.validation import require_choice
 from albert_tf.layers import common
 
 MODEL_FILE = "model.tflite"
@@ -134,8 +135,7 @@ def convert(model, max_seq_length: int, quantization: str = "none", representati
             `CALIBRATION_EXAMPLES` are read.
         outputs: the model's `TaskOutputs` where it is not an encoder or classifier.
     """
-    if quantization not in QUANTIZATIONS:
-        raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
+    require_choice("quantization", quantization, QUANTIZATIONS)
     if quantization == "full_int8" and representative_data is None:
         raise ValueError("full_int8 needs representative_data: feature dicts of the task's training texts")
     model = _unwrap(model)

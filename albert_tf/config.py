@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any
 
-from albert_tf.utils.validation import require_positive_ints
+from albert_tf.utils.validation import require_choice, require_positive_ints
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh", "swish", "silu")
@@ -83,12 +83,8 @@ class AlbertConfig:
             raise ValueError(
                 f"AlbertConfig.initializer_range must be a positive number, got {self.initializer_range!r}"
             )
-        if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(
-                f"AlbertConfig.hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}"
-            )
-        if self.sharing not in SHARING_MODES:
-            raise ValueError(f"AlbertConfig.sharing must be one of {SHARING_MODES}, got {self.sharing!r}")
+        require_choice("AlbertConfig.hidden_act", self.hidden_act, ACTIVATIONS)
+        require_choice("AlbertConfig.sharing", self.sharing, SHARING_MODES)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"AlbertConfig.hidden_size ({self.hidden_size}) must be divisible by "

@@ -124,7 +124,7 @@ def main():
     # ---- one run a folder: a second run while the first holds the folder, then after it was killed
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys, time
-        from albert_tf.utils.files import locked_run_folder
+        from albert_tf.utils.locks import locked_run_folder
         with locked_run_folder("busy"):
             print("locked", flush=True)
             time.sleep(600)

@@ -117,7 +117,9 @@ flags.DEFINE_enum(
 
 def main(argv) -> int:
     from albert_tf.utils.errors import FlagError
-    from albert_tf.utils.files import files_for, locked_run_folder, prepare_output_dir
+    from albert_tf.utils.files import files_for
+    from albert_tf.utils.locks import locked_run_folder
+    from albert_tf.utils.output_dirs import prepare_output_dir
     from data_prep.documents import beam_files
     from data_prep.shards import format_summary
 
@@ -146,7 +148,7 @@ def main(argv) -> int:
 
 def holds_shards(folder: str) -> bool:
     """Whether a data-prep folder holds a complete shard or a finished run's description."""
-    from albert_tf.utils.files import is_partial
+    from albert_tf.utils.atomic import is_partial
     from data_prep.shards import METADATA_FILE
 
     return any(name.endswith((".tfrecord", ".tfrecord.gz")) or name == METADATA_FILE
@@ -156,12 +158,13 @@ def holds_shards(folder: str) -> bool:
 def generate(beam_args) -> dict:
     """Makes the shards the flags ask for in the locked --output_dir; returns the run's metadata."""
     from albert_tf.utils.errors import FlagError, UserError
+    from albert_tf.utils.files import is_url
     from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from data_prep.documents import check_not_all_empty, expand_input_patterns
     from data_prep.shards import run_generation
 
     spm_model = FLAGS.spm_model_file
-    if "://" in spm_model:  # gs://... : SentencePiece reads local files
+    if is_url(spm_model):  # gs://... : SentencePiece reads local files
         from data_prep.beam.files import local_copy
 
         spm_model = local_copy(spm_model)

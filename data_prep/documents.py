@@ -3,7 +3,7 @@
 Two layouts: `sentence_per_line` (the original's: one sentence per line, a blank line between
 documents) and `document_per_line` (one document per line, split into sentences here). A file's
 end always ends a document. Nothing is held beyond the current document. Files ending in `.gz`,
-`.gzip`, `.bz2` or `.xz` are decompressed as they are read (`albert_tf.utils.files`' rule).
+`.gzip`, `.bz2` or `.xz` are decompressed as they are read (`albert_tf.utils.compression`' rule).
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ import re
 from typing import BinaryIO, Callable, Iterator, Sequence
 
 from albert_tf.utils.errors import UserError
-from albert_tf.utils.files import DECOMPRESSION_ERRORS, compression_of, expand_patterns, open_decompressed
+from albert_tf.utils.compression import DECOMPRESSION_ERRORS, compression_of, open_decompressed
+from albert_tf.utils.files import files_for
+from albert_tf.utils.patterns import expand_patterns
+from albert_tf.utils.validation import require_choice
 
 INPUT_FORMATS = ("sentence_per_line", "document_per_line")
 # A "sentence" this long is a whole text on one line: read as sentence_per_line it would become a
@@ -58,13 +61,10 @@ class InputStats:
         return {"documents": self.documents, "lines": self.lines, "bad_lines": self.bad_lines}
 
 
-def _open_raw(path: str) -> BinaryIO:
-    """A local file, or one on a filesystem Apache Beam knows (gs://, s3://, hdfs://...)."""
-    if "://" in path:
-        from data_prep.beam.files import open_raw
-
-        return open_raw(path)
-    return open(path, "rb")
+def open_raw(path: str) -> BinaryIO:
+    """The bytes of a local file, or of one on a filesystem Apache Beam knows (gs://, s3://, hdfs://...),
+    as they are stored (not decompressed)."""
+    return files_for(path, beam_files).open(path, "rb")
 
 
 def beam_files():
@@ -82,7 +82,7 @@ def input_lines(path: str, opener: Callable[[str], BinaryIO] | None = None) -> I
     `opener(path)` gives the raw bytes; by default a local file is opened, and a path with a scheme
     (gs://...) is read through Apache Beam's filesystems.
     """
-    raw = (opener or _open_raw)(path)
+    raw = (opener or open_raw)(path)
     if compression_of(path) == "none":
         with raw as f:
             yield from f
@@ -122,8 +122,7 @@ def iter_documents(
     opener: Callable[[str], BinaryIO] | None = None,
 ) -> Iterator[list[str]]:
     """Yields each document as a list of sentences (stripped, non-empty strings)."""
-    if input_format not in INPUT_FORMATS:
-        raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
+    require_choice("input_format", input_format, INPUT_FORMATS)
     stats = stats if stats is not None else InputStats()
     for path in files:
         document: list[str] = []

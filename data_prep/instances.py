@@ -11,7 +11,7 @@ import dataclasses
 import itertools
 from typing import NamedTuple, Sequence
 
-from albert_tf.tokenizers.tokenizer import SPIECE_UNDERLINE, AlbertTokenizer, truncate_pair_lengths
+from albert_tf.tokenizers.tokenizer import SPIECE_UNDERLINE, AlbertTokenizer, check_seq_length, truncate_pair_lengths
 
 Document = Sequence[Sequence[int]]  # sentences of piece ids
 
@@ -44,8 +44,7 @@ class InstanceOptions:
     words_end_at_sep: bool = False
 
     def __post_init__(self):
-        if self.max_seq_length < 5:
-            raise ValueError(f"max_seq_length must be at least 5 ([CLS] a [SEP] b [SEP]), got {self.max_seq_length}")
+        check_seq_length(self.max_seq_length)
         if self.max_seq_length > MAX_SEQ_LENGTH:
             # Every record is padded to this length: 100000 made 109 MB of records from 38 KB of text.
             raise ValueError(f"max_seq_length must be at most {MAX_SEQ_LENGTH} (the released models read 512 "

@@ -29,18 +29,13 @@ from absl import logging
 
 from albert_tf.utils.errors import one_line
 from albert_tf.data.features import PRETRAINING_METADATA_FILE, read_pretraining_metadata
-from albert_tf.utils.files import (
-    PartialFile,
-    compression_suffix,
-    files_for,
-    is_partial,
-    is_url,
-    prepare_output_dir,
-    remove_partials,
-    write_json,
-)
+from albert_tf.utils.atomic import PartialFile, is_partial, remove_partials, write_json
+from albert_tf.utils.compression import compression_suffix
+from albert_tf.utils.files import files_for, is_url
+from albert_tf.utils.output_dirs import prepare_output_dir
+from albert_tf.utils.validation import require_choice
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
-from data_prep.documents import BadInputError, InputStats, iter_documents
+from data_prep.documents import BadInputError, InputStats, iter_documents, open_raw
 from data_prep.generation import ShardGenerator, encode_documents, shard_of
 from data_prep.instances import InstanceOptions, InstanceStats, MaskingVocab
 
@@ -68,8 +63,7 @@ class GenerationConfig:
     skip_bad_lines: bool = False
 
     def __post_init__(self):
-        if self.compression not in COMPRESSIONS:
-            raise ValueError(f"compression must be one of {COMPRESSIONS}, got {self.compression!r}")
+        require_choice("compression", self.compression, COMPRESSIONS)
         if self.num_output_shards < 1:
             raise ValueError(f"num_output_shards must be positive, got {self.num_output_shards}")
         if self.dupe_factor < 1:
@@ -98,19 +92,13 @@ class GenerationConfig:
 
 
 def _absolute(path: str) -> str:
-    return path if "://" in path else os.path.abspath(path)
+    return path if is_url(path) else os.path.abspath(path)
 
 
 def file_sha256(path: str) -> str:
     """sha256 of the file's bytes (a path with a scheme, gs://..., is read through Beam)."""
-    if "://" in path:
-        from data_prep.beam.files import open_raw
-
-        opened = open_raw(path)
-    else:
-        opened = open(path, "rb")
     digest = hashlib.sha256()
-    with opened as f:
+    with open_raw(path) as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()

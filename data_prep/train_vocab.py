@@ -18,7 +18,8 @@ from typing import Iterator, Sequence
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
-from albert_tf.utils.files import partial_path, prepare_output_dir
+from albert_tf.utils.atomic import partial_path
+from albert_tf.utils.output_dirs import prepare_output_dir
 
 # Its own FlagValues, so that the two console scripts (and tests importing both) never collide.
 FLAGS = flags.FlagValues()
@@ -100,7 +101,7 @@ def train_vocab(
     if vocab_size < 6:
         raise ValueError(f"vocab_size must leave room beyond the 5 special pieces, got {vocab_size}")
     prepare_output_dir(os.path.dirname(model_prefix) or ".", flag="model_prefix")
-    # Trained in memory, then written under a partial prefix and renamed (albert_tf.utils.files' rule):
+    # Trained in memory, then written under a partial prefix and renamed (albert_tf.utils.atomic's rule):
     # an interrupted or refused training leaves no .model that a later tool would take for a
     # finished vocabulary. A model trained so records no prefix among its trainer's settings, so
     # the same training gives the same bytes wherever it is saved (data prep records the sha256).

@@ -93,7 +93,7 @@ def create_records(text: str, output_dir: str, spm: str, task: str, dupe_factor:
 
 def evaluate(model_dir: str, config, heldout: dict, args) -> dict:
     """MLM and pair-task accuracy of the final checkpoint in model_dir on each held-out set."""
-    from albert_tf.utils.files import expand_patterns
+    from albert_tf.utils.patterns import expand_patterns
     from albert_tf.training.options import PretrainingOptions
     from albert_tf.training.pretraining import PretrainingTask, file_dataset_fn
     from albert_tf.training.loop import Trainer
@@ -117,7 +117,7 @@ def label_one_fraction(pattern: str, args) -> float:
     """The share of label 1 (random or swapped) in held-out records, for the majority baseline."""
     from albert_tf.data.datasets import pretraining_dataset
     from albert_tf.data.features import EXAMPLE_WEIGHT
-    from albert_tf.utils.files import expand_patterns
+    from albert_tf.utils.patterns import expand_patterns
 
     ones = total = 0.0
     for batch in pretraining_dataset(expand_patterns(pattern), batch_size=64, max_seq_length=args.max_seq_length,

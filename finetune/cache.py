@@ -34,7 +34,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.features import serialize_example
-from albert_tf.utils.files import atomic_open, atomic_path
+from albert_tf.utils.atomic import atomic_open, atomic_path
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
 _DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}

@@ -4,7 +4,9 @@ A task's console script defines its own flags (GLUE: `--task`, `--data_dir`, `--
 beside `define_flags(FLAGS)`; `run(__doc__, FLAGS, make_task)` is its entry point (the one of every
 console script, `albert_tf.cli.entry_point.run_main`) and `finetune(argv, FLAGS, make_task)` runs a
 command line in-process, where `make_task(FLAGS)` returns its `finetune.task.FinetuningTask`. A tool
-whose action flags mean otherwise (SQuAD's --do_predict also scores) passes its `actions`. The flow:
+whose action flags mean otherwise (SQuAD's --do_predict also scores) passes its `actions`. The run
+itself is the library's `finetune.run.run_finetuning`: this module only turns flags into its
+arguments. The flow:
 
 1. the options: each flag named as a field of `finetune.options.FinetuneOptions`; those of the
    task's hparams (`finetune.task.HPARAM_FIELDS`) default to the hparams, the others to the field's
@@ -13,7 +15,7 @@ whose action flags mean otherwise (SQuAD's --do_predict also scores) passes its 
    `--init_checkpoint`, its release's name: any model source, `albert_tf.presets.model_source`; or
    random weights with `--albert_config_file`), and its vocabulary checked against the SentencePiece
    model (`--spm_model_file`, default: the one the source carries);
-3. `--do_train`: train (resuming from `output_dir`'s latest checkpoint if any);
+3. (`run_finetuning`) `--do_train`: train (resuming from `output_dir`'s latest checkpoint if any);
    `--do_eval`: each evaluation split's metrics into `eval_results.json` (and TensorBoard's
    `eval/`); `--do_predict`: each prediction split's files (the task's `write_predictions`);
 4. `--export`: the task's SavedModel in `output_dir/export`, written after training, or when
@@ -24,27 +26,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import os
 from typing import Callable, Sequence
 
-from absl import app, flags, logging
+from absl import app, flags
 
 from albert_tf.training import options as run_options
+from albert_tf.training.options import EXPORT_DIR  # noqa: F401 (a name callers use)
 from albert_tf.cli import entry_point
 from albert_tf.cli.option_flags import (define_option_flags, define_strategy_flags, define_weights_source_flags,
                                         option_values, weights_source)
 from albert_tf.cli.release_flags import apply_release_flags
-from albert_tf.utils.errors import FlagError, UserError
-from albert_tf.utils.files import locked_run_folder, prepare_output_dir, write_json
+from albert_tf.utils.errors import FlagError
+from albert_tf.utils.locks import locked_run_folder
+from albert_tf.utils.output_dirs import prepare_output_dir
 from albert_tf.utils.quiet import quiet_device_start
 from finetune.options import FinetuneOptions
+from finetune.run import BEST_CHECKPOINT, BEST_RESULTS, EVAL_RESULTS  # noqa: F401 (names callers use)
+from finetune.run import Actions, ExportSettings, check_actions, run_finetuning
 from finetune.task import HPARAM_FIELDS
 
-EVAL_RESULTS = "eval_results.json"
-EXPORT_DIR = "export"
-BEST_CHECKPOINT = "model.ckpt-best"  # the release's name
-BEST_RESULTS = "best_checkpoint.json"
 
 # The help of fine-tuning's own meaning of a field, where the task's hparams give the default; the
 # others are the fields' (albert_tf.training.options, finetune.options).
@@ -147,102 +147,6 @@ def options_from_flags(flag_values: flags.FlagValues, task):
     return FinetuneOptions(**values)
 
 
-def _features(task, split, tokenizer, max_seq_length, cache_dir):
-    cached = task.features(split, tokenizer, max_seq_length, cache_dir)
-    if cached.num_skipped:
-        logging.warning("%s %s: skipped %d malformed rows", task.name, split, cached.num_skipped)
-    return cached
-
-
-class Evaluation:
-    """The evaluation splits of a run, scored at most once per step: their metrics (written to
-    TensorBoard's `eval/` at the step), their predictions, and the best checkpoint so far.
-
-    When `task.best_metric` (on the first evaluation split) beats the best recorded in
-    `BEST_RESULTS`, the run's state is written as `model.ckpt-best` in output_dir, as the release
-    kept its best checkpoint.
-    """
-
-    def __init__(self, run, task, splits: dict):
-        self.run, self.task, self.splits = run, task, splits
-        self.predictions: dict = {}
-        self._results, self._step = None, None
-        self._writer = None  # made on first use: run_loop writes the scalars of evaluations while training
-        self._best_path = os.path.join(run.options.output_dir, BEST_RESULTS)
-        # Read once, at the start: every worker then takes the same decisions (a checkpoint write
-        # may need them all).
-        best = self.best()
-        self._best_value = None if best is None else best["value"]
-
-    def results(self, write_summaries: bool = True) -> dict:
-        """`{"task", "global_step", <split>: {metrics, examples, skipped_rows, examples_per_second}}`;
-        the metrics go to TensorBoard unless `write_summaries` is False (`run_loop` writes them)."""
-        step = self.run.current_step
-        if self._step == step:
-            return self._results
-        results = {"task": self.task.name, "global_step": step}
-        for split, cached in self.splits.items():
-            predictions, rate = self.run.predict(cached)
-            split_results = self.task.evaluate(split, predictions, cached)
-            split_results.update(examples=cached.num_examples, skipped_rows=cached.num_skipped,
-                                 examples_per_second=rate)
-            results[split], self.predictions[split] = split_results, predictions
-        self._results, self._step = results, step
-        if write_summaries:
-            from albert_tf.training import summaries  # here: the module loads without TensorFlow (--help)
-
-            if self._writer is None:
-                self._writer = summaries.summary_writer(self.run.options, self.run.is_chief, "eval")
-            summaries.write_scalars(self._writer, self.scalars_of(results), step)
-            self._writer.flush()
-        self._keep_best(results)
-        return results
-
-    def scalars(self) -> dict:
-        """The metrics as `run_loop`'s evaluation callback wants them: `<split>/<metric>` floats."""
-        return self.scalars_of(self.results(write_summaries=False))
-
-    def best(self) -> dict | None:
-        if not os.path.exists(self._best_path):
-            return None
-        with open(self._best_path, encoding="utf-8") as f:
-            return json.load(f)
-
-    def _keep_best(self, results: dict):
-        step = results["global_step"]
-        metric, splits = self.task.best_metric, list(self.splits)
-        if not metric or not splits or metric not in results[splits[0]]:
-            return
-        value = float(results[splits[0]][metric])
-        if math.isnan(value):
-            return
-        if self._best_value is not None and not value > self._best_value:
-            return
-        self._best_value = value
-        path = self.run.write_copy(BEST_CHECKPOINT)
-        if self.run.is_chief:
-            record = {"checkpoint": os.path.basename(path), "global_step": step, "split": splits[0],
-                      "metric": metric, "value": value}
-            write_json(self._best_path, record, sort_keys=False)
-            logging.info("best %s %s so far (%.4f at step %d): %s", splits[0], metric, value, step, path)
-
-    def scalars_of(self, results: dict) -> dict:
-        """The task's metrics of each split as `<split>/<metric>` floats (counts and rates left out)."""
-        counts = ("examples", "skipped_rows", "examples_per_second")
-        return {f"{split}/{name}": float(value) for split in self.splits
-                for name, value in results[split].items() if isinstance(value, (int, float)) and name not in counts}
-
-
-@dataclasses.dataclass(frozen=True)
-class Actions:
-    """What a run does (train, evaluate, predict) and the flags that asked for it (named in messages)."""
-
-    train: bool
-    eval: bool
-    predict: bool
-    asked: tuple[str, ...]
-
-
 def actions_of_flags(flag_values: flags.FlagValues) -> Actions:
     """The actions as --do_train, --do_eval and --do_predict name them (a tool whose flags mean
     otherwise gives `finetune` its own reading, as SQuAD's --do_predict scores)."""
@@ -263,9 +167,9 @@ def run_task(flag_values: flags.FlagValues, task, actions: Actions | None = None
     if F.cache_dir:
         prepare_output_dir(F.cache_dir, "cache_dir", create=False)
     # One run a folder; a run refused or failed before its first checkpoint leaves it as it was.
-    from albert_tf.training import loop  # here: --help must not load TensorFlow
+    import tensorflow as tf  # here: --help must not load TensorFlow
 
-    with locked_run_folder(F.output_dir, keep_on_failure=loop.tf.train.latest_checkpoint):
+    with locked_run_folder(F.output_dir, keep_on_failure=tf.train.latest_checkpoint):
         return _run_task(F, task, actions)
 
 
@@ -281,24 +185,14 @@ def example_limits(flag_values: flags.FlagValues) -> dict[str, int | None]:
 
 
 def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
-    from albert_tf.training import strategies  # here: --help must not load TensorFlow
-    from albert_tf.training import loop
+    """The flags as `run_finetuning`'s arguments: the options, the strategy, the encoder source and
+    the vocabulary, checked in that order before any model is built."""
+    import tensorflow as tf  # here: --help must not load TensorFlow
+
+    from albert_tf.training import strategies
 
     options = options_from_flags(F, task)
-    splits = (((task.train_split,) if actions.train and task.train_split else ())
-              + (tuple(task.eval_splits) if actions.eval else ())
-              + (tuple(task.predict_splits) if actions.predict else ()))
-    if actions.train and not task.train_split:
-        raise app.UsageError(f"{task.name} has no training split")
-    if not actions.train and not loop.tf.train.latest_checkpoint(F.output_dir):
-        # Only the encoder comes from --init_checkpoint/--preset: the task's head would be random,
-        # and its scores, prediction files and export would look like results.
-        raise UserError(
-            f"{' and '.join('--' + name for name in actions.asked)} without --do_train needs a fine-tuned model, and "
-            f"--output_dir {F.output_dir} holds no "
-            "checkpoint: add --do_train, or give the output_dir of a fine-tuning run"
-        )
-    task.check_data(splits)
+    check_actions(task, actions, F.output_dir)
     # Before any other TensorFlow op: multi-worker collectives are configured at startup.
     with quiet_device_start():
         strategy = strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
@@ -306,11 +200,9 @@ def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
     from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from albert_tf.presets import folder as preset_folder
     from albert_tf.presets import loader as initialization
-    from albert_tf.checkpoints.run_folder import keep_run_vocabulary
-    from finetune import trainer
 
     source_given = F.init_checkpoint or F.preset or F.albert_config_file
-    if not source_given and loop.tf.train.latest_checkpoint(F.output_dir):
+    if not source_given and tf.train.latest_checkpoint(F.output_dir):
         # A fine-tuning run folder remembers its config and vocabulary: resuming, evaluating or
         # predicting from it repeats neither.
         source = initialization.find_source(F.output_dir)
@@ -326,51 +218,10 @@ def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
         initialization.check_vocab_size(source, tokenizer.vocab_size, f"--spm_model_file {spm_model_file}")
     print(f"encoder: {source.describe()}", flush=True)  # which source --init_checkpoint named, or the run folder
 
-    cache_dir = F.cache_dir or os.path.join(F.output_dir, "features")
-    run = trainer.Finetuning(config, task, options, strategy)
-    run.restore_or_initialize(lambda model: initialization.initialize_encoder(model, F.init_checkpoint, F.preset))
-    if actions.train:  # once the folder is known to be this run's: a refused run changes nothing in it
-        keep_run_vocabulary(spm_model_file, F.output_dir)
-    summary = {"train": None, "eval": None, "predictions": [], "export_dir": None, "model": run.model}
-    evaluation = None
-    if actions.eval:
-        evaluation = Evaluation(run, task, {split: _features(task, split, tokenizer, options.max_seq_length, cache_dir)
-                                            for split in task.eval_splits})
-    if actions.train:
-        cached = _features(task, task.train_split, tokenizer, options.max_seq_length, cache_dir)
-        # With --do_eval, the evaluation splits are scored at every checkpoint: TensorBoard's eval/
-        # and model.ckpt-best.
-        summary["train"] = trainer.train(run, cached, evaluation.scalars if evaluation else None)
-
-    if evaluation is not None:
-        results = evaluation.results()
-        for split, split_results in results.items():
-            if split in task.eval_splits:
-                logging.info("%s %s: %s", task.name, split, json.dumps(split_results))
-        if run.is_chief:
-            for split, cached in evaluation.splits.items():
-                summary["predictions"] += task.write_predictions(split, evaluation.predictions[split], cached,
-                                                                 F.output_dir)
-            write_json(os.path.join(F.output_dir, EVAL_RESULTS), results, sort_keys=False)
-        summary["eval"] = results
-
-    if actions.predict:
-        for split in task.predict_splits:
-            cached = _features(task, split, tokenizer, options.max_seq_length, cache_dir)
-            predictions, _ = run.predict(cached)
-            if run.is_chief:
-                summary["predictions"] += task.write_predictions(split, predictions, cached, F.output_dir)
-
-    export_dir = os.path.join(F.output_dir, EXPORT_DIR)
-    if F.export and run.is_chief and (actions.train or not os.path.exists(export_dir)):
-        calibration = None  # full int8 calibrates on the task's own training texts
-        if F.quantization == "full_int8":
-            calibration = _features(task, task.train_split, tokenizer, options.max_seq_length, cache_dir)
-        summary["export_dir"] = task.export(run.model, spm_model_file, options.max_seq_length, export_dir,
-                                            F.format, F.quantization, calibration, F.precision,
-                                            results=summary["eval"])
-        logging.info("exported the %s model to %s", task.name, summary["export_dir"])
-    return summary
+    return run_finetuning(
+        task, options, source, spm_model_file, actions=actions, cache_dir=F.cache_dir, strategy=strategy,
+        initialize=lambda model: initialization.initialize_encoder(model, F.init_checkpoint, F.preset),
+        export=ExportSettings(F.format, F.quantization, F.precision) if F.export else None)
 
 
 def finetune(argv, flag_values: flags.FlagValues, make_task: Callable, required=(),

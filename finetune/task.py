@@ -3,8 +3,8 @@ export, on albert_tf's `albert_tf.training.task.TrainingTask` (which pretraining
 
 A task is one class derived from `FinetuningTask`; the trainer (`finetune.trainer.Finetuning`), the
 CLI skeleton (`finetune.cli`), the feature cache (`finetune.cache`), the input pipeline
-(`finetune.inputs`), the encoder initialisation (`finetune.initialization`) and the export never
-change for a new task. Model Garden's tasks (build_model, build_inputs, build_losses,
+(`finetune.inputs`), the encoder initialisation (`albert_tf.presets.loader`, the one loader) and the
+export never change for a new task. Model Garden's tasks (build_model, build_inputs, build_losses,
 validation_step, aggregate_logs, reduce_aggregated_logs) are the model, made smaller.
 
 What a task fills in, and when each is called:
@@ -78,6 +78,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import numpy as np
 
+from albert_tf.tokenizers.tokenizer import check_seq_length
 from albert_tf.training.options import EXPORT_FORMATS, check_warmup
 from albert_tf.training.task import TrainingTask
 
@@ -119,9 +120,7 @@ class Hparams:
         for field in ("train_batch_size", "num_train_steps"):
             if getattr(self, field) < 1:
                 raise ValueError(f"{field} must be at least 1, got {getattr(self, field)}")
-        # A pair needs [CLS] a [SEP] b [SEP] with at least one token of each sentence.
-        if self.max_seq_length < 5:
-            raise ValueError(f"max_seq_length must be at least 5, got {self.max_seq_length}")
+        check_seq_length(self.max_seq_length)
         check_warmup(self.num_train_steps, self.num_warmup_steps)
         for name in ("classifier_dropout", "encoder_dropout"):
             value = getattr(self, name)
@@ -212,7 +211,7 @@ class FinetuningTask(TrainingTask):
 
         import tensorflow as tf
 
-        from albert_tf.utils.files import write_json
+        from albert_tf.utils.atomic import write_json
 
         path = os.path.join(output_dir, TASK_FILE)
         info = self.run_info()
@@ -275,7 +274,7 @@ class FinetuningTask(TrainingTask):
         import tensorflow as tf
 
         from albert_tf.serving.export import at_precision, check_precision
-        from albert_tf.utils.files import atomic_folder
+        from albert_tf.utils.atomic import atomic_folder
 
         if format not in EXPORT_FORMATS:
             raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {format!r}")

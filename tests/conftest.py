@@ -6,6 +6,8 @@ import pathlib
 import albert_tf  # noqa: F401 (first: TensorFlow's C++ start-up lines are kept out of the test output)
 import pytest
 
+from tests.xdist_settings import pytest_cmdline_main  # noqa: F401 (a hook: -n's settings, where xdist runs)
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -19,9 +21,9 @@ def pytest_configure(config):
 
 # The modules that keep a worker longest, slowest first: each over 30 s of one worker in a full run
 # of the README's test command on 2 cores (`--junitxml` holds every test's seconds; measure again
-# when a module grows). pyproject.toml has pytest-xdist hand out whole modules (`--dist loadscope`),
-# so a module's fixtures are built once, in this order: the long modules start first and the
-# workers end on short ones, together, instead of one running a long module alone at the end.
+# when a module grows). tests/xdist_settings.py has pytest-xdist hand out whole modules (`--dist
+# loadscope`), so a module's fixtures are built once, in this order: the long modules start first and
+# the workers end on short ones, together, instead of one running a long module alone at the end.
 # Modules not named keep their order, after these.
 SLOWEST_MODULES = (
     "finetune/test_squad_cli.py", "albert_tf/test_litert.py", "albert_tf/test_training.py", "test_docs.py",

@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from albert_tf.utils.errors import UserError
-from albert_tf.utils.files import LOCK_FILE, locked_run_folder
+from albert_tf.utils.locks import LOCK_FILE, locked_run_folder
 
 pytestmark = pytest.mark.faults
 
@@ -30,7 +30,7 @@ def _holder(folder, *, write_after_lock=None):
     """A second Python process holding the lock of `folder` until killed; returns it once it holds it."""
     code = textwrap.dedent(f"""
         import sys, time
-        from albert_tf.utils.files import locked_run_folder
+        from albert_tf.utils.locks import locked_run_folder
         with locked_run_folder({str(folder)!r}):
             {f"open({str(write_after_lock)!r}, 'w').write('mine')" if write_after_lock else "pass"}
             print("locked", flush=True)

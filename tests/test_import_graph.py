@@ -183,3 +183,42 @@ def test_only_the_loader_reads_weights():
             readers.add(name)
     assert readers <= WEIGHT_READERS, sorted(readers - WEIGHT_READERS)
     assert {"albert_tf.presets.model_source", "albert_tf.presets.convert"} <= readers  # the rule sees them
+
+
+# What a console script may take from the rooms that run: the option fields its flags come from,
+# the strategy factory its --strategy names, the summaries it prints, and the run as a library call
+# (`run_pretraining`, `run_finetuning`); the loop, the trainer and the input pipeline are the run's.
+CONSOLE_SCRIPTS_MAY_IMPORT = {"albert_tf.training.options", "albert_tf.training.strategies",
+                              "albert_tf.training.summaries", "albert_tf.training.pretraining", "finetune.run",
+                              "finetune.options", "finetune.cli", "finetune.task"}
+
+
+def console_scripts(graph: dict[str, set[str]]) -> list[str]:
+    tools = {"data_prep.create_pretraining_data", "data_prep.train_vocab"}
+    return sorted(name for name in graph if name.startswith("albert_tf.cli.") or name.endswith(".cli") or name in tools)
+
+
+def test_console_scripts_reach_the_runs_through_run_calls_only():
+    """A console script maps flags to options and calls the run (issue 51): it imports nothing of the
+    training loop, the fine-tuning trainer, its inputs or its cache."""
+    graph = import_graph()
+    scripts = console_scripts(graph)
+    assert {"finetune.cli", "finetune.glue.cli", "albert_tf.cli.pretrain", "albert_tf.cli.export"} <= set(scripts)
+    assert "finetune.run" in graph["finetune.cli"]
+    internals = {"albert_tf.training", "finetune.trainer", "finetune.inputs", "finetune.cache"}
+    for name in scripts:
+        reached = {t for t in graph[name] if t.startswith(tuple(internals)) or t.startswith("finetune.run")}
+        assert reached <= CONSOLE_SCRIPTS_MAY_IMPORT, (name, sorted(reached - CONSOLE_SCRIPTS_MAY_IMPORT))
+
+
+def test_the_utils_rules_import_no_tensorflow_and_nothing_above_utils():
+    """The filesystem layer and its rules (files, atomic, patterns, compression, output_dirs, locks)
+    serve the data-prep workers and the Beam pipeline, which must stay free of TensorFlow (issue 22):
+    none imports TensorFlow at its top, or a room above utils."""
+    for name in ("files", "atomic", "patterns", "compression", "output_dirs", "locks"):
+        path = REPO_ROOT / "albert_tf" / "utils" / f"{name}.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = [alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names]
+        top += [node.module or "" for node in tree.body if isinstance(node, ast.ImportFrom)]
+        assert not [m for m in top if m.split(".")[0] in ("tensorflow", "keras")], (name, top)
+        assert all(not m.startswith("albert_tf.") or m.startswith("albert_tf.utils.") for m in top), (name, top)

@@ -1,5 +1,7 @@
-"""The suite's own settings (pyproject.toml's addopts): a crashed worker ends the run, reported."""
+"""The suite's own settings (tests/xdist_settings.py): with -n, whole modules per worker in the given
+order, and a crashed worker ends the run, reported; without pytest-xdist, plain pytest runs."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -19,20 +21,75 @@ def test_after():
     pass
 '''
 
+# Written by the controller (the process without `workerinput`) once its options are settled.
+REPORT_OPTIONS = '''
+
+def pytest_sessionstart(session):
+    import pathlib
+    option = session.config.option
+    if not hasattr(session.config, "workerinput"):
+        values = [getattr(option, name, "absent") for name in ("dist", "loadscopereorder", "maxworkerrestart")]
+        pathlib.Path(__file__).with_name("options.txt").write_text(" ".join(map(str, values)))
+'''
+
+
+def _suite(tmp_path, *tests, report_options=False):
+    """A suite of its own in tmp_path: the repository's pyproject.toml, tests/xdist_settings.py as its
+    conftest, and the test modules given."""
+    shutil.copy(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    conftest = (REPO_ROOT / "tests" / "xdist_settings.py").read_text()
+    (tmp_path / "conftest.py").write_text(conftest + (REPORT_OPTIONS if report_options else ""))
+    for i, text in enumerate(tests):
+        (tmp_path / f"test_{i}.py").write_text(text)
+
+
+def _pytest(tmp_path, *args, env=None):
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
+                             str(tmp_path), "-c", str(tmp_path / "pyproject.toml"), *args, str(tmp_path)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    return result, result.stdout + result.stderr
+
 
 def test_a_crashed_worker_ends_the_run_with_its_test_failed(tmp_path):
     """pytest-xdist 3.8 with --dist=loadscope replaces a crashed worker, which runs the crashing
     test again, and can then wait forever (issues #1323, #1378); with --max-worker-restart=0 the
     run ends, the test that crashed failed."""
-    shutil.copy(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
-    (tmp_path / "test_two.py").write_text(CRASHING)
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "--rootdir",
-                             str(tmp_path), "-c", str(tmp_path / "pyproject.toml"), str(tmp_path)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    output = result.stdout + result.stderr
+    _suite(tmp_path, "def test_one():\n    pass\n", CRASHING)
+    result, output = _pytest(tmp_path, "-n", "2")
     assert result.returncode == 1, output[-3000:]
-    assert "worker 'gw" in output and "crashed while running 'test_two.py::test_crash'" in output, output[-3000:]
-    assert "FAILED test_two.py::test_crash" in output
+    assert "worker 'gw" in output and "crashed while running 'test_1.py::test_crash'" in output, output[-3000:]
+    assert "FAILED test_1.py::test_crash" in output
     # One worker went down, and no new one ran the crashing test again (where the hang begins).
     assert output.count("node down: Not properly terminated") == 1, output[-3000:]
+
+
+def test_with_workers_each_takes_whole_modules_in_the_given_order(tmp_path):
+    _suite(tmp_path, "def test_one():\n    pass\n", report_options=True)
+    result, output = _pytest(tmp_path, "-n", "2")
+    assert result.returncode == 0, output[-3000:]
+    assert (tmp_path / "options.txt").read_text() == "loadscope False 0"
+    # A --dist or --max-worker-restart given on the command line is kept.
+    result, output = _pytest(tmp_path, "-n", "2", "--dist=load", "--max-worker-restart=3")
+    assert result.returncode == 0, output[-3000:]
+    assert (tmp_path / "options.txt").read_text() == "load True 3"
+    # Without -n, nothing is distributed.
+    result, output = _pytest(tmp_path)
+    assert result.returncode == 0, output[-3000:]
+    assert (tmp_path / "options.txt").read_text() == "no True None"
+
+
+def test_plain_pytest_runs_without_xdist(tmp_path):
+    """`pip install pytest && python -m pytest tests/albert_tf/test_config.py` on a clone: pytest-xdist
+    blocked (-p no:xdist), or not loaded at all as where it is not installed (no plugin is loaded from
+    the installed packages), the suite's configuration names no option that only xdist defines."""
+    _suite(tmp_path, "def test_one():\n    pass\n", report_options=True)
+    result, output = _pytest(tmp_path, "-p", "no:xdist")
+    assert result.returncode == 0 and "1 passed" in output, output[-3000:]
+    assert (tmp_path / "options.txt").read_text() == "absent absent absent"
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    result, output = _pytest(tmp_path, env=env)
+    assert result.returncode == 0 and "1 passed" in output, output[-3000:]
+    assert (tmp_path / "options.txt").read_text() == "absent absent absent"
+    # -n itself is then unknown, as it should be: a usage error (exit code 4), not a silent serial run.
+    result, output = _pytest(tmp_path, "-n", "2", env=env)
+    assert result.returncode == 4 and "unrecognized arguments: -n" in output, output[-3000:]

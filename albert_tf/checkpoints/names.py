@@ -14,6 +14,8 @@ import dataclasses
 
 import numpy as np
 
+from albert_tf.utils.validation import require_choice
+
 NAMINGS = ("tf1", "hf")
 
 
@@ -56,8 +58,7 @@ def _layer_norm(ours: str, tf1: str, hf: str, naming: str, width: int):
 
 
 def _check(config, naming: str) -> None:
-    if naming not in NAMINGS:
-        raise ValueError(f"naming must be one of {NAMINGS}, got {naming!r}")
+    require_choice("naming", naming, NAMINGS)
     if config.sharing != "all":
         raise ValueError(
             f"checkpoints of the original release and of Hugging Face hold grouped all-shared models; "

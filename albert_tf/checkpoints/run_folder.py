@@ -21,7 +21,8 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig
 from albert_tf.utils.errors import UserError
-from albert_tf.utils.files import prepare_output_dir, write_json
+from albert_tf.utils.atomic import write_json
+from albert_tf.utils.output_dirs import prepare_output_dir
 
 CONFIG_FILE = "albert_config.json"
 RUN_VOCAB = "spiece.model"  # a run folder's vocabulary: albert-pretrain's, a fine-tuning run's

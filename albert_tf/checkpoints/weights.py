@@ -67,7 +67,7 @@ def save(path: str | os.PathLike, tensors: dict[str, np.ndarray]) -> None:
     """
     import h5py
 
-    from albert_tf.utils.files import atomic_open
+    from albert_tf.utils.atomic import atomic_open
 
     with h5py.File(f"{os.fspath(path)}-{id(tensors)}", "w", driver="core", backing_store=False) as f:
         for name in sorted(tensors):

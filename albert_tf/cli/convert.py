@@ -20,7 +20,8 @@ from absl import flags
 
 from albert_tf.cli.entry_point import run_main
 from albert_tf.utils.errors import FlagError
-from albert_tf.utils.files import locked_run_folder, prepare_output_dir
+from albert_tf.utils.locks import locked_run_folder
+from albert_tf.utils.output_dirs import prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 flags.DEFINE_enum("source", None, ["tf1", "hf", "preset", "any"], "What --input holds (any: any model source).",

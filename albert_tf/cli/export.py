@@ -28,7 +28,8 @@ from albert_tf.cli.option_flags import define_weights_source_flags, weights_sour
 from albert_tf.training.options import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS
 from albert_tf.cli.entry_point import run_main
 from albert_tf.utils.errors import FlagError
-from albert_tf.utils.files import locked_run_folder, prepare_output_dir
+from albert_tf.utils.locks import locked_run_folder
+from albert_tf.utils.output_dirs import prepare_output_dir
 
 FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see entry_point)
 define_weights_source_flags(FLAGS, "The model")

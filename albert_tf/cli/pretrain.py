@@ -24,7 +24,9 @@ from albert_tf.utils.quiet import quiet_device_start, set_tensorflow_log_level, 
 from albert_tf.cli.option_flags import (define_option_flags, define_strategy_flags, define_weights_source_flags,
                                         option_values, weights_source)
 from albert_tf.utils.errors import FlagError
-from albert_tf.utils.files import expand_patterns, locked_run_folder, prepare_output_dir
+from albert_tf.utils.locks import locked_run_folder
+from albert_tf.utils.output_dirs import prepare_output_dir
+from albert_tf.utils.patterns import expand_patterns
 
 # Its own FlagValues: data_prep's scripts define --input_file too, and one process may import both.
 FLAGS = flags.FlagValues()

@@ -16,7 +16,8 @@ from typing import Sequence
 import tensorflow as tf
 
 from albert_tf.utils.errors import UserError
-from albert_tf.utils.files import expand_patterns, tfrecord_compression
+from albert_tf.utils.compression import tfrecord_compression
+from albert_tf.utils.patterns import expand_patterns
 from albert_tf.data.features import (
     EXAMPLE_WEIGHT,
     PRETRAINING_METADATA_FILE,

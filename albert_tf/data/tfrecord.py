@@ -19,6 +19,8 @@ import struct
 import zlib
 from typing import BinaryIO, Callable, Mapping, Sequence
 
+from albert_tf.utils.validation import require_choice
+
 try:  # the C implementation (SSE4.2 where the CPU has it); pure Python below is ~100x slower
     from google_crc32c import value as _crc32c
 except ImportError:  # pragma: no cover - google-crc32c is a dependency
@@ -184,8 +186,7 @@ def example_builder(layout: FeatureLayout, example_class=None) -> Callable[[Mapp
     TensorFlow's own `tf.train.Example` (`albert_tf.data.features` passes it); both are the same message.
     """
     for name, (kind, _) in layout.items():
-        if kind not in FEATURE_KINDS:
-            raise ValueError(f"feature {name!r}: kind must be one of {FEATURE_KINDS}, got {kind!r}")
+        require_choice(f"feature {name!r}: kind", kind, FEATURE_KINDS)
     example_class = example_class or _example_class()
     plan = [(name, _LIST_FIELDS[kind], length) for name, (kind, length) in sorted(layout.items())]
     names = frozenset(layout)

@@ -20,7 +20,7 @@ import numpy as np
 
 from albert_tf.checkpoints.names import encoder_weight_names, head_weight_names, to_ours, to_source
 from albert_tf.config import AlbertConfig
-from albert_tf.utils.files import prepare_output_dir
+from albert_tf.utils.output_dirs import prepare_output_dir
 from albert_tf.presets import folder as preset_folder
 from albert_tf.checkpoints import weights as preset_weights
 

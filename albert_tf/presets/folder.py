@@ -101,7 +101,9 @@ def write(folder: str | os.PathLike, config: AlbertConfig, encoder: dict, spm_mo
           task: dict | None = None, task_weights: dict | None = None) -> str:
     """Writes a preset folder from tensors by name (`encoder`: below the encoder; `task_weights`:
     the task's others). `folder` must be new or empty."""
-    from albert_tf.utils.files import locked_run_folder, prepare_output_dir, write_json
+    from albert_tf.utils.atomic import write_json
+    from albert_tf.utils.locks import locked_run_folder
+    from albert_tf.utils.output_dirs import prepare_output_dir
 
     folder = os.fspath(folder)
     prepare_output_dir(folder, create=False, empty=True)
@@ -159,7 +161,7 @@ def record_task(folder: str | os.PathLike, model) -> None:
     the folder's heads into the model they belong to (`albert_tf.presets.model_source`)."""
     import tensorflow as tf
 
-    from albert_tf.utils.files import write_json
+    from albert_tf.utils.atomic import write_json
 
     task = model_task(model)
     if task is None:

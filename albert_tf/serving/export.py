@@ -42,9 +42,10 @@ import tensorflow as tf
 
 from albert_tf.training.options import PRECISIONS
 from albert_tf.data.features import classification_feature_spec, pretraining_feature_spec
-from albert_tf.utils.files import atomic_folder
+from albert_tf.utils.atomic import atomic_folder
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 from albert_tf.tokenizers.length_buckets import bucket_lengths, check_bucket_lengths
+from albert_tf.tokenizers.tokenizer import check_seq_length
 from albert_tf.utils.validation import check_positions
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -111,9 +112,7 @@ def _is_text_classifier(model) -> bool:
 
 def check_length(model, max_seq_length: int):
     """`max_seq_length` against the model's positions; builds the model."""
-    if not isinstance(max_seq_length, int) or max_seq_length < 4:
-        raise ValueError(f"max_seq_length must be an integer >= 4 (room for [CLS] A [SEP] B [SEP]), "
-                         f"got {max_seq_length!r}")
+    check_seq_length(max_seq_length)
     check_positions(max_seq_length, getattr(getattr(model, "config", None), "max_position_embeddings", None))
     if not model.built:
         model.build()
@@ -161,7 +160,7 @@ class ServingModule(tf.Module):
 
 def write(model, output_dir: str | os.PathLike, serving: ServingModule, tokenizer: AlbertGraphTokenizer) -> str:
     """Writes the SavedModel of every task into `output_dir`, which must be missing or empty (a whole
-    folder written aside and renamed when complete: `albert_tf.utils.files.atomic_folder`; a killed export
+    folder written aside and renamed when complete: `albert_tf.utils.atomic.atomic_folder`; a killed export
     leaves nothing a rerun trips on). The root object holds the task's `serving` module (its
     functions; the model itself is not tracked there, which would save every weight twice), the
     model's variables as plain lists (TF-Hub's reusable-SavedModel attributes), the SentencePiece
@@ -192,7 +191,7 @@ def write_config(model, folder: str) -> None:
     needs no other flag."""
     config = getattr(model, "config", None)
     if config is not None:
-        from albert_tf.utils.files import write_json
+        from albert_tf.utils.atomic import write_json
         from albert_tf.checkpoints.run_folder import CONFIG_FILE
         from albert_tf.presets.folder import record_task
 

@@ -40,6 +40,7 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 
 from albert_tf.serving import export
 from albert_tf.training.options import QUANTIZATIONS
+from albert_tf.utils.validation import require_choice
 from albert_tf.layers import common
 
 MODEL_FILE = "model.tflite"
@@ -134,8 +135,7 @@ def convert(model, max_seq_length: int, quantization: str = "none", representati
             `CALIBRATION_EXAMPLES` are read.
         outputs: the model's `TaskOutputs` where it is not an encoder or classifier.
     """
-    if quantization not in QUANTIZATIONS:
-        raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
+    require_choice("quantization", quantization, QUANTIZATIONS)
     if quantization == "full_int8" and representative_data is None:
         raise ValueError("full_int8 needs representative_data: feature dicts of the task's training texts")
     model = _unwrap(model)
@@ -336,13 +336,13 @@ def export_litert(model, output_dir: str | os.PathLike, spm_model_file: str | os
     empty.
 
     The conversion runs before anything is written; the folder is written aside and renamed when
-    complete (`albert_tf.utils.files.atomic_folder`), a folder holding files refused first.
+    complete (`albert_tf.utils.atomic.atomic_folder`), a folder holding files refused first.
     `outputs`: the model's `TaskOutputs` where it is not one of albert_tf's models (`convert`).
 
     Example:
         >>> export_litert(classifier, "on_device", "30k-clean.model", 128, quantization="dynamic_int8")
     """
-    from albert_tf.utils.files import atomic_folder, write_json
+    from albert_tf.utils.atomic import atomic_folder, write_json
     from albert_tf.presets.folder import VOCAB
 
     model = _unwrap(model)

@@ -14,6 +14,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.tokenizers.tokenizer import check_seq_length
 
 
 def _is_pair(inputs) -> bool:
@@ -41,8 +42,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
 
     def __init__(self, spm_model_file: str, sequence_length: int = 128, do_lower_case: bool = True, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(sequence_length, int) or sequence_length < 4:
-            raise ValueError(f"sequence_length must be an integer >= 4, got {sequence_length!r}")
+        check_seq_length(sequence_length, "sequence_length")
         self.spm_model_file = os.fspath(spm_model_file)
         self.sequence_length = sequence_length
         self.do_lower_case = do_lower_case

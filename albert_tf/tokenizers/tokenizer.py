@@ -29,6 +29,19 @@ from albert_tf.tokenizers.segmentation import SPIECE_UNDERLINE, ReleaseViterbi, 
 PAD_PIECE, UNK_PIECE = "<pad>", "<unk>"
 CLS_PIECE, SEP_PIECE, MASK_PIECE = "[CLS]", "[SEP]", "[MASK]"
 CONTROL_PIECES = (CLS_PIECE, SEP_PIECE, MASK_PIECE)
+# The shortest packed sequence any tool accepts: [CLS] a [SEP] b [SEP], one token of each segment. The
+# release's create_pretraining_data asserts that both segments keep a token after truncation, and
+# `AlbertTokenizer.pack` refuses a pair with less room: an export or a fine-tuning run at 4 would
+# truncate every pair's second segment away.
+MIN_SEQ_LENGTH = 5
+
+
+def check_seq_length(value, name: str = "max_seq_length") -> None:
+    """Raises ValueError naming `name` unless `value` is an integer of at least MIN_SEQ_LENGTH."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < MIN_SEQ_LENGTH:
+        raise ValueError(f"{name} must be at least {MIN_SEQ_LENGTH}, got {value} (room for [CLS] a [SEP] b [SEP])")
 
 
 def _code_point_ranges(predicate) -> list[tuple[int, int]]:

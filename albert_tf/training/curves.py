@@ -23,7 +23,7 @@ import os
 from absl import logging as absl_logging
 
 from albert_tf.utils.errors import reason
-from albert_tf.utils.files import atomic_open
+from albert_tf.utils.atomic import atomic_open
 from albert_tf.training.summaries import read_scalars
 
 CURVES_FILE = "curves.png"

@@ -39,6 +39,8 @@ PRETRAINING_STEPS, PRETRAINING_WARMUP_STEPS = 125_000, 3_125
 
 
 TRAIN_BATCH_HELP = "Global batch of one update, over all replicas and accumulated micro-batches."
+# <output_dir>/export: the SavedModel a run exports (pretraining's encoder, a fine-tuned task's model).
+EXPORT_DIR = "export"
 
 
 def option_field(default=dataclasses.MISSING, help_text: str = ""):

@@ -28,14 +28,13 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.utils.errors import FlagError, UserError
-from albert_tf.utils.files import expand_patterns, tfrecord_compression
+from albert_tf.utils.compression import tfrecord_compression
+from albert_tf.utils.patterns import expand_patterns
 from albert_tf.models.pretrainer import AlbertPretrainer, losses_from_sums, pretraining_sums
-from albert_tf.training.options import PretrainingOptions
+from albert_tf.training.options import EXPORT_DIR, PretrainingOptions
 from albert_tf.training.loop import DatasetFn, Trainer, TrainingTask, run_loop
 
 TRAIN_METRICS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
-
-EXPORT_DIR = "export"  # <output_dir>/export: the encoder's SavedModel
 
 
 def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_per_seq: int):

@@ -1,5 +1,5 @@
 """Which process of a multi-worker cluster this is, read from the `TF_CONFIG` environment variable
-(as tf.distribute reads it): free of TensorFlow, for the run folder's lock (`albert_tf.utils.files`) and
+(as tf.distribute reads it): free of TensorFlow, for the run folder's lock (`albert_tf.utils.locks`) and
 the strategy's checks (`albert_tf.training.strategies`) alike."""
 
 from __future__ import annotations

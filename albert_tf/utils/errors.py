@@ -82,3 +82,10 @@ def reason(error: BaseException) -> str:
     """The first line of an error's message (TensorFlow's `.message` included), or its type's name."""
     message = str(getattr(error, "message", None) or error)
     return _first_line(message) if message.strip() else type(error).__name__
+
+
+def os_reason(error: OSError) -> str:
+    """Why a folder could not be made or written, as the one line of a FlagError."""
+    if error.errno == errno.ENOTDIR:
+        return "a part of the path is a file"
+    return error.strerror or str(error)

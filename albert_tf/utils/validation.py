@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterable, Mapping
 
 
 def check_positions(max_seq_length: int, max_position_embeddings: int | None, flag: str = "--max_seq_length") -> None:
@@ -23,3 +23,10 @@ def require_positive_ints(values: Mapping[str, object], owner: str = "") -> None
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{owner}{name} must be a positive integer, got {value!r}")
+
+
+def require_choice(name: str, value, choices: Iterable) -> None:
+    """Raises ValueError naming `name` and the choices (in their order) unless `value` is one of them."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}")

@@ -10,6 +10,8 @@ import os
 import shutil
 import tempfile
 
+from albert_tf.utils.files import is_url
+
 # Quiet Beam's import-time notes (no BigQuery client, ...); a remote run turns its log back on.
 # The BigQuery one goes to the root logger.
 logging.getLogger("apache_beam").setLevel(logging.ERROR)
@@ -29,7 +31,7 @@ def open_raw(path: str):
 
 def local_copy(path: str) -> str:
     """A local file with the bytes of `path` (SentencePiece reads local files only)."""
-    if "://" not in path:
+    if not is_url(path):
         return path
     handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
     with os.fdopen(handle, "wb") as out, open_raw(path) as source:

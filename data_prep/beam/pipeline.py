@@ -40,7 +40,9 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from albert_tf.utils.quiet import VERBOSE_ENV, verbose  # noqa: E402
 from albert_tf.utils.errors import FlagError, UserError  # noqa: E402
-from albert_tf.utils.files import PartialFile, files_for, prepare_output_dir, remove_partials, write_json  # noqa: E402
+from albert_tf.utils.atomic import PartialFile, remove_partials, write_json  # noqa: E402
+from albert_tf.utils.files import files_for, is_url  # noqa: E402
+from albert_tf.utils.output_dirs import prepare_output_dir  # noqa: E402
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from data_prep.documents import BadInputError, InputStats, iter_documents
 from data_prep.generation import ShardGenerator, encode_documents, shard_of
@@ -329,7 +331,7 @@ def run_beam_generation(config: GenerationConfig, output_dir: str, beam_args: Se
 
     prepare_output_dir(output_dir, fs=files_for(output_dir, BeamFiles))
     settings = config.settings()
-    is_local = "://" not in output_dir
+    is_local = not is_url(output_dir)
     if is_local:
         saved = local.check_output_dir(output_dir, settings, config)
         os.makedirs(os.path.join(output_dir, STATS_DIR), exist_ok=True)  # after the check: a refused run adds nothing

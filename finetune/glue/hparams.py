@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from albert_tf.utils.validation import require_choice
 from finetune.glue.definitions import get_task
 from finetune.task import Hparams
 
@@ -54,8 +55,7 @@ def glue_hparams(task: str, hparams: str = "paper", **overrides) -> Hparams:
         ValueError: an unknown task, a task without hparams (AX), an unknown field or `hparams`,
             or an invalid value.
     """
-    if hparams not in HPARAMS:
-        raise ValueError(f"hparams must be one of {', '.join(HPARAMS)}, got {hparams!r}")
+    require_choice("hparams", hparams, HPARAMS)
     name = get_task(task).name
     if name not in PAPER_HPARAMS:
         raise ValueError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import pathlib
 
-from albert_tf.utils.files import atomic_open
+from albert_tf.utils.atomic import atomic_open
 from finetune.glue.metrics import predictions_from_outputs
 from finetune.glue.definitions import Task, get_task
 

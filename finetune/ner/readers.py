@@ -23,6 +23,7 @@ from typing import Optional, Sequence
 
 from albert_tf.data.tagging import OUTSIDE, bio_labels, entity_types, split_tag
 from albert_tf.utils.errors import UserError
+from albert_tf.utils.validation import require_choice
 
 SCHEMES = ("bio", "iob1", "bioes")
 DOCSTART = "-DOCSTART-"
@@ -40,8 +41,7 @@ class Sentence:
 
 def to_bio(tags: Sequence[str], scheme: str) -> list[str]:
     """`tags` of `scheme` as BIO tags (they must be valid tags of the scheme: `read_conll` checks)."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    require_choice("scheme", scheme, SCHEMES)
     bio = []
     previous = (OUTSIDE, None)
     for tag in tags:
@@ -66,8 +66,7 @@ def read_conll(path: str | os.PathLike, scheme: str = "bio", tagged: bool = True
     A line of one field (when `tagged`), a tag that is not of the scheme, or a file that is not UTF-8 is a
     UserError naming the file and line.
     """
-    if scheme not in SCHEMES:
-        raise ValueError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    require_choice("scheme", scheme, SCHEMES)
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise UserError(f"no CoNLL file {path}")

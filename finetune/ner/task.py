@@ -21,7 +21,8 @@ from albert_tf.data.features import EXAMPLE_WEIGHT, tagging_feature_spec
 from albert_tf.data.tagging import DOC_STRIDE, bio_labels, check_labels, word_tags
 from albert_tf.models import AlbertTokenClassifier, token_classifier_sums
 from albert_tf.utils.errors import UserError
-from albert_tf.utils.files import atomic_open
+from albert_tf.utils.atomic import atomic_open
+from albert_tf.utils.validation import require_choice
 from finetune import cache
 from finetune.ner import features, metrics, readers
 from finetune.task import TASK_FILE, FinetuningTask, Hparams, model_inputs
@@ -56,10 +57,8 @@ class NerTask(FinetuningTask):
                  labels: Optional[Sequence[str]] = None, output_dir=None, doc_stride: int = DOC_STRIDE,
                  hparams: str = "hf", max_eval_examples: Optional[int] = None,
                  max_predict_examples: Optional[int] = None):
-        if tag_scheme not in readers.SCHEMES:
-            raise ValueError(f"tag_scheme must be one of {', '.join(readers.SCHEMES)}, got {tag_scheme!r}")
-        if hparams not in HPARAMS:
-            raise ValueError(f"hparams must be one of {', '.join(HPARAMS)}, got {hparams!r}")
+        require_choice("tag_scheme", tag_scheme, readers.SCHEMES)
+        require_choice("hparams", hparams, HPARAMS)
         if doc_stride < 1:
             raise ValueError(f"doc_stride must be positive, got {doc_stride}")
         self.files = {"train": train_file, "dev": eval_file, "test": predict_file}

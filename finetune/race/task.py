@@ -18,8 +18,9 @@ import numpy as np
 
 from albert_tf.utils.errors import UserError
 from albert_tf.data.features import EXAMPLE_WEIGHT, multiple_choice_feature_spec
-from albert_tf.utils.files import atomic_open
+from albert_tf.utils.atomic import atomic_open
 from albert_tf.models import AlbertMultipleChoice, classifier_sums
+from albert_tf.utils.validation import require_choice
 from finetune import cache
 from finetune.race import features, metrics, readers
 from finetune.task import FinetuningTask, Hparams, model_inputs
@@ -69,8 +70,7 @@ class RaceTask(FinetuningTask):
     def __init__(self, data_dir=None, max_qa_length: int = features.MAX_QA_LENGTH,
                  levels: Sequence[str] = readers.LEVELS, split_paths: Optional[dict] = None, hparams: str = "v2",
                  max_eval_examples: Optional[int] = None, max_predict_examples: Optional[int] = None):
-        if hparams not in HPARAMS:
-            raise ValueError(f"hparams must be one of {sorted(HPARAMS)}, got {hparams!r}")
+        require_choice("hparams", hparams, HPARAMS)
         self.data_dir = data_dir
         self.max_qa_length = max_qa_length
         self.levels = tuple(levels)

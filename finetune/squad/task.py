@@ -14,7 +14,8 @@ from tqdm import tqdm
 
 from albert_tf.utils.errors import UserError
 from albert_tf.data.features import EXAMPLE_WEIGHT, span_feature_spec
-from albert_tf.utils.files import write_json
+from albert_tf.utils.atomic import write_json
+from albert_tf.utils.validation import require_choice
 from albert_tf.models import AlbertSpanLabeler
 from finetune.cache import cache_features
 from finetune.squad import features, metrics, postprocess, readers, serving
@@ -56,8 +57,7 @@ class SquadTask(FinetuningTask):
     def __init__(self, train_file=None, predict_file=None, version_2_with_negative=False, doc_stride=128,
                  max_query_length=64, n_best_size=20, max_answer_length=30, start_n_top=5, end_n_top=5,
                  null_score_diff_threshold=None, hparams="paper", export_top_k=5, max_eval_examples=None):
-        if hparams not in HPARAMS:
-            raise ValueError(f"hparams must be one of {', '.join(HPARAMS)}, got {hparams!r}")
+        require_choice("hparams", hparams, HPARAMS)
         if not 1 <= export_top_k <= n_best_size:
             raise ValueError(f"export_top_k ({export_top_k}) must be between 1 and n_best_size ({n_best_size})")
         self.export_top_k = export_top_k

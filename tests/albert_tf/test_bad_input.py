@@ -266,7 +266,7 @@ def test_strategy_tpu_without_a_tpu_is_a_flag_error(monkeypatch):
 
 @pytest.mark.parametrize("tool", ["pretrain", "export", "convert"])
 def test_every_tool_refuses_an_unusable_output_dir_up_front_naming_the_flag(tmp_path, tool):
-    """Through albert_tf.utils.files' one rule, before any input is read (the inputs here do not exist)."""
+    """Through albert_tf.utils.output_dirs' one rule, before any input is read (the inputs here do not exist)."""
     import importlib
 
     from albert_tf.utils.errors import FlagError

@@ -107,7 +107,7 @@ def test_a_full_disk_is_the_one_line_of_a_full_disk_naming_the_weights_file(tmp_
     import contextlib
     import errno
 
-    from albert_tf.utils import files
+    from albert_tf.utils import atomic
     from albert_tf.utils.errors import one_line
     from albert_tf.checkpoints import weights
 
@@ -115,7 +115,7 @@ def test_a_full_disk_is_the_one_line_of_a_full_disk_naming_the_weights_file(tmp_
         def write(self, data):
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(files, "atomic_open", lambda path, mode: contextlib.nullcontext(Full()))
+    monkeypatch.setattr(atomic, "atomic_open", lambda path, mode: contextlib.nullcontext(Full()))
     path = tmp_path / "model.weights.h5"
     with pytest.raises(OSError) as error:
         weights.save(path, {"w": np.ones([4], np.float32)})

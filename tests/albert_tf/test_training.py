@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.utils import files
+from albert_tf.utils import patterns
 from albert_tf.training import pretraining
 from albert_tf.training import replicas
 from albert_tf.checkpoints import run_folder
@@ -201,7 +201,7 @@ def test_the_training_code_imports_no_presets():
 
 def test_bad_inputs_are_errors(tmp_path):
     with pytest.raises(ValueError, match="--input_file: .*'/nonexistent/\\*.tfrecord' matches no file"):
-        files.expand_patterns("/nonexistent/*.tfrecord", flag="input_file")
+        patterns.expand_patterns("/nonexistent/*.tfrecord", flag="input_file")
     with pytest.raises(ValueError, match="global batch of 7 is not divisible by the 2 replicas"):
         replicas.replica_batch_size(7, 2)
     with pytest.raises(ValueError, match="per-replica batch of 6 .* grad_accum_steps=4"):

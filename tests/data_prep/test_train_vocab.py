@@ -61,7 +61,7 @@ def test_a_vocabulary_too_large_for_the_corpus_fails_clearly(tmp_path):
 
 def test_a_refused_vocabulary_leaves_no_model_file(tmp_path, monkeypatch):
     # Written under a partial prefix and renamed only once checked: no .model to be taken for a
-    # finished vocabulary (albert_tf.utils.files' rule).
+    # finished vocabulary (albert_tf.utils.atomic's rule).
     import albert_tf.tokenizers.tokenizer
 
     def refuse(model_file, do_lower_case=True):

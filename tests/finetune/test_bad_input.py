@@ -102,7 +102,7 @@ def test_a_truncated_feature_cache_is_named_and_rebuilt(tmp_path, caplog):
 
 @pytest.mark.parametrize("tool", ["glue", "squad", "race"])
 def test_an_unusable_output_or_cache_dir_is_refused_up_front_naming_the_flag(tmp_path, small_data_dir, tool):
-    """Through albert_tf.utils.files' one rule, before data is read or a model built."""
+    """Through albert_tf.utils.output_dirs' one rule, before data is read or a model built."""
     import importlib
 
     from albert_tf.utils.errors import FlagError

@@ -1,0 +1,31 @@
+"""The suite's pytest-xdist settings, given only where xdist runs the suite (`-n`), so that plain
+`pytest` (no pytest-xdist installed, or `-p no:xdist`) runs any test file: pyproject.toml's addopts
+would name options that only xdist defines. tests/conftest.py takes the hook from here;
+tests/test_suite_config.py runs it alone, as a conftest, in a suite of its own.
+
+With `-n` (README: `-n auto --maxprocesses=4`), unless `--dist` is given:
+- each worker takes whole modules (`--dist=loadscope`), in tests/conftest.py's order, slowest first
+  (`--no-loadscope-reorder`): a module's fixtures (trained runs, exports, fresh processes) are then
+  built once, not once on each worker that got some of its tests;
+- a worker that crashes (a native fault in TensorFlow or a library under it) ends the run at once,
+  its test reported as failed (`--max-worker-restart=0`, unless given): pytest-xdist 3.8 replaces a
+  crashed worker under loadscope, runs the test that crashed again in the new one, and can then wait
+  forever for work it re-queued empty (pytest-xdist issues #1323, #1378, pull request #1371), which
+  would hold CI to its 90-minute limit.
+"""
+
+import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config):
+    # A wrapper runs before every plain implementation, so before xdist's own (tryfirst), which turns
+    # `-n` with the default `--dist=no` into `--dist=load`. Without xdist there is no `-n`; a worker
+    # process has none of its own.
+    option = config.option
+    if getattr(option, "numprocesses", None) and option.dist == "no":
+        option.dist = "loadscope"
+        option.loadscopereorder = False
+        if option.maxworkerrestart is None:
+            option.maxworkerrestart = "0"
+    return (yield)

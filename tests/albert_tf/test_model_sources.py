@@ -4,7 +4,8 @@ The sources are made by the real tools on a tiny model: a pretraining run (alber
 steps) and its encoder export, a GLUE fine-tuning run (albert-finetune-glue) and its classifier
 export, a preset of `save_to_preset`, a Keras text classifier's preset, the release's TF1 folder
 and its tarball (with a TF-Hub module beside the checkpoint, as google-research/albert issue 71
-describes the tarballs), that tarball by URL on 127.0.0.1, and a Hugging Face folder. Each door
+describes the tarballs), that tarball by URL on 127.0.0.1, a Hugging Face folder and the same as a
+Hub repository (hf://, the loopback stand-in of tests/albert_tf/release_replicas.py). Each door
 (every model and task class's `from_preset`, the fine-tuning tools' and albert-pretrain's
 initialisation, albert-fill-mask, albert-convert --source any) either loads the source's tensors,
 read here independently of the loader, or refuses in one line naming what the source holds.
@@ -12,11 +13,9 @@ read here independently of the loader, or refuses in one line naming what the so
 
 from __future__ import annotations
 
-import http.server
 import io
 import pathlib
 import tarfile
-import threading
 
 import keras
 import numpy as np
@@ -35,6 +34,7 @@ from albert_tf.presets import convert, loader
 from albert_tf.tasks.entity_recognizer import AlbertEntityRecognizer
 from albert_tf.tasks.text_classifier import AlbertTextClassifier
 from albert_tf.utils.errors import UserError
+from tests.albert_tf.release_replicas import LoopbackServer
 from tests.conftest import REPO_ROOT
 from tests.helpers import console_script, write_pretraining_records
 
@@ -64,22 +64,18 @@ def _checkpoint_tensors(prefix: str) -> tuple[dict, dict]:
     return encoder, {k: v for k, v in out.items() if not k.startswith("encoder/")}
 
 
-class _Server:
-    def __init__(self, files: dict[str, bytes]):
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                body = files.get(self.path)
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Length", str(len(body or b"")))
-                self.end_headers()
-                self.wfile.write(body or b"")
+def _point_the_hub_at(patch, server, home):
+    """huggingface_hub's endpoint and cache on the loopback stand-in (as tests/albert_tf/test_releases.py)."""
+    import huggingface_hub.constants
 
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+    patch.setenv("HF_ENDPOINT", server.endpoint)
+    patch.setenv("HF_HUB_CACHE", str(home))
+    patch.delenv("HF_HUB_OFFLINE", raising=False)
+    patch.setattr(huggingface_hub.constants, "ENDPOINT", server.endpoint)
+    patch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                  server.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+    patch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(home))
+    patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
 
 
 @pytest.fixture(scope="module")
@@ -134,9 +130,11 @@ def sources(tmp_path_factory, small_data_dir):
             info = tarfile.TarInfo(f"albert_tiny/{name}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    server = _Server({"/albert_tiny.tar.gz": tarball.read_bytes()})
-
-    hf = convert.convert_preset_to_hf(preset, made / "hf")
+    hf = pathlib.Path(convert.convert_preset_to_hf(preset, made / "hf"))
+    server = LoopbackServer()
+    server.files["/albert_models/albert_tiny.tar.gz"] = tarball.read_bytes()
+    server.repos["me/albert-tiny"] = {p.name: p.read_bytes() for p in hf.iterdir() if p.is_file()}
+    _point_the_hub_at(patch, server, made / "hub")
     classifier = AlbertTextClassifier.from_preset(str(glue))  # a Keras task's preset, from the run
     keras_preset = classifier.save_to_preset(made / "keras_classifier")
 
@@ -150,11 +148,12 @@ def sources(tmp_path_factory, small_data_dir):
         "release folder": (str(tf1), "pretrainer", preset_encoder, preset_heads),
         "release checkpoint": (str(tf1 / "model.ckpt-best"), "pretrainer", preset_encoder, preset_heads),
         "release tarball": (str(tarball), "pretrainer", preset_encoder, preset_heads),
-        "URL": (f"{server.url}/albert_tiny.tar.gz", "pretrainer", preset_encoder, preset_heads),
-        "Hugging Face folder": (hf, "pretrainer", preset_encoder, preset_heads),
+        "URL": (server.url("albert_tiny"), "pretrainer", preset_encoder, preset_heads),
+        "Hugging Face folder": (str(hf), "pretrainer", preset_encoder, preset_heads),
+        "hf://": ("hf://me/albert-tiny", "pretrainer", preset_encoder, preset_heads),
     }
     yield table
-    server.httpd.shutdown()
+    server.stop()
     patch.undo()
 
 
@@ -289,3 +288,34 @@ def test_the_quickstart_falls_back_to_the_demos_model_offline(sources, tmp_path,
     assert "albert_base_v2 cannot be had" in capsys.readouterr().out
     classifier = AlbertTextClassifier.from_preset(namespace["PRESET"], num_classes=2, sequence_length=SEQ)
     _encoder_equal(classifier.classifier, sources["pretraining run"][2])
+
+
+def test_the_console_scripts_take_a_run_where_they_take_a_model(sources, tmp_path, monkeypatch, capsys):
+    from albert_tf.cli import convert as convert_cli
+    from albert_tf.cli import export as export_cli
+    from albert_tf.cli import fill_mask as fill_mask_cli
+
+    run, _, encoder, heads = sources["pretraining run"]
+    code, out, err = console_script(export_cli.run, ["albert-export", f"--preset={run}", "--model=pretrainer",
+                                                     f"--output_dir={tmp_path / 'export'}", f"--max_seq_length={SEQ}"],
+                                    monkeypatch, capsys)
+    assert code == 0, err
+    exported = loader.open_source(str(tmp_path / "export"))
+    assert exported.task["class"] == "AlbertPretrainer"
+    reloaded = AlbertPretrainer.from_preset(exported)  # an export of a run goes wherever the run goes
+    _encoder_equal(reloaded, encoder)
+    _heads_equal(reloaded, heads)
+    code, out, err = console_script(fill_mask_cli.run, ["albert-fill-mask", f"--init_checkpoint={run}",
+                                                        "--text=the [MASK] of it", "--top_k=2"], monkeypatch, capsys)
+    assert code == 0 and "[MASK] 1:" in out, err
+    glue, _, glue_encoder, glue_heads = sources["fine-tuning run"]
+    code, out, err = console_script(convert_cli.run, ["albert-convert", "--source=any", f"--input={glue}",
+                                                      f"--output_dir={tmp_path / 'preset'}"], monkeypatch, capsys)
+    assert code == 0, err
+    kept = AlbertClassifier.from_preset(str(tmp_path / "preset"))
+    _encoder_equal(kept, glue_encoder)
+    _heads_equal(kept, glue_heads)
+    code, out, err = console_script(export_cli.run, ["albert-export", f"--preset={tmp_path / 'nothing'}",
+                                                     f"--output_dir={tmp_path / 'x'}"], monkeypatch, capsys)
+    assert code == 1 and err.strip().count("\n") == 0 and "no such folder or file" in err
+    assert not (tmp_path / "x").exists()

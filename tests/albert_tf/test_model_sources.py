@@ -319,3 +319,28 @@ def test_the_console_scripts_take_a_run_where_they_take_a_model(sources, tmp_pat
                                                      f"--output_dir={tmp_path / 'x'}"], monkeypatch, capsys)
     assert code == 1 and err.strip().count("\n") == 0 and "no such folder or file" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_tagging_run_comes_back_as_a_recognizer_with_its_tags(sources, small_data_dir, tmp_path):
+    """albert-finetune-ner's output_dir into AlbertEntityRecognizer: its head and its tag names."""
+    import json
+
+    from finetune.ner import cli as ner_cli
+
+    run = sources["pretraining run"][0]
+    ner = tmp_path / "ner"
+    ner_cli.finetune(["albert-finetune-ner", f"--init_checkpoint={run}", f"--output_dir={ner}",
+                      f"--train_file={small_data_dir / 'ner' / 'wnut17' / 'emerging.dev.conll'}", "--do_train",
+                      f"--max_seq_length={SEQ}", "--train_batch_size=8", "--num_train_steps=2", "--num_warmup_steps=1",
+                      "--nojit_compile", "--progress_bar=false", "--export=false"])
+    tags = json.loads((ner / "task.json").read_text())["labels"]
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(ner)))
+    recognizer = AlbertEntityRecognizer.from_preset(str(ner), sequence_length=SEQ)
+    assert recognizer.labels == tags and tags[0] == "O" and len(tags) > 3  # O and a B-/I- tag of each type
+    assert recognizer.tagger.num_classes == len(tags)
+    encoder, heads = weights.split(recognizer.tagger)
+    for name, variable in {**{"encoder/" + k: v for k, v in encoder.items()}, **heads}.items():
+        np.testing.assert_array_equal(variable.numpy(), reader.get_tensor(checkpoint_key(name)), err_msg=name)
+    with pytest.raises(UserError, match=f"^{ner} holds an AlbertTokenClassifier without the heads of an "
+                                        "AlbertPretrainer"):
+        AlbertPretrainer.from_preset(str(ner))

@@ -35,7 +35,7 @@ from albert_tf.presets.convert import TF1_VOCAB
 
 TF1_WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
 ENCODER_PREFIX = "encoder/"
-# A pretraining run of before runs recorded their model: its heads are the pretrainer's.
+# What a pretraining run or a release holds beside its encoder.
 _PRETRAINER = {"class": preset_folder.PRETRAINER_TASK, "arguments": {}}
 
 KINDS = ("preset", "checkpoint", "saved_model", "tf1_checkpoint", "random")
@@ -95,24 +95,44 @@ def open_source(source: str | os.PathLike, albert_config_file: Optional[str] = N
     name = os.fspath(source)
     from albert_tf.presets import registry, sources
 
-    if name in registry.RELEASES or is_url(name):
+    if name in registry.RELEASES or name.startswith(("http://", "https://", sources.HF_SCHEME)):
         return _preset(name, sources.resolve(name))
-    if preset_folder.is_preset(name):
+    if not is_url(name) and preset_folder.is_preset(name):
         return _preset(name, name)
+    # Runs and exports may sit on any filesystem TensorFlow knows (a TPU's gs://): looked at through it.
     if is_saved_model(name):
         return _saved_model(name, albert_config_file)
-    if os.path.isfile(name) and not os.path.exists(name + ".index"):
-        return _preset(name, sources.resolve(name))  # a release's tarball
     prefix = _checkpoint_prefix(name)
-    if prefix is None:
-        if os.path.isdir(name) and (os.path.isfile(os.path.join(name, CONFIG_FILE))
-                                    or os.path.isfile(os.path.join(name, "config.json"))):
-            return _preset(name, sources.resolve(name))  # a release's or Hugging Face's folder: refused there
-        if os.path.isdir(name):
-            raise UserError(f"{name}: holds no model: not a preset folder, a run's output_dir (no checkpoint), a "
-                            "SavedModel, nor a release's folder (docs/presets.md lists the sources)")
-        return _preset(name, sources.resolve(name))  # a name that is nothing: resolve's one line
-    return _checkpoint(name, prefix, albert_config_file)
+    if prefix is not None:
+        return _checkpoint(name, prefix, albert_config_file)
+    if _isdir(name) and not any(_exists(os.path.join(name, n)) for n in (CONFIG_FILE, "config.json")):
+        raise UserError(f"{name}: holds no model: not a preset folder, a run's output_dir (no checkpoint), a "
+                        "SavedModel, nor a release's folder (docs/presets.md lists the sources)")
+    # A release's tarball or folder, a Hugging Face folder, a tarball URL of another scheme, or nothing:
+    # resolve converts it, or says in one line what it is not.
+    return _preset(name, sources.resolve(name))
+
+
+def _isdir(path: str) -> bool:
+    import tensorflow as tf
+
+    return tf.io.gfile.isdir(path)
+
+
+def _exists(path: str) -> bool:
+    import tensorflow as tf
+
+    return tf.io.gfile.exists(path)
+
+
+def _read_json(path: str):
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            return json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise UserError(f"{path}: not valid JSON ({error})") from None
 
 
 def random_source(albert_config_file: str) -> ModelSource:
@@ -143,10 +163,10 @@ def _checkpoint_prefix(path: str) -> Optional[str]:
     index), else a release's model.ckpt-best; None when there is none."""
     import tensorflow as tf
 
-    if not tf.io.gfile.isdir(path):
-        return path if tf.io.gfile.exists(path + ".index") else None
+    if not _isdir(path):
+        return path if _exists(path + ".index") else None
     latest = tf.train.latest_checkpoint(path)
-    if latest is None and tf.io.gfile.exists(os.path.join(path, "model.ckpt-best.index")):
+    if latest is None and _exists(os.path.join(path, "model.ckpt-best.index")):
         latest = os.path.join(path, "model.ckpt-best")
     return latest
 
@@ -155,26 +175,23 @@ def _config_beside(name: str, folder: str, albert_config_file: Optional[str], wh
     if albert_config_file:
         return AlbertConfig.from_json_file(albert_config_file)
     path = os.path.join(folder, CONFIG_FILE)
-    if not os.path.isfile(path):
+    if not _exists(path):
         raise UserError(f"{name}: no {CONFIG_FILE} in {folder} to tell the {what}'s config; give --albert_config_file")
-    return AlbertConfig.from_json_file(path)
+    return AlbertConfig.from_dict(_read_json(path), source=path)
 
 
 def _run_task(folder: str, has_heads: bool) -> Optional[dict]:
     """The task a run folder (or an export) records in task.json: the model's class and arguments
-    beside the fine-tuning task's name and labels. Runs made before it was recorded: a pretraining
-    run's heads are the pretrainer's; a fine-tuning run's are unknown (its encoder loads)."""
+    (`albert_tf.presets.folder.record_task`) beside the fine-tuning task's name and labels. A run
+    made before the model was recorded: a pretraining run's heads are the pretrainer's, a fine-tuning
+    run's are not known (its encoder loads)."""
     path = os.path.join(folder, preset_folder.TASK_CONFIG)
-    if not os.path.isfile(path):
+    if not _exists(path):
         return dict(_PRETRAINER) if has_heads else None
-    with open(path, encoding="utf-8") as f:
-        try:
-            recorded = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise UserError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(recorded, dict) or "class" not in recorded:
+    recorded = _read_json(path)
+    if not (isinstance(recorded, dict) and isinstance(recorded.get("class"), str)):
         return None
-    task = preset_folder.read_task(folder)
+    task = {"class": recorded["class"], "arguments": dict(recorded.get("arguments") or {})}
     if isinstance(recorded.get("labels"), list):
         task["labels"] = [str(label) for label in recorded["labels"]]
     return task
@@ -201,7 +218,7 @@ def _checkpoint(name: str, prefix: str, albert_config_file: Optional[str]) -> Mo
         tensors = {key: np.asarray(reader.get_tensor(stored), np.float32) for key, stored in keys.items()}
         return split_tensors(tensors)
 
-    return ModelSource(name, "checkpoint", prefix, config, vocab if os.path.isfile(vocab) else None,
+    return ModelSource(name, "checkpoint", prefix, config, vocab if _exists(vocab) else None,
                        _run_task(folder, has_heads), read)
 
 
@@ -225,7 +242,7 @@ def _tf1(name: str, prefix: str, folder: str, albert_config_file: Optional[str])
     import tensorflow as tf
 
     has_heads = any(key.startswith("cls/") for key, _ in tf.train.list_variables(prefix))
-    return ModelSource(name, "tf1_checkpoint", prefix, config, vocab if os.path.isfile(vocab) else None,
+    return ModelSource(name, "tf1_checkpoint", prefix, config, vocab if _exists(vocab) else None,
                        dict(_PRETRAINER) if has_heads else None, read)
 
 
@@ -233,17 +250,17 @@ def _tf1(name: str, prefix: str, folder: str, albert_config_file: Optional[str])
 
 
 def is_saved_model(path: str) -> bool:
-    import tensorflow as tf
-
-    return tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "saved_model.pb"))
+    return _isdir(path) and _exists(os.path.join(path, "saved_model.pb"))
 
 
 def saved_model_vocab_file(path: str) -> Optional[str]:
     """The SentencePiece model that `albert_tf.serving.export` stored in a SavedModel's assets, if any."""
+    import tensorflow as tf
+
     assets = os.path.join(path, "assets")
-    if not os.path.isdir(assets):
+    if not _isdir(assets):
         return None
-    models = [name for name in os.listdir(assets) if name.endswith(".model")]
+    models = [name for name in tf.io.gfile.listdir(assets) if name.endswith(".model")]
     return os.path.join(assets, models[0]) if len(models) == 1 else None
 
 

@@ -98,9 +98,12 @@ def _scalar(value) -> float | None:
 
 
 def format_metrics(metrics: dict[str, float]) -> str:
-    """`name value` pairs; a learning rate keeps 3 significant digits (3e-05, not 0.0000)."""
+    """`name value` pairs; a learning rate keeps 3 significant digits (3e-05, not 0.0000), a count
+    (`examples`) is an integer."""
 
     def value(name, v):
+        if name == "examples":
+            return f"{name} {v:.0f}"
         if name == "examples_per_second":
             return f"{v:.1f} ex/s"
         if name == "learning_rate":

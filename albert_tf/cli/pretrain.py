@@ -216,26 +216,29 @@ def eval_lines(result: dict, vocabulary: str | None) -> list[str]:
                f"{base['mlm_accuracy']:.1%}), sentence order {metrics['sop_accuracy']:.1%} (the majority "
                f"order, {order}, every time: {base['sop_accuracy']:.1%})")
     history = read_scalars(os.path.join(FLAGS.output_dir, "eval"))
+    trained = read_scalars(os.path.join(FLAGS.output_dir, "train"))  # a rerun with no step left trains nothing
     heads = [("masked-LM", "mlm", base["mlm_predictions"]), ("sentence-order", "sop", base["examples"])]
-    return [figures, "so: " + "; ".join(head_finding(name, metrics[f"{key}_accuracy"], base[f"{key}_accuracy"],
-                                                     count, history.get(f"{key}_loss", []),
-                                                     result["train"].get(f"{key}_accuracy"))
-                                        for name, key, count in heads)]
+    return [figures, "so: " + "; ".join(
+        head_finding(name, metrics[f"{key}_accuracy"], base[f"{key}_accuracy"], count, history.get(f"{key}_loss", []),
+                     (trained.get(f"{key}_accuracy") or [(None, None)])[-1][1])
+        for name, key, count in heads)]
 
 
 def head_finding(name: str, accuracy: float, baseline: float, count: int, losses: list, train_accuracy) -> str:
     """What one head's held-out figures show: above its baseline or not (by more than two standard
     errors of `count` predictions), and its held-out loss from the first evaluation to the last;
-    a rising loss below a training accuracy far above the held-out one is memorising."""
+    a rising loss while the training records' accuracy is far above the held-out one is memorising."""
     error = (baseline * (1 - baseline) / count) ** 0.5
-    finding = f"the {name} head is {'above' if accuracy - baseline > 2 * error else 'not above'} its baseline"
-    if len(losses) > 1:
-        (first_step, first), (last_step, last) = losses[0], losses[-1]
-        finding += f", held-out loss {first:.2f} at step {first_step} -> {last:.2f} at step {last_step}"
-        if last > first * 1.05 and train_accuracy is not None and train_accuracy > accuracy + 0.1:
-            finding += (f" while its training accuracy reached {train_accuracy:.0%}: it memorises the "
-                        "training text rather than learning what holds beyond it (more text or fewer steps)")
-    return finding
+    above = accuracy - baseline > 2 * error
+    finding = f"the {name} head {'learnt beyond' if above else 'is not above'} its baseline"
+    if len(losses) < 2:
+        return finding
+    (first_step, first), (last_step, last) = losses[0], losses[-1]
+    finding += f" (held-out loss {first:.2f} at step {first_step} -> {last:.2f} at step {last_step}"
+    if last > first * 1.05 and train_accuracy is not None and train_accuracy > accuracy + 0.1:
+        return finding + (f", while {train_accuracy:.0%} right on the training records): it memorises the "
+                          "training text rather than learning what holds beyond it")
+    return finding + ")"
 
 
 def run():

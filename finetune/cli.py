@@ -401,11 +401,10 @@ def run_parsed(flag_values: flags.FlagValues, make_task: Callable, required=(),
 
 def print_summary(summary: dict):
     if summary["train"]:  # where training started (fresh, or resumed from which checkpoint) and its curves
-        from albert_tf.training.summaries import format_metrics
+        from albert_tf.training.summaries import train_summary
 
         train = summary["train"]
-        metrics = format_metrics(train["train"]) or "(no step left)"
-        print(f"trained to step {train['step']}: train {metrics}; {train['started']}"
+        print(f"trained to step {train['step']}: {train_summary(train['train'], train['step'])}; {train['started']}"
               + (f"; curves {train['curves']}" if train["curves"] else ""), flush=True)
     if summary["eval"]:
         print(json.dumps(summary["eval"], indent=2), flush=True)

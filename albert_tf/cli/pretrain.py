@@ -181,12 +181,9 @@ def summary_line(result: dict) -> str:
     """The run in one line: "finished at step N: train <metrics>; <how it started>; curves <png>;
     exported to <dir>" (or why it was not); a rerun with no step left says so in place of the
     train metrics. The held-out figures are `eval_lines`'."""
-    from albert_tf.training.summaries import format_metrics
+    from albert_tf.training.summaries import train_summary
 
-    trained = format_metrics(result["train"]) if result["train"] else (
-        f"no step left (--num_train_steps={result['step']} reached before; a larger one trains on)")
-    parts = [f"finished at step {result['step']}: " + ("train " if result["train"] else "") + trained,
-             result["started"]]
+    parts = [f"finished at step {result['step']}: {train_summary(result['train'], result['step'])}", result["started"]]
     if result["curves"]:
         parts.append(f"curves {result['curves']}")
     if result["export_dir"]:

@@ -120,7 +120,8 @@ def test_values_that_load_alike_are_alike_in_any_caller_environment(warm_python)
     """A caller's KERAS_BACKEND=tensorflow or CUDA_VISIBLE_DEVICES beside a child without it (issue 53)."""
     from tests.warm_python import as_loaded
 
-    assert as_loaded("KERAS_BACKEND", None) == as_loaded("KERAS_BACKEND", "tensorflow") != as_loaded("KERAS_BACKEND", "jax")
+    keras_backend = [as_loaded("KERAS_BACKEND", value) for value in (None, "tensorflow", "jax")]
+    assert keras_backend[0] == keras_backend[1] != keras_backend[2]
     assert as_loaded("TF_CPP_MIN_LOG_LEVEL", "2") != as_loaded("TF_CPP_MIN_LOG_LEVEL", "3")
     # This process was loaded with the tools' level, whatever the caller exported (tests/conftest.py).
     assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"

@@ -376,7 +376,8 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path, monkeypatch, capsys):
     pieces, orders = {}, [0, 0]
     for raw in tf.data.TFRecordDataset(str(tmp_path / "eval.tfrecord")).as_numpy_iterator():
         feature = tf.train.Example.FromString(raw).features.feature
-        for piece, weight in zip(feature["masked_lm_ids"].int64_list.value, feature["masked_lm_weights"].float_list.value):
+        masked = feature["masked_lm_ids"].int64_list.value, feature["masked_lm_weights"].float_list.value
+        for piece, weight in zip(*masked):
             pieces[piece] = pieces.get(piece, 0) + weight
         orders[feature["next_sentence_labels"].int64_list.value[0]] += 1
     top = max(pieces, key=pieces.get)

@@ -3,6 +3,8 @@
 # records, a few CPU minutes of pretraining a small ALBERT (configs/albert_demo.json), masked-LM and
 # SOP accuracy on held-out records, the exported SavedModels, and masked sentences filled in.
 # Usage: ./run_demo.sh [OUTPUT_DIR] (default runs/demo); DEMO_STEPS=N changes the length of training.
+# A rerun keeps what is done: the vocabulary and records are reused, training resumes from its last
+# checkpoint (DEMO_STEPS larger than before trains on from there), and the exports are replaced.
 set -euo pipefail
 cd "$(dirname "$0")"
 OUT=${1:-runs/demo}

@@ -249,16 +249,27 @@ def run_parsed(flag_values: flags.FlagValues, make_task: Callable, required=(),
 
 def print_summary(summary: dict):
     if summary["train"]:  # where training started (fresh, or resumed from which checkpoint) and its curves
-        from albert_tf.training.summaries import format_metrics
+        from albert_tf.training.summaries import train_summary
 
         train = summary["train"]
-        metrics = format_metrics(train["train"]) or "(no step left)"
-        print(f"trained to step {train['step']}: train {metrics}; {train['started']}"
+        print(f"trained to step {train['step']}: {train_summary(train['train'], train['step'])}; {train['started']}"
               + (f"; curves {train['curves']}" if train["curves"] else ""), flush=True)
     if summary["eval"]:
         print(json.dumps(summary["eval"], indent=2), flush=True)
+        print_baselines(summary["eval"])
     for path in summary["predictions"]:
         print(f"wrote {path}", flush=True)
+
+
+def print_baselines(results: dict):
+    """Each evaluated split's scores beside its `baseline`'s (the task's metrics.py: the majority
+    class, O everywhere, the majority letter, no answer), a line a split: what a score means."""
+    for split, scores in results.items():
+        baseline = scores.get("baseline") if isinstance(scores, dict) else None
+        if baseline:
+            pairs = ", ".join(f"{name} {scores[name]:.4g} against {value:.4g}"
+                              for name, value in baseline.items() if name != "predictor")
+            print(f"{split}: {pairs} for {baseline['predictor']}", flush=True)
 
 
 def run(doc: str, flag_values: flags.FlagValues, make_task: Callable, required=(),

@@ -3,8 +3,16 @@
 import os
 import pathlib
 
-import albert_tf  # noqa: F401 (first: TensorFlow's C++ start-up lines are kept out of the test output)
 import pytest
+
+from albert_tf.utils.quiet import quiet_tensorflow, set_tensorflow_log_level
+
+# First, before TensorFlow loads: the tests run with the log level the tools give TensorFlow, whatever
+# the caller's shell exported (TF_CPP_MIN_LOG_LEVEL=3 is common), so that this process, the warm
+# Pythons it starts (tests/warm_python.py) and the commands they run as a new process would all
+# load TensorFlow alike; and its C++ start-up lines are kept out of the test output.
+set_tensorflow_log_level(override=True)
+quiet_tensorflow()
 
 from tests.xdist_settings import pytest_cmdline_main  # noqa: F401 (a hook: -n's settings, where xdist runs)
 

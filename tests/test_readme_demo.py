@@ -28,21 +28,41 @@ def test_readme_names_the_demo_and_the_test_command():
 
 
 @pytest.mark.slow
-def test_run_demo_end_to_end(tmp_path):
-    env = dict(os.environ, DEMO_STEPS="8", PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
-    result = subprocess.run(
-        [str(REPO_ROOT / "run_demo.sh"), str(tmp_path / "demo")],
-        env=env, capture_output=True, text=True, timeout=900,
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
+def test_run_demo_end_to_end_and_again_training_on(tmp_path):
+    def run_demo(steps):
+        env = dict(os.environ, DEMO_STEPS=str(steps), PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+        result = subprocess.run([str(REPO_ROOT / "run_demo.sh"), str(tmp_path / "demo")], env=env,
+                                capture_output=True, text=True, timeout=900)
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-4000:]
+        return output
+
+    output = run_demo(8)
     demo = tmp_path / "demo"
     assert (demo / "vocab.model").is_file()
     train = json.loads((demo / "records" / "train" / "pretraining_data.json").read_text())
     assert train["counts"]["instances"] > 10_000
     assert (demo / "export_pretrainer" / "saved_model.pb").is_file()
-    # Held-out accuracies were printed, and each [MASK] was filled with ranked candidates.
-    assert re.search(r"mlm_accuracy \d\.\d+", output) and re.search(r"sop_accuracy \d\.\d+", output)
+    # The held-out figures beside their baselines, the records counted as integers, and what they show.
+    heldout = json.loads((demo / "records" / "heldout" / "pretraining_data.json").read_text())["counts"]["instances"]
+    assert re.search(rf"^held-out at step 8 \({heldout:,} records\): masked-LM accuracy \d+\.\d% \(the most frequent "
+                     r'masked piece, ".+", every time: \d+\.\d%\), sentence order \d+\.\d% \(the majority order, '
+                     r"(in order|swapped), every time: \d+\.\d%\)$", output, re.MULTILINE), output[-4000:]
+    assert re.search(r"^so: the masked-LM head (learnt beyond|is not above) its baseline.*; the sentence-order head "
+                     r"(learnt beyond|is not above) its baseline", output, re.MULTILINE)
+    assert re.search(rf"^eval at step 8: .* examples {heldout}$", output, re.MULTILINE)
+    # Each [MASK] was filled with ranked candidates.
     filled = [line for line in output.splitlines() if line.startswith("-> ")]
     assert len(filled) == 2 and all("[MASK]" not in line for line in filled)
     assert len(re.findall(r"\[MASK\] 1: \S+ \d\.\d\d", output)) == 2
+
+    # Run again with more steps (issue 53): it resumes where the first stopped, trains on, and
+    # replaces its own export (it stopped at "export is not empty" before).
+    first_export = (demo / "model" / "export" / "saved_model.pb").stat().st_ino
+    output = run_demo(12)
+    model = demo / "model"
+    assert re.search("^finished at step 12: train .*" + re.escape(
+        f"; resumed from {model / 'ckpt-8'} at step 8; curves {model / 'curves.png'}; exported to {model / 'export'}")
+        + "$", output, re.MULTILINE), output[-4000:]
+    assert (demo / "model" / "export" / "saved_model.pb").stat().st_ino != first_export
+    assert len([line for line in output.splitlines() if line.startswith("-> ")]) == 2

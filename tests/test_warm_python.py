@@ -10,14 +10,14 @@ import time
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.warm_python import DEVNULL, MISMATCH_EXIT, PIPE, WarmPopen
+from tests.warm_python import DEVNULL, MISMATCH_EXIT, PIPE, WarmPopen, load_time_env
 
 
 def test_a_child_has_its_own_pid_folder_environment_arguments_and_exit_status(warm_python, tmp_path):
     code = ("import os, sys; print(os.getpid(), os.getcwd(), os.environ['ASKED'], 'OTHER' in os.environ, sys.argv, "
             "sys.path[0] == ''); print('to stderr', file=sys.stderr); sys.exit(3)")
-    ran = warm_python.run(["-c", code, "a b", "c"], cwd=tmp_path, env={"ASKED": "yes", "PATH": os.environ["PATH"],
-                                                                 "TF_CPP_MIN_LOG_LEVEL": "2"},
+    ran = warm_python.run(["-c", code, "a b", "c"], cwd=tmp_path,
+                          env={**load_time_env(), "ASKED": "yes", "PATH": os.environ["PATH"]},
                           capture_output=True, text=True, timeout=60)
     pid, folder, asked, other, argv, path = ran.stdout.split(" ", 5)
     assert ran.returncode == 3 and ran.stderr == "to stderr\n"
@@ -114,6 +114,24 @@ def test_a_child_that_changes_what_tensorflow_read_as_it_loaded_fails(warm_pytho
     ran = warm_python.run(["-c", "pass"], env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}, capture_output=True,
                           text=True, timeout=60)
     assert ran.returncode == MISMATCH_EXIT
+
+
+def test_values_that_load_alike_are_alike_in_any_caller_environment(warm_python):
+    """A caller's KERAS_BACKEND=tensorflow or CUDA_VISIBLE_DEVICES beside a child without it (issue 53)."""
+    from tests.warm_python import as_loaded
+
+    keras_backend = [as_loaded("KERAS_BACKEND", value) for value in (None, "tensorflow", "jax")]
+    assert keras_backend[0] == keras_backend[1] != keras_backend[2]
+    assert as_loaded("TF_CPP_MIN_LOG_LEVEL", "2") != as_loaded("TF_CPP_MIN_LOG_LEVEL", "3")
+    # This process was loaded with the tools' level, whatever the caller exported (tests/conftest.py).
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"
+    others = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "CUDA_VISIBLE_DEVICES")}
+    for env in (others, {**others, "KERAS_BACKEND": "tensorflow"}):
+        ran = warm_python.run(["-c", "pass"], env=env, capture_output=True, text=True, timeout=60)
+        assert (ran.returncode, ran.stderr) == (0, "")
+    ran = warm_python.run(["-c", "pass"], env={**others, "KERAS_BACKEND": "jax"}, capture_output=True, text=True,
+                          timeout=60)
+    assert ran.returncode == MISMATCH_EXIT and "KERAS_BACKEND='jax'" in ran.stderr
 
 
 def test_a_command_line_runs_its_command_in_a_warm_child(warm_python, tmp_path):

@@ -39,6 +39,8 @@ PRELOAD = ("albert_tf", "tensorflow", "keras", "tensorflow_text", "sentencepiece
 # What TensorFlow and Keras read once, as they load: a child whose environment holds other values at
 # its end (its own, or what the command set before it would have loaded TensorFlow: albert-pretrain
 # --strategy=multi_worker sets the log level to 3) did not run as a new process would, and fails.
+# Values that load the same are the same (`as_loaded`): a caller's KERAS_BACKEND=tensorflow, or a
+# CUDA_VISIBLE_DEVICES on a machine without NVIDIA devices, beside a child's environment without it.
 LOAD_TIME_ENV = ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS", "KERAS_BACKEND", "CUDA_VISIBLE_DEVICES")
 MISMATCH_EXIT = 70
 _loaded_with: dict[str, str | None] = {}
@@ -49,6 +51,27 @@ PIPE, DEVNULL = subprocess.PIPE, subprocess.DEVNULL
 
 
 # ---- the warm process ----
+
+
+def as_loaded(name: str, value: str | None) -> str | None:
+    """What a process whose environment holds `value` of `name` (None: unset) loads TensorFlow or
+    Keras with, for comparing two environments: Keras 3 takes the tensorflow backend when none is
+    named; CUDA_VISIBLE_DEVICES chooses among NVIDIA devices, so where there are none (no
+    /dev/nvidia<N>) every value loads the same."""
+    import glob
+
+    if name == "KERAS_BACKEND":
+        return value or "tensorflow"
+    if name == "CUDA_VISIBLE_DEVICES" and not glob.glob("/dev/nvidia[0-9]*"):
+        return None
+    return value
+
+
+def load_time_env() -> dict[str, str]:
+    """This process's values of LOAD_TIME_ENV (those set): what an environment a test makes from
+    nothing carries, so that its child loads TensorFlow as the warm process did, whatever the
+    caller's shell exported (TF_ENABLE_ONEDNN_OPTS=0, ...)."""
+    return {name: os.environ[name] for name in LOAD_TIME_ENV if name in os.environ}
 
 
 def serve(path: str, preload=PRELOAD) -> None:
@@ -157,8 +180,8 @@ def _child(request: dict, fds: list[int]) -> None:
         import atexit
 
         atexit._run_exitfuncs()  # what the interpreter runs at its exit
-        changed = [f"{name}={os.environ.get(name)!r} (loaded with {value!r})"
-                   for name, value in _loaded_with.items() if os.environ.get(name) != value]
+        changed = [f"{name}={os.environ.get(name)!r} (loaded with {value!r})" for name, value in _loaded_with.items()
+                   if as_loaded(name, os.environ.get(name)) != as_loaded(name, value)]
         if changed:
             print(f"warm_python: this command ran with {', '.join(changed)}, which TensorFlow reads as it "
                   "loads: run it in a new process, or in a warm Python started with that environment",

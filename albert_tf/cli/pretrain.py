@@ -153,7 +153,8 @@ def pretrain(strategies, pretraining):
         initialize = lambda model: initialize_pretrainer(model, source)  # noqa: E731
     result = pretraining.run_pretraining(config, run_options, strategy=strategy, initialize=initialize,
                                          export_fn=encoder_export(run_options))
-    print(summary_line(result), flush=True)
+    for line in [*eval_lines(result, run_options.spm_model_file), summary_line(result)]:
+        print(line, flush=True)
 
 
 def encoder_export(run_options):
@@ -164,21 +165,23 @@ def encoder_export(run_options):
         if not run_options.spm_model_file:
             return None
         from albert_tf.serving.export import export_encoder
+        from albert_tf.utils.files import atomic_folder
 
-        return export_encoder(model.encoder, export_dir, run_options.spm_model_file, run_options.max_seq_length)
+        # The run's own export, as every tool's: the previous one is replaced once this one is complete.
+        with atomic_folder(export_dir, replace=True) as folder:
+            export_encoder(model.encoder, folder, run_options.spm_model_file, run_options.max_seq_length)
+        return export_dir
 
     return export
 
 
 def summary_line(result: dict) -> str:
-    """The run in one line: "finished at step N: train <metrics>[; eval <metrics>]; <how it
-    started>; curves <png>; exported to <dir>" (or why it was not)."""
-    from albert_tf.training.summaries import format_metrics
+    """The run in one line: "finished at step N: train <metrics>; <how it started>; curves <png>;
+    exported to <dir>" (or why it was not); a rerun with no step left says so in place of the
+    train metrics. The held-out figures are `eval_lines`'."""
+    from albert_tf.training.summaries import train_summary
 
-    parts = [f"finished at step {result['step']}: train " + (format_metrics(result["train"]) or "(no step left)")]
-    if result["eval"]:
-        parts.append("eval " + format_metrics(result["eval"]))
-    parts.append(result["started"])
+    parts = [f"finished at step {result['step']}: {train_summary(result['train'], result['step'])}", result["started"]]
     if result["curves"]:
         parts.append(f"curves {result['curves']}")
     if result["export_dir"]:
@@ -187,6 +190,50 @@ def summary_line(result: dict) -> str:
         parts.append(f"not exported: no vocabulary (--spm_model_file); albert-export "
                      f"--init_checkpoint={FLAGS.output_dir} --spm_model_file=... exports it")
     return "; ".join(parts)
+
+
+def eval_lines(result: dict, vocabulary: str | None) -> list[str]:
+    """The held-out figures beside their baselines (`pretraining.eval_baselines`), then one line on
+    what they show, from the evaluations of the whole run (its eval/ event files)."""
+    from albert_tf.training.summaries import read_scalars
+
+    metrics, base = result["eval"], result["eval_baselines"]
+    if not metrics or not base:
+        return []
+    piece = f"piece {base['mlm_piece']}"
+    if vocabulary:
+        from albert_tf.tokenizers.tokenizer import AlbertTokenizer
+
+        piece = f'"{AlbertTokenizer(vocabulary).convert_ids_to_tokens([base["mlm_piece"]])[0]}"'
+    order = ("in order", "swapped")[base["sop_label"]]
+    figures = (f"held-out at step {result['step']} ({base['examples']:,} records): masked-LM accuracy "
+               f"{metrics['mlm_accuracy']:.1%} (the most frequent masked piece, {piece}, every time: "
+               f"{base['mlm_accuracy']:.1%}), sentence order {metrics['sop_accuracy']:.1%} (the majority "
+               f"order, {order}, every time: {base['sop_accuracy']:.1%})")
+    history = read_scalars(os.path.join(FLAGS.output_dir, "eval"))
+    trained = read_scalars(os.path.join(FLAGS.output_dir, "train"))  # a rerun with no step left trains nothing
+    heads = [("masked-LM", "mlm", base["mlm_predictions"]), ("sentence-order", "sop", base["examples"])]
+    return [figures, "so: " + "; ".join(
+        head_finding(name, metrics[f"{key}_accuracy"], base[f"{key}_accuracy"], count, history.get(f"{key}_loss", []),
+                     (trained.get(f"{key}_accuracy") or [(None, None)])[-1][1])
+        for name, key, count in heads)]
+
+
+def head_finding(name: str, accuracy: float, baseline: float, count: int, losses: list, train_accuracy) -> str:
+    """What one head's held-out figures show: above its baseline or not (by more than two standard
+    errors of `count` predictions), and its held-out loss from the first evaluation to the last;
+    a rising loss while the training records' accuracy is far above the held-out one is memorising."""
+    error = (baseline * (1 - baseline) / count) ** 0.5
+    above = accuracy - baseline > 2 * error
+    finding = f"the {name} head {'learnt beyond' if above else 'is not above'} its baseline"
+    if len(losses) < 2:
+        return finding
+    (first_step, first), (last_step, last) = losses[0], losses[-1]
+    finding += f" (held-out loss {first:.2f} at step {first_step} -> {last:.2f} at step {last_step}"
+    if last > first * 1.05 and train_accuracy is not None and train_accuracy > accuracy + 0.1:
+        return finding + (f", while {train_accuracy:.0%} right on the training records): it memorises the "
+                          "training text rather than learning what holds beyond it")
+    return finding + ")"
 
 
 def run():

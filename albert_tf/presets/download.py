@@ -104,20 +104,35 @@ def writing_in_cache(path: str):
 
 @contextlib.contextmanager
 def locked(path: str):
-    """Holds an exclusive lock on `path` (a lock file) for the block; another process waits."""
-    with writing_in_cache(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        handle = open(path, "a")
-    with handle:
+    """Holds an exclusive lock on `path` (a lock file) for the block; another process waits. The
+    file is removed when the block ends, however it ends (a failed download leaves no lock in the
+    cache); a waiter that then holds the lock of the removed file takes a new one."""
+    waited = False
+    while True:
+        with writing_in_cache(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            handle = open(path, "a")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"waiting for another process to finish its download or conversion into the cache ({path})",
-                  file=sys.stderr, flush=True)
+            if not waited:
+                print(f"waiting for another process to finish its download or conversion into the cache ({path})",
+                      file=sys.stderr, flush=True)
+                waited = True
             fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            current = os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        handle.close()  # its holder removed it between this open and flock
+    with handle:
         try:
             yield
         finally:
+            with contextlib.suppress(OSError):
+                os.remove(path)  # before unlocking: a waiter then sees its file gone
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 

@@ -227,15 +227,26 @@ def builtin_ops(flatbuffer: bytes) -> list[str]:
 
 
 def interpreter(model: str | os.PathLike | bytes, num_threads: int | None = None):
-    """A LiteRT interpreter of a model file or flatbuffer: ai_edge_litert's where installed (the
-    `litert` extra), else TensorFlow's own."""
+    """A LiteRT interpreter of a model file or flatbuffer: the LiteRT runtime's (ai_edge_litert,
+    the `litert` extra) where installed, else TensorFlow's own, without the notice TensorFlow
+    prints that it is deprecated (the runtime that replaces it is named in docs/on_device.md). The
+    runtime's "Created TensorFlow Lite XNNPACK delegate" line, written by its C++ code when the
+    tensors are allocated, is kept from the user unless --verbose, as TensorFlow's start-up lines are."""
+    import warnings
+
+    from albert_tf.utils.quiet import quiet_device_start
+
+    kwargs = {"model_content": bytes(model)} if isinstance(model, (bytes, bytearray)) else {"model_path": os.fspath(model)}
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
-        Interpreter = tf.lite.Interpreter
-    kwargs = {"model_content": bytes(model)} if isinstance(model, (bytes, bytearray)) else {"model_path": os.fspath(model)}
-    result = Interpreter(num_threads=num_threads, **kwargs)
-    result.allocate_tensors()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"\s*Warning: tf.lite.Interpreter is deprecated")
+            result = tf.lite.Interpreter(num_threads=num_threads, **kwargs)
+    else:
+        result = Interpreter(num_threads=num_threads, **kwargs)
+    with quiet_device_start():  # C++ lines on file descriptor 2, kept unless --verbose (shown on failure)
+        result.allocate_tensors()
     return result
 
 

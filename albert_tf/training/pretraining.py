@@ -24,6 +24,7 @@ import os
 import re
 from typing import Callable, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
@@ -133,6 +134,34 @@ def file_dataset_fn(files: list[str], options: PretrainingOptions, is_training: 
     return fn
 
 
+def eval_baselines(eval_dataset_fn: DatasetFn, options: PretrainingOptions) -> dict:
+    """What the held-out figures are compared with, over the records the evaluation reads (its first
+    `max_eval_steps` batches when set): the masked-LM accuracy of always predicting the most
+    frequent masked piece among them, and the sentence-order accuracy of always predicting their
+    majority order. These are the best a model that ignores its input can score there.
+
+    Returns `mlm_accuracy`, `mlm_piece` (that piece's id), `mlm_predictions` (masked positions
+    weighed), `sop_accuracy`, `sop_label` (0: in order, 1: swapped) and `examples`.
+    """
+    from albert_tf.data.features import EXAMPLE_WEIGHT
+
+    dataset = eval_dataset_fn(None, options.eval_batch_size)
+    if options.max_eval_steps:
+        dataset = dataset.take(options.max_eval_steps)
+    pieces, labels = np.zeros(0), np.zeros(2)
+    for batch in dataset.as_numpy_iterator():
+        counts = np.bincount(batch["masked_lm_ids"].ravel(), weights=batch["masked_lm_weights"].ravel())
+        pieces = np.pad(pieces, (0, max(0, len(counts) - len(pieces))))
+        pieces[:len(counts)] += counts
+        examples = batch.get(EXAMPLE_WEIGHT, np.ones(len(batch["next_sentence_labels"])))
+        labels += np.bincount(batch["next_sentence_labels"].reshape(-1), weights=examples, minlength=2)[:2]
+    if not pieces.sum() or not labels.sum():
+        raise ValueError("the eval input holds no records, or no masked positions")
+    return {"mlm_accuracy": float(pieces.max() / pieces.sum()), "mlm_piece": int(pieces.argmax()),
+            "mlm_predictions": int(round(pieces.sum())), "sop_accuracy": float(labels.max() / labels.sum()),
+            "sop_label": int(labels.argmax()), "examples": int(round(labels.sum()))}
+
+
 def run_pretraining(
     config: AlbertConfig,
     options: PretrainingOptions,
@@ -154,8 +183,10 @@ def run_pretraining(
     run does not call it.
 
     Returns what `run_loop` returns (`step`, `train`, `eval`, `resumed_from`,
-    `resumed_checkpoint`, `curves`, `examples_per_second`), `export_dir` (None where nothing was
-    exported) and `model`, the trained `AlbertPretrainer`.
+    `resumed_checkpoint`, `curves`, `examples_per_second`), `eval_baselines` (`eval_baselines()`
+    on the chief of a run that evaluates, else None), `export_dir` (None where nothing was
+    exported) and `model`, the trained `AlbertPretrainer`. A rerun that finds no step left to
+    train evaluates all the same, so that it reports its held-out figures again.
     """
     if train_dataset_fn is None:
         files = expand_patterns(options.input_file, flag="input_file")
@@ -178,7 +209,10 @@ def run_pretraining(
         eval_data = run.distribute(eval_dataset_fn, run.per_replica_eval_batch)
         evaluate = functools.partial(run.evaluate, eval_data, options.max_eval_steps)
     result = run_loop(run, train_dataset_fn, evaluate, options.eval_every_steps)
+    if evaluate is not None and result["eval"] is None:  # nothing left to train
+        result["eval"] = evaluate()
+    baselines = eval_baselines(eval_dataset_fn, options) if evaluate is not None and run.is_chief else None
     export_dir = None
     if export_fn is not None and run.is_chief:
         export_dir = export_fn(run.model, os.path.join(options.output_dir, EXPORT_DIR))
-    return {**result, "export_dir": export_dir, "model": run.model}
+    return {**result, "eval_baselines": baselines, "export_dir": export_dir, "model": run.model}

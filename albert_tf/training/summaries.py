@@ -97,10 +97,21 @@ def _scalar(value) -> float | None:
     return float(value.simple_value) if value.HasField("simple_value") else None
 
 
+def train_summary(metrics: dict[str, float], step: int) -> str:
+    """The training part of a run's summary line: "train <metrics>" of its last steps, or, for a
+    rerun that found its --num_train_steps reached already, that it trained nothing and how to go on."""
+    if metrics:
+        return "train " + format_metrics(metrics)
+    return f"no step left (--num_train_steps={step} reached before; a larger one trains on)"
+
+
 def format_metrics(metrics: dict[str, float]) -> str:
-    """`name value` pairs; a learning rate keeps 3 significant digits (3e-05, not 0.0000)."""
+    """`name value` pairs; a learning rate keeps 3 significant digits (3e-05, not 0.0000), a count
+    (`examples`) is an integer."""
 
     def value(name, v):
+        if name == "examples":
+            return f"{name} {v:.0f}"
         if name == "examples_per_second":
             return f"{v:.1f} ex/s"
         if name == "learning_rate":

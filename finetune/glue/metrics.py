@@ -4,7 +4,8 @@ Classification metrics take class ids (the argmax of the logits); the correlatio
 scores. Degenerate inputs follow scikit-learn and SciPy, the references the tests compare against:
 Matthews correlation and F1 are 0.0 where their denominator vanishes, and a correlation with a
 constant input is NaN (it is undefined, and a silent 0 would read as a real result).
-`task_metrics` turns a model's outputs on an evaluation split into the task's metrics.
+`task_metrics` turns a model's outputs on an evaluation split into the task's metrics, and
+`majority_baseline` gives the same metrics of the answer a model that ignores its input can give.
 """
 
 from __future__ import annotations
@@ -162,3 +163,21 @@ def task_metrics(task: Task | str, label_ids, outputs, weights=None) -> dict[str
             )
         label_ids, predictions = label_ids[real], predictions[real]
     return compute_metrics(task.metrics, label_ids, predictions)
+
+
+def majority_baseline(task: Task | str, label_ids) -> dict | None:
+    """What a classification task's scores are compared with: its metrics (and `predictor`, what
+    it predicts) of always predicting the class most frequent in `label_ids` (the first on ties),
+    the best constant answer on them. None for a regression task (a constant has no correlation).
+
+    Example:
+        >>> majority_baseline("RTE", [1, 1, 0])
+        {'predictor': 'the majority class, not_entailment, every time', 'accuracy': 0.6666666666666666}
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    if task.is_regression:
+        return None
+    labels = np.asarray(label_ids, np.int64).reshape(-1)
+    majority = int(np.bincount(labels, minlength=task.num_labels).argmax())
+    return {"predictor": f"the majority class, {task.labels[majority]}, every time",
+            **compute_metrics(task.metrics, labels, np.full_like(labels, majority))}

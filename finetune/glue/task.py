@@ -77,7 +77,8 @@ class GlueTask(FinetuningTask):
         sums = classifier_sums(logits, label_ids, np.ones(len(label_ids)), self.glue.is_regression)
         results = metrics.task_metrics(self.glue, label_ids, logits)
         results["loss"] = float(sums["loss"]) / len(label_ids)
-        return results
+        baseline = metrics.majority_baseline(self.glue, label_ids)
+        return results if baseline is None else {**results, "baseline": baseline}
 
     def write_predictions(self, split, predictions, cached, output_dir):
         """The submission file of a test split; `<split>_predictions.tsv` (index, prediction,

@@ -5,6 +5,8 @@ An entity is right only when its type and its exact words are (`albert_tf.data.t
 reads them from BIO tags). Precision is right entities over predicted ones, recall over gold ones,
 F1 their harmonic mean, each 0 when its denominator is; per type and overall (micro). seqeval's
 `classification_report` (default mode) gives the same numbers (tests/finetune/test_ner_metrics.py).
+`all_outside_baseline` gives what a tagger that finds no entity scores: F1 0, and a token accuracy
+that is the share of words outside any entity (high, and no sign of learning).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
-from albert_tf.data.tagging import entities
+from albert_tf.data.tagging import OUTSIDE, entities
 
 
 def _ratio(numerator: int, denominator: int) -> float:
@@ -53,3 +55,10 @@ def ner_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]
         "per_type": {kind: _scores(right[kind], predicted_count[kind], gold_count[kind])
                      for kind in sorted(set(gold_count) | set(predicted_count))},
     }
+
+
+def all_outside_baseline(gold: Sequence[Sequence[str]]) -> dict:
+    """What a tagger's scores are compared with: `f1` and `accuracy` (and `predictor`) of tagging
+    every word O, no entity anywhere."""
+    scores = ner_metrics(gold, [[OUTSIDE] * len(tags) for tags in gold])
+    return {"predictor": f"{OUTSIDE} for every word (no entity)", "f1": scores["f1"], "accuracy": scores["accuracy"]}

@@ -161,8 +161,9 @@ class NerTask(FinetuningTask):
                          predictions["word_ids"], predictions["tag_ids"], self.labels)
 
     def evaluate(self, split, predictions, cached):
-        sentences = self.sentences(split)
-        return metrics.ner_metrics([s.tags for s in sentences], self.predicted_tags(split, predictions))
+        gold = [s.tags for s in self.sentences(split)]
+        return {**metrics.ner_metrics(gold, self.predicted_tags(split, predictions)),
+                "baseline": metrics.all_outside_baseline(gold)}
 
     def write_predictions(self, split, predictions, cached, output_dir):
         """`predictions_<split>.conll`: the file's sentences, a word a line with its tags (BIO) and

@@ -55,3 +55,13 @@ def majority_letter_accuracy(train_labels: Sequence[int], eval_labels: Sequence[
     counts = np.bincount(np.asarray(train_labels, np.int64), minlength=len(LETTERS))
     letter = int(counts.argmax())
     return LETTERS[letter], float(np.mean(np.asarray(eval_labels) == letter))
+
+
+def majority_letter_baseline(labels: Sequence[int]) -> dict:
+    """What an evaluation's accuracy is compared with: the `accuracy` (and `predictor`) of always
+    answering the letter most frequent among `labels` (the first on ties), the best constant
+    answer on them."""
+    counts = np.bincount(np.asarray(labels, np.int64), minlength=len(LETTERS))
+    letter = int(counts.argmax())
+    return {"predictor": f"the majority letter, {LETTERS[letter]}, every time",
+            "accuracy": float(counts[letter] / counts.sum())}

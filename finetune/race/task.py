@@ -138,8 +138,9 @@ class RaceTask(FinetuningTask):
 
     def evaluate(self, split, predictions, cached):
         questions = self.questions(split)
-        return metrics.race_metrics([q.level for q in questions], predictions["label_ids"],
-                                    _softmax(predictions["logits"].astype(np.float64)))
+        return {**metrics.race_metrics([q.level for q in questions], predictions["label_ids"],
+                                       _softmax(predictions["logits"].astype(np.float64))),
+                "baseline": metrics.majority_letter_baseline(predictions["label_ids"])}
 
     def write_predictions(self, split, predictions, cached, output_dir):
         """`predictions_<split>.jsonl`: per question its id, level, predicted letter, the four

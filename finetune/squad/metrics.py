@@ -185,3 +185,16 @@ def evaluate_v2(
         result["best_exact"], result["best_exact_thresh"] = find_best_threshold(predictions, exact_raw, na_probs, has_answer)
         result["best_f1"], result["best_f1_thresh"] = find_best_threshold(predictions, f1_raw, na_probs, has_answer)
     return result
+
+
+def no_answer_baseline(dataset: Iterable[Mapping], version_2: bool) -> dict:
+    """What the scores are compared with: the official EM and F1 (and `predictor`) of answering
+    nothing ("") to every question of `dataset`: 0 on v1.1, the share of unanswerable questions on
+    v2.0."""
+    dataset = list(dataset)
+    nothing = {qa["id"]: "" for qa in _questions(dataset)}
+    if version_2:
+        scores = evaluate_v2(dataset, nothing)
+        return {"predictor": "no answer to any question", "exact": scores["exact"], "f1": scores["f1"]}
+    scores = evaluate_v1(dataset, nothing)
+    return {"predictor": "no answer to any question", "exact_match": scores["exact_match"], "f1": scores["f1"]}

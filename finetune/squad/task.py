@@ -162,7 +162,7 @@ class SquadTask(FinetuningTask):
         else:
             scores = metrics.evaluate_v1(dataset, result.answers)
         self._results[split] = result
-        return scores
+        return {**scores, "baseline": metrics.no_answer_baseline(dataset, self.version_2)}
 
     def write_predictions(self, split, predictions, cached, output_dir):
         result = self._results.pop(split, None) or self.answers(split, predictions)[0]

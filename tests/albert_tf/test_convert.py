@@ -22,7 +22,7 @@ from albert_tf.presets import folder
 from albert_tf.checkpoints import weights
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from tests.albert_tf import hf_reference
-from tests.warm_python import SOCKET_ENV, shell_functions
+from tests.warm_python import SOCKET_ENV, load_time_env, shell_functions
 
 TINY_SPM = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "export" / "tiny_spm.model"
 
@@ -379,7 +379,7 @@ def test_command_lines_convert_and_export(tf1_reference, tmp_path, warm_python):
     _, tensors = tf1_reference
     folder = tf1_tarball(tmp_path / "albert_small", SMALL, tensors)
     bin_dir = pathlib.Path(sys.executable).parent
-    env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": f"{bin_dir}:/usr/bin:/bin", SOCKET_ENV: warm_python.socket}
+    env = {**load_time_env(), "PATH": f"{bin_dir}:/usr/bin:/bin", SOCKET_ENV: warm_python.socket}
     # Each tool in a child of the warm Python (TensorFlow loaded already), as the installed script
     # runs it (those run in test_fresh_clone.py and test_readme_demo.py).
     script = shell_functions(["albert-convert", "albert-export"]) + (

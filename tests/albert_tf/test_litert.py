@@ -7,6 +7,8 @@ import itertools
 import json
 import pathlib
 import re
+import sys
+import warnings
 
 import keras
 import numpy as np
@@ -236,7 +238,7 @@ def _albert_export(*args):
         export.FLAGS.unparse_flags()
 
 
-def test_albert_export_writes_the_encoders_litert_model(tmp_path):
+def test_albert_export_writes_the_encoders_litert_model(tmp_path, capfd, monkeypatch):
     from albert_tf.utils.errors import FlagError
 
     keras.utils.set_random_seed(0)
@@ -250,10 +252,21 @@ def test_albert_export_writes_the_encoders_litert_model(tmp_path):
     description = json.loads((tmp_path / "out" / litert.IO_FILE).read_text())
     assert (description["task"], description["quantization"]) == ("encoder", "full_int8")
     assert litert.custom_ops((tmp_path / "out" / litert.MODEL_FILE).read_bytes()) == []
+    capfd.readouterr()
     _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'f32'}", "--format=litert", "--max_seq_length=16")
     features = _features([1, SEQ], seed=3)
     got = litert.LiteRTModel(tmp_path / "f32" / litert.MODEL_FILE)(features)
     np.testing.assert_allclose(got["pooled_output"], encoder(features)["pooled_output"].numpy(), atol=1e-4, rtol=0)
+    # Real warnings only (issue 53): no runtime's XNNPACK INFO line; and without the LiteRT runtime
+    # (ai_edge_litert), TensorFlow's interpreter runs it without its notice of deprecation.
+    monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fallback = litert.LiteRTModel(tmp_path / "f32" / litert.MODEL_FILE)(features)
+    np.testing.assert_allclose(fallback["pooled_output"], got["pooled_output"], atol=1e-6, rtol=0)
+    assert not [str(w.message) for w in caught if "deprecated" in str(w.message)]
+    printed = capfd.readouterr()
+    assert "XNNPACK" not in printed.err + printed.out and "deprecated" not in printed.err, printed.err
     for args, message in ((["--quantization=dynamic_int8"], "are for --format=litert"),
                           (["--format=litert", "--quantization=full_int8"], "needs it"),
                           (["--format=litert", "--model=pretrainer"], "exports the encoder"),

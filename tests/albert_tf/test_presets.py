@@ -247,6 +247,7 @@ def test_offline_the_cache_serves_and_anything_else_fails_at_once(release, serve
     with pytest.raises(UserError, match=r"ALBERT_TF_OFFLINE is set and .*albert_base_v2.tar.gz is not in the "
                                         r"cache .*; to use a local copy, pass its path"):
         sources.resolve("albert_base_v2")  # a released name: its URL, named, and no network touched
+    assert not list((cache / "locks").iterdir())  # the failed download left no lock file (issue 53)
 
 
 def test_no_network_fails_within_seconds_naming_the_url(cache, monkeypatch):

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import sys
@@ -366,10 +367,31 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path, monkeypatch, capsys):
     # In this process: the console script as a child is test_quiet_cli's and test_worker_faults'.
     code, out, err = console_script(pretrain.run, ["albert-pretrain", *flags], monkeypatch, capsys)
     assert code == 0, err[-3000:]
-    summary = out.strip().splitlines()[-1]
-    assert summary.startswith("finished at step 4: train loss ") and "; eval " in summary
-    assert f"; started fresh; curves {output_dir / 'curves.png'}; exported to {output_dir / 'export'}" in summary
-    assert "eval at step 4" in err and "examples 24.0000" in summary
+    figures, finding, summary = out.strip().splitlines()[-3:]
+    assert summary.startswith("finished at step 4: train loss ")
+    assert summary.endswith(f"; started fresh; curves {output_dir / 'curves.png'}; exported to {output_dir / 'export'}")
+    assert re.search(r"^eval at step 4: .* examples 24$", err, re.MULTILINE), err  # a count, as an integer
+    # The held-out figures beside their baselines, counted here from the records: the most frequent
+    # masked piece every time, the majority order every time.
+    pieces, orders = {}, [0, 0]
+    for raw in tf.data.TFRecordDataset(str(tmp_path / "eval.tfrecord")).as_numpy_iterator():
+        feature = tf.train.Example.FromString(raw).features.feature
+        masked = feature["masked_lm_ids"].int64_list.value, feature["masked_lm_weights"].float_list.value
+        for piece, weight in zip(*masked):
+            pieces[piece] = pieces.get(piece, 0) + weight
+        orders[feature["next_sentence_labels"].int64_list.value[0]] += 1
+    top = max(pieces, key=pieces.get)
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
+
+    (name,) = AlbertTokenizer(VOCAB).convert_ids_to_tokens([top])
+    assert figures.startswith("held-out at step 4 (24 records): masked-LM accuracy ")
+    assert (f'(the most frequent masked piece, "{name}", every time: {pieces[top] / sum(pieces.values()):.1%})'
+            in figures)
+    assert (f"(the majority order, {('in order', 'swapped')[orders[1] > orders[0]]}, every time: "
+            f"{max(orders) / 24:.1%})") in figures
+    assert re.fullmatch(r"so: the masked-LM head (learnt beyond|is not above) its baseline \(held-out loss "
+                        r"\d\.\d\d at step 2 -> \d\.\d\d at step 4.*\); the sentence-order head (learnt beyond|is not "
+                        r"above) its baseline \(held-out loss .*", finding), finding
     assert (output_dir / "export" / "saved_model.pb").exists()
     assert json.loads((output_dir / "albert_config.json").read_text())["hidden_size"] == 32
     # TensorBoard scalars: update k runs at lr(k) as in the release, here 2e-2 * (1 - k/4), logged at
@@ -403,6 +425,18 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path, monkeypatch, capsys):
     expected = fresh.model.encoder(inputs)
     for name in ("sequence_output", "pooled_output"):
         np.testing.assert_allclose(exported[name].numpy(), expected[name].numpy(), atol=1e-5)
+
+    # A rerun of the finished run: nothing to train, its held-out figures again, and its export
+    # replaced by a new one, as every tool's export of its own run is (issue 53).
+    (output_dir / "export" / "left_by_the_first_run").write_text("")
+    code, out, err = console_script(pretrain.run, ["albert-pretrain", *flags], monkeypatch, capsys)
+    assert code == 0, err[-3000:]
+    assert out.strip().splitlines()[-3:-1] == [figures, finding]
+    assert out.strip().splitlines()[-1].startswith(
+        "finished at step 4: no step left (--num_train_steps=4 reached before; a larger one trains on); "
+        f"resumed from {output_dir / 'ckpt-4'} at step 4; ")
+    assert (output_dir / "export" / "saved_model.pb").exists()
+    assert not (output_dir / "export" / "left_by_the_first_run").exists()
 
     # Records of another max_predictions_per_seq: refused before any model is built.
     with pytest.raises(ValueError, match="max_predictions_per_seq=4, but --max_predictions_per_seq=5"):

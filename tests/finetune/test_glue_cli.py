@@ -156,6 +156,23 @@ def test_dev_predictions_tensorboard_and_the_best_checkpoint(mrpc_run):
     assert (output_dir / f"{cli.BEST_CHECKPOINT}.index").is_file()
 
 
+def test_the_summary_prints_the_dev_scores_beside_the_majority_class(mrpc_run, capsys):
+    output_dir, summary = mrpc_run
+    labels = [row.split("\t")[2] for row in (output_dir / "dev_predictions.tsv").read_text().splitlines()[1:]]
+    positive = labels.count("1")  # the majority: 279 paraphrases of 408
+    assert positive > len(labels) / 2
+    dev = _eval_results(output_dir)["dev"]
+    expected = {"predictor": "the majority class, 1, every time", "accuracy": positive / len(labels),
+                "f1": 2 * positive / (positive + len(labels))}
+    assert dev["baseline"] == pytest.approx(expected, abs=1e-12)
+    from finetune.cli import print_summary
+
+    print_summary(summary)
+    printed = capsys.readouterr().out.splitlines()
+    assert (f"dev: accuracy {dev['accuracy']:.4g} against {expected['accuracy']:.4g}, f1 {dev['f1']:.4g} against "
+            f"{expected['f1']:.4g} for the majority class, 1, every time") in printed
+
+
 @pytest.mark.slow
 def test_a_predict_only_run_does_not_export_again(mrpc_run, mrpc_dir, config_file):
     output_dir, summary = mrpc_run

@@ -103,6 +103,18 @@ def test_bad_inputs():
         metrics.pearson([], [])
 
 
+def test_the_majority_class_baseline_by_hand():
+    # RTE: 3 not_entailment of 5, always predicted: accuracy 3/5. CoLA's one metric, Matthews
+    # correlation, is 0 for any constant answer.
+    assert metrics.majority_baseline("RTE", [1, 0, 1, 1, 0]) == {
+        "predictor": "the majority class, not_entailment, every time", "accuracy": 0.6}
+    assert metrics.majority_baseline("CoLA", [1, 0, 1, 1, 0]) == {
+        "predictor": "the majority class, 1, every time", "matthews_corr": 0.0}
+    # MNLI: a tie between entailment and neutral goes to the first class.
+    assert metrics.majority_baseline("MNLI", [2, 1, 2, 1])["predictor"] == "the majority class, entailment, every time"
+    assert metrics.majority_baseline("STS-B", [0.5, 2.0]) is None
+
+
 def test_task_metrics_leave_out_padding():
     # MRPC: argmax of the logits is (1, 0, 0, 1); the last row is padding (weight 0) whose
     # prediction would otherwise be wrong. Accuracy 3/4; F1: TP 2, FP 0, FN 1 -> 4/5.

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from finetune.ner import readers
-from finetune.ner.metrics import ner_metrics
+from finetune.ner.metrics import all_outside_baseline, ner_metrics
 
 seqeval = pytest.importorskip("seqeval.metrics")  # the ner and test extras install it
 
@@ -42,6 +42,12 @@ def test_by_hand():
     assert result["accuracy"] == pytest.approx(4 / 6)
     assert result["per_type"]["LOC"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
     assert result["per_type"]["PER"] == pytest.approx({"precision": 0.5, "recall": 1.0, "f1": 2 / 3, "support": 1})
+
+
+def test_the_all_outside_baseline_by_hand():
+    # No entity found: F1 0, and the words outside any entity (3 of 6) are the token accuracy.
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["O", "O"]]
+    assert all_outside_baseline(gold) == {"predictor": "O for every word (no entity)", "f1": 0.0, "accuracy": 0.5}
 
 
 def test_equal_to_seqeval_on_wnut17_tags_with_errors(small_data_dir):

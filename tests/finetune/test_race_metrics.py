@@ -29,6 +29,12 @@ def test_accuracy_overall_and_per_level_by_hand():
     assert result["loss"] == pytest.approx(expected_loss)
 
 
+def test_the_majority_letter_baseline_by_hand():
+    assert metrics.majority_letter_baseline([2, 2, 1, 0, 3]) == {
+        "predictor": "the majority letter, C, every time", "accuracy": 0.4}
+    assert metrics.majority_letter_baseline([3, 1])["predictor"] == "the majority letter, B, every time"
+
+
 def test_a_level_absent_is_not_reported_and_bad_shapes_are_named():
     result = metrics.race_metrics(["middle"] * 3, [1, 1, 2], np.eye(4)[[1, 2, 2]])
     assert result["accuracy"] == pytest.approx(2 / 3) and "accuracy_high" not in result

@@ -93,3 +93,11 @@ def test_evaluate_v2_refuses_missing_predictions_naming_them():
     many = _dataset(*[_qa(f"q{i}", "x") for i in range(13)])
     with pytest.raises(UserError, match=r"13 of 13 .*: q0, q1, q2, q3, q4, q5, q6, q7, q8, q9 and 3 more$"):
         metrics.evaluate_v2(many, {})
+
+
+def test_the_no_answer_baseline_scores_the_unanswerable_share():
+    dataset = _dataset(_qa("a", "Paris"), _qa("b"), _qa("c"), _qa("d", "Lyon"))
+    assert metrics.no_answer_baseline(dataset, version_2=True) == {
+        "predictor": "no answer to any question", "exact": 50.0, "f1": 50.0}
+    assert metrics.no_answer_baseline(_dataset(_qa("a", "Paris")), version_2=False) == {
+        "predictor": "no answer to any question", "exact_match": 0.0, "f1": 0.0}

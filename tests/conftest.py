@@ -6,6 +6,7 @@ import pathlib
 import pytest
 
 from albert_tf.utils.quiet import quiet_tensorflow, set_tensorflow_log_level
+from tests.xdist_settings import pytest_cmdline_main  # noqa: F401 (a hook: -n's settings, where xdist runs)
 
 # First, before TensorFlow loads: the tests run with the log level the tools give TensorFlow, whatever
 # the caller's shell exported (TF_CPP_MIN_LOG_LEVEL=3 is common), so that this process, the warm
@@ -13,8 +14,6 @@ from albert_tf.utils.quiet import quiet_tensorflow, set_tensorflow_log_level
 # load TensorFlow alike; and its C++ start-up lines are kept out of the test output.
 set_tensorflow_log_level(override=True)
 quiet_tensorflow()
-
-from tests.xdist_settings import pytest_cmdline_main  # noqa: F401 (a hook: -n's settings, where xdist runs)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 

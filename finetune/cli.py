@@ -57,6 +57,9 @@ _OPTION_HELP = {
     "classifier_dropout": "Dropout on the head's input while training (default: the task's hparams, the release's 0.1).",
     "encoder_dropout": "The encoder's hidden and attention dropout while fine-tuning, in place of the model "
                        "config's (default: the task's hparams, the paper's ALBERT DR; --hparams=release keeps the config's).",
+    "optimizer": "adamw_release (the release's AdamW, no bias correction: the paper's GLUE, SQuAD and RACE recipes), "
+                 "adamw (torch's bias-corrected AdamW: recipes taken from Hugging Face, NER's hf) or lamb "
+                 "(default: the task's hparams).",
     "seed": "Seed of the head's initialisation (and the encoder's when it starts from random weights), "
             "dropout and shuffling.",
 }
@@ -147,6 +150,8 @@ def options_from_flags(flag_values: flags.FlagValues, task):
     hparams = task.default_options(**given)
     values = option_values(flag_values, [field.name for field in dataclasses.fields(FinetuneOptions)])
     values.update(hparams)
+    if values["optimizer"] is None:  # a recipe that names none: the field's, the release's AdamW
+        del values["optimizer"]
     return FinetuneOptions(**values)
 
 
@@ -257,7 +262,7 @@ def run_task(flag_values: flags.FlagValues, task, actions: Actions | None = None
     """Runs what the parsed `flag_values` ask of `task` (`actions`, default: as the flags name
     them); returns a summary: `train` (the result of `finetune.trainer.train` or None), `eval`
     (what eval_results.json holds or None), `predictions` (the paths written), `export_dir` (or
-    None) and `model` (the task model)."""
+    None), `model` (the task model) and `optimizer` (its name: the task's recipe's or --optimizer)."""
     F = flag_values
     actions = actions or actions_of_flags(F)
     check_export_flags(F, task)
@@ -334,7 +339,8 @@ def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
     run.restore_or_initialize(lambda model: initialization.initialize_encoder(model, F.init_checkpoint, F.preset))
     if actions.train:  # once the folder is known to be this run's: a refused run changes nothing in it
         keep_run_vocabulary(spm_model_file, F.output_dir)
-    summary = {"train": None, "eval": None, "predictions": [], "export_dir": None, "model": run.model}
+    summary = {"train": None, "eval": None, "predictions": [], "export_dir": None, "model": run.model,
+               "optimizer": options.optimizer}
     evaluation = None
     if actions.eval:
         evaluation = Evaluation(run, task, {split: _features(task, split, tokenizer, options.max_seq_length, cache_dir)
@@ -405,7 +411,7 @@ def print_summary(summary: dict):
 
         train = summary["train"]
         metrics = format_metrics(train["train"]) or "(no step left)"
-        print(f"trained to step {train['step']}: train {metrics}; {train['started']}"
+        print(f"trained to step {train['step']}: train {metrics}; optimizer {summary['optimizer']}; {train['started']}"
               + (f"; curves {train['curves']}" if train["curves"] else ""), flush=True)
     if summary["eval"]:
         print(json.dumps(summary["eval"], indent=2), flush=True)

@@ -15,8 +15,12 @@ import transformers
 from albert_tf import AlbertConfig
 from albert_tf.checkpoints.names import WeightName, encoder_weight_names, head_weight_names
 from albert_tf.checkpoints.weights import model_weights
-from tests.albert_tf.hf_reference import hf_config
+from tests.albert_tf.hf_reference import hf_config  # noqa: F401 (re-exported)
 from tests.conftest import SMALL_DATA_DIR
+
+# One thread: these models are tiny, and PyTorch's thread pool would fight TensorFlow's for the cores
+# (a step of the 2-layer model took 0.5 s instead of 20 ms on the 2-core machine).
+torch.set_num_threads(1)
 
 SPM_MODEL = SMALL_DATA_DIR / "albert" / "30k-clean.model"  # the released English vocabulary
 
@@ -150,3 +154,45 @@ def torch_inputs(batch: dict) -> dict:
     return {"input_ids": torch.from_numpy(batch["input_ids"]).long(),
             "attention_mask": torch.from_numpy(batch["input_mask"]).long(),
             "token_type_ids": torch.from_numpy(batch["segment_ids"]).long()}
+
+
+def pretraining_records(tokenizer, max_seq_length: int, count: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """`count` real pretraining records: two fixture books' sentences (Caesar is Latin-1) through data_prep's instances
+    (SOP, n-gram masking, 10 predictions), padded as the records are."""
+    import random
+
+    from data_prep.documents import split_sentences
+    from data_prep.generation import encode_documents
+    from data_prep.instances import InstanceOptions, MaskingVocab, create_instances_from_document, instance_features
+
+    text = "\n\n".join((SMALL_DATA_DIR / "corpus" / "gutenberg" / f"{book}.txt").read_text(encoding="latin-1")
+                         for book in ("blake-poems", "shakespeare-caesar"))
+    paragraphs = [p for p in text.split("\n\n") if p.strip()][20:]
+    documents = encode_documents(tokenizer, [split_sentences(" ".join(p.split())) for p in paragraphs])
+    options = InstanceOptions(max_seq_length=max_seq_length, max_predictions_per_seq=10)
+    vocab = MaskingVocab.from_tokenizer(tokenizer)
+    rng = random.Random(seed)
+    records = []
+    for document in documents:
+        if len(document) > 1:
+            records += [instance_features(i, options) for i in create_instances_from_document(document, rng, vocab, options)]
+        if len(records) >= count:
+            break
+    assert len(records) >= count, f"the book makes {len(records)} records, not {count}"
+    batch = {k: np.asarray([r[k] for r in records[:count]]) for k in records[0] if k != "token_boundary"}
+    batch = {k: v.astype(np.float32 if k == "masked_lm_weights" else np.int32) for k, v in batch.items()}
+    batch["next_sentence_labels"] = batch["next_sentence_labels"].reshape(-1, 1)
+    return batch
+
+
+def pretraining_labels(batch: dict) -> dict:
+    """`AlbertForPreTraining`'s labels of pretraining records: the masked pieces' ids at their
+    positions (-100 elsewhere) and the sentence order."""
+    labels = np.full(batch["input_ids"].shape, -100, np.int64)
+    for row, (positions, ids, weights) in enumerate(zip(batch["masked_lm_positions"], batch["masked_lm_ids"],
+                                                        batch["masked_lm_weights"])):
+        real = weights > 0
+        labels[row, positions[real]] = ids[real]
+    assert (labels >= 0).sum() == batch["masked_lm_weights"].sum()  # no position masked twice
+    return {"labels": torch.from_numpy(labels),
+            "sentence_order_label": torch.from_numpy(batch["next_sentence_labels"].reshape(-1)).long()}

@@ -165,34 +165,6 @@ def token_classification(tmp_path, seed=0):
     return differences(weight_map, our_loss, grads, total)
 
 
-def pretraining_batch(config, seed=0):
-    """Real pretraining records: a fixture book's sentences through data_prep's instances (SOP,
-    n-gram masking), padded as the records are."""
-    import random
-
-    from data_prep.documents import split_sentences
-    from data_prep.generation import encode_documents
-    from data_prep.instances import InstanceOptions, MaskingVocab, create_instances_from_document, instance_features
-
-    text = (SMALL_DATA_DIR / "corpus" / "gutenberg" / "blake-poems.txt").read_text(encoding="utf-8")
-    paragraphs = [p for p in text.split("\n\n") if p.strip()][20:]
-    documents = encode_documents(tokenizer(), [split_sentences(" ".join(p.split())) for p in paragraphs])
-    options = InstanceOptions(max_seq_length=SEQ, max_predictions_per_seq=10)
-    vocab = MaskingVocab.from_tokenizer(tokenizer())
-    rng = random.Random(seed)
-    records = []
-    for document in documents:
-        if len(document) > 1:
-            records += [instance_features(i, options) for i in create_instances_from_document(document, rng, vocab, options)]
-        if len(records) >= BATCH:
-            break
-    batch = {k: np.asarray([r[k] for r in records[:BATCH]]) for k in records[0] if k != "token_boundary"}
-    batch = {k: v.astype(np.float32 if k == "masked_lm_weights" else np.int32) for k, v in batch.items()}
-    batch["next_sentence_labels"] = batch["next_sentence_labels"].reshape(-1, 1)
-    assert 0 < batch["next_sentence_labels"].sum() < BATCH  # both orders in the batch
-    return batch
-
-
 def pretraining(tmp_path, seed=0):
     """Masked LM + sentence order against `AlbertForPreTraining`. The release divides the masked
     pieces' cross-entropy by their weights' sum plus 1e-5 (`losses_from_sums`); Hugging Face by
@@ -201,7 +173,7 @@ def pretraining(tmp_path, seed=0):
     from albert_tf.training.pretraining import PretrainingTask
 
     config = hf_tasks.tiny_config()
-    batch = pretraining_batch(config, seed)
+    batch = hf_tasks.pretraining_records(tokenizer(), SEQ, BATCH, seed)
     task = PretrainingTask()
     options = PretrainingOptions(output_dir=str(tmp_path), train_batch_size=BATCH, max_seq_length=SEQ,
                                  max_predictions_per_seq=10, num_train_steps=10, num_warmup_steps=1)
@@ -209,14 +181,8 @@ def pretraining(tmp_path, seed=0):
     hf = hf_tasks.hf_model("pretraining", config, seed=seed)
     weight_map = hf_tasks.map_weights(ours, hf, "pretraining", config)
     our_loss, grads = our_step(task, ours, batch, options)
-    labels = np.full(batch["input_ids"].shape, -100, np.int64)
-    for row, (positions, ids, weights) in enumerate(zip(batch["masked_lm_positions"], batch["masked_lm_ids"],
-                                                        batch["masked_lm_weights"])):
-        real = weights > 0
-        labels[row, positions[real]] = ids[real]
-    assert (labels >= 0).sum() == batch["masked_lm_weights"].sum()  # no position masked twice
-    out = hf(**hf_tasks.torch_inputs(batch), labels=torch.from_numpy(labels),
-             sentence_order_label=torch.from_numpy(batch["next_sentence_labels"].reshape(-1)).long())
+    assert 0 < batch["next_sentence_labels"].sum() < BATCH  # both orders in the batch
+    out = hf(**hf_tasks.torch_inputs(batch), **hf_tasks.pretraining_labels(batch))
     out.loss.backward()
     return differences(weight_map, our_loss, grads, float(out.loss.detach()))
 

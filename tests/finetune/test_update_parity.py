@@ -19,7 +19,8 @@ itself, set up as Hugging Face's Trainer sets it up (`TorchAdamW`), on the same 
 
 The two mirrored replicas need two logical CPU devices, which TensorFlow only makes before it
 starts: those runs happen in a child of the warm Python (tests/warm_python.py), of which this file
-is the entry point (`python -m tests.finetune.test_update_parity <tmp> <case>...`).
+is the entry point (`python -m tests.finetune.test_update_parity <tmp> <case>...`; with `--table`,
+it prints the table of docs/finetuning.md).
 """
 
 from __future__ import annotations
@@ -242,15 +243,34 @@ def test_lamb_pretraining_on_mirrored_replicas_with_accumulation(tmp_path, warm_
     check(report)
 
 
+def table(tmp, mirrored):
+    """The table of docs/finetuning.md: each case's largest weight difference over the steps."""
+    print("| run | loop's optimizer | reference | largest weight difference, 20 steps | the other AdamW, step 1 |")
+    print("|---|---|---|---|---|")
+    for case, strategy_name, reference in (
+            ("finetuning_adamw_release", "one_device", "the release's AdamW, written here"),
+            ("finetuning_adamw", "one_device", "`torch.optim.AdamW`"),
+            ("pretraining_lamb", "mirrored", "the release's LAMB, written here")):
+        r = trajectory(tmp, case, strategy_name, mirrored if strategy_name == "mirrored" else None)
+        where = f"{r['replicas']} mirrored replicas x {r['accumulation']} micro-batches" if r["replicas"] > 1 else "one device"
+        print(f"| {'GLUE MRPC' if 'finetuning' in case else 'pretraining'}, {where} | {case.split('_', 1)[1]} | "
+              f"{reference} | {max(r['differences']):.1e} | {r['contrast_differences'][0]:.1e} |", flush=True)
+
+
 if __name__ == "__main__":
+    import tempfile
+
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from albert_tf.training import strategies
 
-    # One strategy for both runs: two MirroredStrategy objects in one process number their
+    # One strategy for every mirrored run: two MirroredStrategy objects in one process number their
     # collective ops alike, and the second run's all-reduces then meet the first's.
     mirrored = strategies.get_strategy("mirrored")
+    if sys.argv[1:] == ["--table"]:  # python -m tests.finetune.test_update_parity --table
+        with tempfile.TemporaryDirectory() as folder:
+            table(folder, mirrored)
     for name in sys.argv[2:]:
         print(json.dumps(trajectory(sys.argv[1], name, "mirrored", mirrored)), flush=True)

@@ -76,7 +76,8 @@ class TrainingOptions:
     task whose options declare `grad_accum_steps`, each replica's share into that many
     micro-batches whose gradients are summed before the one update). The learning rate warms up
     linearly over `num_warmup_steps` to `learning_rate` and decays linearly to 0 at
-    `num_train_steps`. A checkpoint is written every `save_checkpoints_steps` and at the end, the
+    `num_train_steps`, on `optimizer` (`OPTIMIZERS`; a fine-tuning recipe names the one it was
+    tuned on). A checkpoint is written every `save_checkpoints_steps` and at the end, the
     newest `keep_checkpoint_max` kept; `steps_per_loop` updates run in one compiled call.
     """
 

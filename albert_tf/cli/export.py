@@ -16,6 +16,11 @@ writes a LiteRT model instead (DIR/model.tflite, model_io.json, spiece.model; `a
 docs/on_device.md): int32 ids [1, max_seq_length] in, builtin ops only; the encoder only (a
 fine-tuned task's comes from its fine-tuning tool's --format=litert).
 
+    albert-export --preset albert_base_v2 --output_dir serving/albert --serving_version 1
+
+writes TF Serving's layout: version 1 of the model at serving/albert (serving/albert/1/, beside the
+versions there, never over one) with its warmup file (`albert_tf.serving.tf_serving`, docs/serving.md).
+
 The SavedModel's signatures are `serving_default` (token ids), `serve_examples` (serialized
 tf.Examples), `serve_text` (raw strings) and `tokenize`; see `albert_tf.serving.export`.
 """
@@ -51,6 +56,9 @@ flags.DEFINE_enum("precision", "float32", list(PRECISIONS), "The SavedModel's we
                   "models are float32, made smaller by --quantization.", flag_values=FLAGS)
 flags.DEFINE_string("representative_texts", None, "--quantization=full_int8: a text file of training texts to "
                     "calibrate on, one a line (a tab between the two texts of a pair).", flag_values=FLAGS)
+flags.DEFINE_integer("serving_version", None, "Write TF Serving's layout: --output_dir is the model base path "
+                     "and the SavedModel goes to <output_dir>/<serving_version>/ (a new version, beside the others) "
+                     "with its warmup requests in assets.extra/.", flag_values=FLAGS)
 flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for the released English models).",
                   flag_values=FLAGS)
 
@@ -92,13 +100,32 @@ def _representative_texts(path: str) -> list:
     return [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines]
 
 
+def _check_serving_version():
+    """--serving_version: a positive integer, for a SavedModel, naming a version not there yet."""
+    from albert_tf.serving.tf_serving import version_folder
+    from albert_tf.utils.errors import UserError
+
+    if FLAGS.format != "saved_model":
+        raise FlagError("--serving_version writes TF Serving's layout of a SavedModel: drop --format=litert")
+    if FLAGS.serving_version < 1:
+        raise FlagError(f"--serving_version {FLAGS.serving_version}: a TF Serving version is a positive integer")
+    prepare_output_dir(FLAGS.output_dir, create=False)  # the model base: other versions may be there
+    try:
+        version_folder(FLAGS.output_dir, FLAGS.serving_version)
+    except UserError as error:
+        raise FlagError(f"--serving_version {FLAGS.serving_version}: {error}") from None
+
+
 def main(argv):
     del argv
     weights_source(FLAGS, required=True)
     if not FLAGS.output_dir:
         raise FlagError("--output_dir is required")
     _check_litert_flags()
-    prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before the model is built
+    if FLAGS.serving_version is not None:
+        _check_serving_version()
+    else:
+        prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before the model is built
     with locked_run_folder(FLAGS.output_dir):  # one run a folder; a failed one leaves nothing
         export()
 
@@ -127,13 +154,21 @@ def export():
                       do_lower_case=FLAGS.do_lower_case)
         print(f"wrote the {FLAGS.model} LiteRT model ({FLAGS.quantization}) to {FLAGS.output_dir}")
         return
-    if FLAGS.model == "pretrainer":
-        export_pretrainer(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
-                          FLAGS.max_predictions_per_seq, do_lower_case=FLAGS.do_lower_case)
+    def write(folder):
+        if FLAGS.model == "pretrainer":
+            export_pretrainer(model, folder, spm_model_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                              do_lower_case=FLAGS.do_lower_case)
+        else:
+            export_encoder(model, folder, spm_model_file, FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case)
+
+    folder = FLAGS.output_dir
+    if FLAGS.serving_version is not None:
+        from albert_tf.serving.tf_serving import write_version
+
+        folder = write_version(FLAGS.output_dir, FLAGS.serving_version, write)
     else:
-        export_encoder(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
-                       do_lower_case=FLAGS.do_lower_case)
-    print(f"wrote the {FLAGS.model} SavedModel ({FLAGS.precision}) to {FLAGS.output_dir}")
+        write(folder)
+    print(f"wrote the {FLAGS.model} SavedModel ({FLAGS.precision}) to {folder}")
 
 
 def run():

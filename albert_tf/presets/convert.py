@@ -336,7 +336,8 @@ def convert_preset_to_hf(preset_dir: str | os.PathLike, output_dir: str | os.Pat
     from albert_tf.presets import hf_heads
 
     if kind in hf_heads.ARCHITECTURE_OF:
-        return hf_heads.preset_task_to_hf(preset_dir, config, encoder, task, vocab, output_dir)
+        heads = preset_weights.read(os.path.join(preset_dir, preset_folder.TASK_WEIGHTS))
+        return hf_heads.preset_task_to_hf(preset_dir, config, encoder, heads, task, vocab, output_dir)
     if kind not in (None, preset_folder.PRETRAINER_TASK):
         raise ValueError(f"preset {preset_dir} holds an {kind}, which has no Hugging Face counterpart here; "
                          "convert its encoder from an encoder's preset")

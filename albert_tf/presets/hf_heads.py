@@ -23,7 +23,6 @@ import os
 
 import numpy as np
 
-from albert_tf.checkpoints import weights as preset_weights
 from albert_tf.checkpoints.names import HF_TASK_HEADS, encoder_weight_names, task_head_weight_names, to_ours, to_source
 from albert_tf.presets import folder as preset_folder
 from albert_tf.presets.convert import _check_output_dir, _split_source, _write_hf, config_to_hf
@@ -126,10 +125,11 @@ def task_from_hf(architecture: str, config, values: dict, tensors: dict, source:
     return preset_folder.write(output_dir, config, encoder, spm_model_file, task, heads)
 
 
-def preset_task_to_hf(preset_dir: str, config, encoder: dict, task: dict, spm_model_file, output_dir) -> str:
-    """A task preset of ours (`ARCHITECTURE_OF`'s classes) -> the Hugging Face folder of the same
-    task model: config.json (with id2label, problem_type), model.safetensors, spiece.model."""
-    heads = preset_weights.read(os.path.join(preset_dir, preset_folder.TASK_WEIGHTS))
+def preset_task_to_hf(preset_dir: str, config, encoder: dict, heads: dict, task: dict, spm_model_file,
+                      output_dir) -> str:
+    """A task preset of ours (`ARCHITECTURE_OF`'s classes; its tensors read by `convert`) -> the
+    Hugging Face folder of the same task model: config.json (with id2label, problem_type),
+    model.safetensors, spiece.model."""
     with open(os.path.join(preset_dir, preset_folder.TASK_CONFIG), encoding="utf-8") as f:
         recorded = json.load(f)  # beside the class and arguments: problem_type, a tagger's labels
     architecture = ARCHITECTURE_OF[task["class"]]

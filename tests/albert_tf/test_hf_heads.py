@@ -43,10 +43,11 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ALBERT_TF_HOME", str(tmp_path / "cache"))
 
 
-def _hf_model(architecture: str, folder: pathlib.Path, seed: int = 0, **config):
-    """A transformers task model of CONFIG, every parameter random, saved as the Hub holds it."""
-    hf_config = hf_reference.hf_config(CONFIG)
-    for key, value in config.items():
+def _hf_model(architecture: str, folder: pathlib.Path, seed: int = 0, config: AlbertConfig = CONFIG,
+              vocab: pathlib.Path = TINY_SPM, **values):
+    """A transformers task model of `config`, every parameter random, saved as the Hub holds it."""
+    hf_config = hf_reference.hf_config(config)
+    for key, value in values.items():
         setattr(hf_config, key, value)
     torch.manual_seed(seed)
     model = getattr(transformers, architecture)(hf_config).eval()
@@ -57,7 +58,7 @@ def _hf_model(architecture: str, folder: pathlib.Path, seed: int = 0, **config):
             else:
                 p.copy_((0.02 if name.endswith("bias") else 0.3) * torch.randn_like(p))
     model.save_pretrained(folder)
-    shutil.copyfile(TINY_SPM, folder / "spiece.model")
+    shutil.copyfile(vocab, folder / "spiece.model")
     return model
 
 

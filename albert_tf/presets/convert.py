@@ -307,8 +307,11 @@ def convert_hf(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
 
     architecture = hf_heads.task_architecture(values)
     if architecture is not None:
-        return hf_heads.task_from_hf(architecture, config, values, tensors, source, spm_model_file, output_dir,
-                                     encoder_only)
+        tensors, heads, task = hf_heads.split_task(architecture, config, values, tensors, source, encoder_only)
+        # position_ids is a buffer of positions 0..T-1 that older transformers saved; nothing to load.
+        encoder, _ = _split_source(config, "hf", tensors, source, False,
+                                   lambda name: name == "albert.embeddings.position_ids")
+        return preset_folder.write(output_dir, config, encoder, spm_model_file, task, heads if task else None)
     if not any(k.startswith("albert.") for k in tensors):
         # AlbertModel saves its tensors without the "albert." prefix of the task models.
         tensors = {f"albert.{k}": v for k, v in tensors.items()}
@@ -337,7 +340,10 @@ def convert_preset_to_hf(preset_dir: str | os.PathLike, output_dir: str | os.Pat
 
     if kind in hf_heads.ARCHITECTURE_OF:
         heads = preset_weights.read(os.path.join(preset_dir, preset_folder.TASK_WEIGHTS))
-        return hf_heads.preset_task_to_hf(preset_dir, config, encoder, heads, task, vocab, output_dir)
+        with open(os.path.join(preset_dir, preset_folder.TASK_CONFIG), encoding="utf-8") as f:
+            recorded = json.load(f)  # beside the class and arguments: problem_type, a tagger's labels
+        tensors, keys = hf_heads.task_to_hf(recorded, config, encoder, heads)
+        return _write_hf(output_dir, tensors, {**config_to_hf(config), **keys}, vocab)
     if kind not in (None, preset_folder.PRETRAINER_TASK):
         raise ValueError(f"preset {preset_dir} holds an {kind}, which has no Hugging Face counterpart here; "
                          "convert its encoder from an encoder's preset")
@@ -371,9 +377,8 @@ def classifier_to_hf(config: AlbertConfig, encoder: dict[str, np.ndarray], kerne
     names the classes (`id2label`)."""
     from albert_tf.presets import hf_heads
 
-    return hf_heads.head_to_hf(hf_heads.SEQUENCE_CLASSIFICATION, config, encoder,
-                               {"classifier/kernel": kernel, "classifier/bias": bias}, spm_model_file, output_dir,
-                               labels, dropout_rate, problem_type)
+    return _head_to_hf(hf_heads.SEQUENCE_CLASSIFICATION, config, encoder, kernel, bias, spm_model_file, output_dir,
+                       labels=labels, dropout_rate=dropout_rate, problem_type=problem_type)
 
 
 def token_classifier_to_hf(config: AlbertConfig, encoder: dict[str, np.ndarray], kernel: np.ndarray,
@@ -384,6 +389,14 @@ def token_classifier_to_hf(config: AlbertConfig, encoder: dict[str, np.ndarray],
     the same logits and `labels` as `id2label`; the pooler, which that class lacks, is left out."""
     from albert_tf.presets import hf_heads
 
-    return hf_heads.head_to_hf(hf_heads.TOKEN_CLASSIFICATION, config, encoder,
-                               {"classifier/kernel": kernel, "classifier/bias": bias}, spm_model_file, output_dir,
-                               labels, dropout_rate)
+    return _head_to_hf(hf_heads.TOKEN_CLASSIFICATION, config, encoder, kernel, bias, spm_model_file, output_dir,
+                       labels=labels, dropout_rate=dropout_rate)
+
+
+def _head_to_hf(architecture, config, encoder, kernel, bias, spm_model_file, output_dir, **keys) -> str:
+    from albert_tf.presets import hf_heads
+
+    output_dir = _check_output_dir(output_dir)
+    tensors, hf_keys = hf_heads.head_to_hf(architecture, config, encoder,
+                                           {"classifier/kernel": kernel, "classifier/bias": bias}, **keys)
+    return _write_hf(output_dir, tensors, {**config_to_hf(config), **hf_keys}, spm_model_file)

@@ -13,19 +13,16 @@ names the outputs (`id2label`, `label2id`, `problem_type`):
 so `from_preset` of the matching class restores the head by the one task rule
 (`albert_tf.presets.loader.task_arguments`), and a preset of any of them goes back to the same
 Hugging Face class with the same logits. The two without a pooler in Hugging Face get a pooler of
-zeros in the preset, which none of their heads reads. Conversion builds no model.
+zeros in the preset, which none of their heads reads. Tensors and config keys only: the files are
+read and written by `albert_tf.presets.convert`, and no model is built.
 """
 
 from __future__ import annotations
-
-import json
-import os
 
 import numpy as np
 
 from albert_tf.checkpoints.names import HF_TASK_HEADS, encoder_weight_names, task_head_weight_names, to_ours, to_source
 from albert_tf.presets import folder as preset_folder
-from albert_tf.presets.convert import _check_output_dir, _split_source, _write_hf, config_to_hf
 
 SEQUENCE_CLASSIFICATION = "AlbertForSequenceClassification"
 MULTIPLE_CHOICE = "AlbertForMultipleChoice"
@@ -98,66 +95,56 @@ def _task(architecture: str, values: dict, outputs: int, dropout: float, source:
         return {"class": preset_folder.TOKEN_CLASSIFIER_TASK, "arguments": arguments, "labels": labels}
 
 
-def task_from_hf(architecture: str, config, values: dict, tensors: dict, source: str, spm_model_file,
-                 output_dir, encoder_only: bool = False) -> str:
-    """A Hugging Face task model's tensors (`values`: its config.json) -> the preset of our matching
-    task (module docstring), or of its encoder alone (`encoder_only`); a missing, left-over or
-    misshapen tensor is an error naming it."""
+def split_task(architecture: str, config, values: dict, tensors: dict, source: str,
+               encoder_only: bool = False) -> tuple[dict, dict, dict | None]:
+    """A Hugging Face task model's tensors (`values`: its config.json) -> `(encoder, heads, task)`:
+    the encoder's tensors by Hugging Face's names (the head's taken out, a pooler of zeros put in
+    where the class has none), the head's by ours, and the task.json of our matching task (module
+    docstring; None with `encoder_only`); a head missing or of another size than its class has is
+    an error naming it."""
     head = HF_TASK_HEADS[architecture]
     weight = tensors.get(f"{head.hf}.weight")
     if weight is None or f"{head.hf}.bias" not in tensors:
         raise ValueError(f"{source}: an {architecture} without {head.hf}.weight and {head.hf}.bias")
-    tensors = dict(tensors)
-    if not head.pooler:
-        for name in encoder_weight_names(config, "hf"):
-            if name.ours.startswith(_POOLER) and name.source not in tensors:
-                tensors[name.source] = np.zeros(name.source_shape, np.float32)
     outputs = int(np.shape(weight)[0])
     heads = to_ours(task_head_weight_names(config, architecture, outputs), tensors, source)
-    # position_ids is a buffer of positions 0..T-1 that older transformers saved; nothing to load.
-    encoder, _ = _split_source(config, "hf", tensors, source, False,
-                               lambda name: name == "albert.embeddings.position_ids" or name.startswith(head.hf + "."))
+    encoder = {k: v for k, v in tensors.items() if not k.startswith(head.hf + ".")}
+    if not head.pooler:
+        for name in encoder_weight_names(config, "hf"):
+            if name.ours.startswith(_POOLER) and name.source not in encoder:
+                encoder[name.source] = np.zeros(name.source_shape, np.float32)
     dropout = values.get("classifier_dropout_prob")
     dropout = float(config.hidden_dropout_prob if dropout is None else dropout)
-    if encoder_only:
-        return preset_folder.write(output_dir, config, encoder, spm_model_file)
-    task = _task(architecture, values, outputs, dropout, source)
-    return preset_folder.write(output_dir, config, encoder, spm_model_file, task, heads)
+    return encoder, heads, None if encoder_only else _task(architecture, values, outputs, dropout, source)
 
 
-def preset_task_to_hf(preset_dir: str, config, encoder: dict, heads: dict, task: dict, spm_model_file,
-                      output_dir) -> str:
-    """A task preset of ours (`ARCHITECTURE_OF`'s classes; its tensors read by `convert`) -> the
-    Hugging Face folder of the same task model: config.json (with id2label, problem_type),
-    model.safetensors, spiece.model."""
-    with open(os.path.join(preset_dir, preset_folder.TASK_CONFIG), encoding="utf-8") as f:
-        recorded = json.load(f)  # beside the class and arguments: problem_type, a tagger's labels
-    architecture = ARCHITECTURE_OF[task["class"]]
-    arguments = task["arguments"]
-    return head_to_hf(architecture, config, encoder, heads, spm_model_file, output_dir,
+def task_to_hf(recorded: dict, config, encoder: dict, heads: dict) -> tuple[dict, dict]:
+    """A task preset of ours (`recorded`: its task.json, of one of `ARCHITECTURE_OF`'s classes; its
+    encoder's and heads' tensors by our names) -> `(tensors, config)`: the Hugging Face tensors and
+    the config.json keys (architectures, id2label, problem_type) of the same task model."""
+    arguments = recorded.get("arguments") or {}
+    return head_to_hf(ARCHITECTURE_OF[recorded["class"]], config, encoder, heads,
                       labels=arguments.get("labels") or recorded.get("labels"),
                       dropout_rate=arguments.get("dropout", 0.1), problem_type=recorded.get("problem_type"))
 
 
-def head_to_hf(architecture: str, config, encoder: dict, heads: dict, spm_model_file, output_dir, labels=None,
-               dropout_rate: float = 0.1, problem_type: str | None = None) -> str:
+def head_to_hf(architecture: str, config, encoder: dict, heads: dict, labels=None, dropout_rate: float = 0.1,
+               problem_type: str | None = None) -> tuple[dict, dict]:
     """An encoder's tensors and a task head's (by our names, `<ours>/kernel` [H, N] and `<ours>/bias`)
-    -> the Hugging Face folder of `architecture`; `labels` name a classifier's outputs (`id2label`)."""
-    output_dir = _check_output_dir(output_dir)
+    -> `(tensors, config keys)` of `architecture`; `labels` name a classifier's outputs (`id2label`)."""
     head = HF_TASK_HEADS[architecture]
-    hf_config = config_to_hf(config)
     names = [n for n in encoder_weight_names(config, "hf") if head.pooler or not n.ours.startswith(_POOLER)]
     num_labels = int(np.shape(heads[f"{head.ours}/kernel"])[1])
     tensors = {**to_source(names, encoder),
                **to_source(task_head_weight_names(config, architecture, num_labels), heads)}
-    hf_config.update(architectures=[architecture], classifier_dropout_prob=dropout_rate)
+    keys = {"architectures": [architecture], "classifier_dropout_prob": dropout_rate}
     if architecture in (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION):
         labels = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
         if len(labels) != num_labels:
             what = "a token classifier" if architecture == TOKEN_CLASSIFICATION else "a classifier"
             raise ValueError(f"{len(labels)} labels for {what} of {num_labels} outputs")
-        hf_config.update(num_labels=num_labels, id2label={str(i): label for i, label in enumerate(labels)},
-                         label2id={label: i for i, label in enumerate(labels)})
+        keys.update(num_labels=num_labels, id2label={str(i): label for i, label in enumerate(labels)},
+                    label2id={label: i for i, label in enumerate(labels)})
     if architecture == SEQUENCE_CLASSIFICATION:
-        hf_config["problem_type"] = problem_type or ("regression" if num_labels == 1 else "single_label_classification")
-    return _write_hf(output_dir, tensors, hf_config, spm_model_file)
+        keys["problem_type"] = problem_type or ("regression" if num_labels == 1 else "single_label_classification")
+    return tensors, keys

@@ -5,7 +5,7 @@ TF Serving serves a *model base path* whose subfolders named by integers are the
 one is loaded when it appears, beside the others); a version's `assets.extra/tf_serving_warmup_requests`
 (saved_model_warmup.md) is a TFRecord file of `tensorflow.serving.PredictionLog` records that the
 server runs once when it loads the version, so that the first real request does not pay for the
-first call (tracing, kernel selection, memory: 0.9 s measured for `serve_text`).
+first call (tracing, kernel selection, memory; issue 54 reports 0.9 s for `serve_text`'s).
 
 `write_version(model_base, version, export)` writes one version: the SavedModel (`export(folder)`)
 and its warmup file, in a folder beside `<model_base>/<version>` under a name that is no integer

@@ -17,6 +17,8 @@ docs/on_device.md): int32 ids [1, max_seq_length] in, builtin ops only; the enco
 fine-tuned task's comes from its fine-tuning tool's --format=litert).
 
     albert-export --preset albert_base_v2 --output_dir serving/albert --serving_version 1
+    albert-export --preset hf://<a sequence classifier> --model text_classifier --output_dir serving/sst2 \
+        --serving_version 1
 
 writes TF Serving's layout: version 1 of the model at serving/albert (serving/albert/1/, beside the
 versions there, never over one) with its warmup file (`albert_tf.serving.tf_serving`, docs/serving.md).
@@ -40,7 +42,9 @@ FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see 
 define_weights_source_flags(FLAGS, "The model")
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (default: the one the source "
                     "holds).", flag_values=FLAGS)
-flags.DEFINE_enum("model", "encoder", ["encoder", "pretrainer"], "Which model to export.", flag_values=FLAGS)
+flags.DEFINE_enum("model", "encoder", ["encoder", "pretrainer", "text_classifier"], "Which model to export "
+                  "(text_classifier: the sequence classifier the source holds, e.g. a Hugging Face "
+                  "AlbertForSequenceClassification, serving probabilities and labels).", flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Output folder of the SavedModel (must not exist or be empty).",
                     flag_values=FLAGS)
 flags.DEFINE_integer("max_seq_length", 128, "Length serve_text pads/truncates to and serve_examples parses.",
@@ -122,6 +126,9 @@ def main(argv):
     if not FLAGS.output_dir:
         raise FlagError("--output_dir is required")
     _check_litert_flags()
+    if FLAGS.model == "text_classifier" and (FLAGS.precision != "float32" or FLAGS.spm_model_file):
+        raise FlagError("--model=text_classifier exports the classifier as it is, with its own vocabulary: drop "
+                        "--precision and --spm_model_file")
     if FLAGS.serving_version is not None:
         _check_serving_version()
     else:
@@ -137,6 +144,8 @@ def export():
     from albert_tf.models.encoder import AlbertEncoder
     from albert_tf.models.pretrainer import AlbertPretrainer
 
+    if FLAGS.model == "text_classifier":
+        return _export_text_classifier()
     source = open_source(weights_source(FLAGS))
     model_class = AlbertPretrainer if FLAGS.model == "pretrainer" else AlbertEncoder
     model = at_precision(model_class.from_preset(source), FLAGS.precision)
@@ -154,6 +163,7 @@ def export():
                       do_lower_case=FLAGS.do_lower_case)
         print(f"wrote the {FLAGS.model} LiteRT model ({FLAGS.quantization}) to {FLAGS.output_dir}")
         return
+
     def write(folder):
         if FLAGS.model == "pretrainer":
             export_pretrainer(model, folder, spm_model_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
@@ -161,14 +171,26 @@ def export():
         else:
             export_encoder(model, folder, spm_model_file, FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case)
 
-    folder = FLAGS.output_dir
-    if FLAGS.serving_version is not None:
-        from albert_tf.serving.tf_serving import write_version
+    print(f"wrote the {FLAGS.model} SavedModel ({FLAGS.precision}) to {_write(write)}")
 
-        folder = write_version(FLAGS.output_dir, FLAGS.serving_version, write)
-    else:
-        write(folder)
-    print(f"wrote the {FLAGS.model} SavedModel ({FLAGS.precision}) to {folder}")
+
+def _export_text_classifier():
+    """The text classifier a source holds (its head and labels, by the task rule), exported with
+    `AlbertTextClassifier.export`: serve_text gives `probabilities` and `label` (a regressor: `score`)."""
+    from albert_tf.tasks.text_classifier import AlbertTextClassifier
+
+    model = AlbertTextClassifier.from_preset(weights_source(FLAGS), sequence_length=FLAGS.max_seq_length)
+    print(f"wrote the text classifier SavedModel ({model.num_classes} classes) to {_write(model.export)}")
+
+
+def _write(write) -> str:
+    """`write(folder)` into --output_dir, or as version --serving_version of TF Serving's layout there."""
+    if FLAGS.serving_version is None:
+        write(FLAGS.output_dir)
+        return FLAGS.output_dir
+    from albert_tf.serving.tf_serving import write_version
+
+    return write_version(FLAGS.output_dir, FLAGS.serving_version, write)
 
 
 def run():

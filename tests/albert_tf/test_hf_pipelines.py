@@ -3,8 +3,8 @@
 A sequence classifier made with transformers (every parameter random, saved by `save_pretrained`
 with its `id2label`, beside the release's 30k-clean.model as spiece.model), and the tokenizer that
 `AlbertTokenizer.from_pretrained` reads from the same folder: transformers'
-`text-classification` pipeline and our export of `AlbertTextClassifier.from_preset(folder)`
-(`serve_text`, raw strings in) give the same label and the same score for every label, on 20
+`text-classification` pipeline and our export of the folder (`albert-export --model text_classifier
+--serving_version 1`: `serve_text`, raw strings in) give the same label and the same score for every label, on 20
 texts. A multi-label model's pipeline scores are the sigmoid of our logits (docs/conversion.md).
 """
 
@@ -16,10 +16,12 @@ import tensorflow as tf
 import transformers
 
 from albert_tf import AlbertConfig
+from albert_tf.cli import export as export_cli
 from albert_tf.presets.model_source import load_saved_model
 from albert_tf.tasks.text_classifier import AlbertTextClassifier
 from tests.albert_tf.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
 from tests.conftest import SMALL_DATA_DIR
+from tests.helpers import console_script
 
 SPM = SMALL_DATA_DIR / "albert" / "30k-clean.model"
 CONFIG = AlbertConfig(vocab_size=30000, embedding_size=10, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
@@ -40,12 +42,20 @@ def _pipeline(folder):
     return transformers.pipeline("text-classification", model=model, tokenizer=tokenizer, top_k=None, device="cpu")
 
 
-def test_text_classification_answers_equal_the_pipelines(tmp_path):
-    _hf_model("AlbertForSequenceClassification", tmp_path / "hf", config=CONFIG, vocab=SPM, num_labels=3, id2label=LABELS,
-              label2id={v: k for k, v in LABELS.items()})
+def test_text_classification_answers_equal_the_pipelines(tmp_path, monkeypatch, capsys):
+    """The journey of issue 54: a Hugging Face sequence classifier -> `albert-export --model
+    text_classifier --serving_version 1` -> TF Serving's layout, whose serve_text answers as the
+    pipeline does."""
+    _hf_model("AlbertForSequenceClassification", tmp_path / "hf", config=CONFIG, vocab=SPM, num_labels=3,
+              id2label=LABELS, label2id={v: k for k, v in LABELS.items()})
     theirs = _pipeline(tmp_path / "hf")(TEXTS)
-    exported = AlbertTextClassifier.from_preset(str(tmp_path / "hf")).export(str(tmp_path / "served"))
-    served = load_saved_model(exported).signatures["serve_text"](text=tf.constant(TEXTS))
+    code, out, err = console_script(export_cli.run, [
+        "albert-export", "--preset", tmp_path / "hf", "--model", "text_classifier", "--output_dir",
+        tmp_path / "serving" / "sst2", "--serving_version", 1], monkeypatch, capsys)
+    assert code == 0, err
+    exported = tmp_path / "serving" / "sst2" / "1"
+    assert (exported / "assets.extra" / "tf_serving_warmup_requests").is_file()
+    served = load_saved_model(str(exported)).signatures["serve_text"](text=tf.constant(TEXTS))
     probabilities, labels = served["probabilities"].numpy(), [v.decode() for v in served["label"].numpy()]
     for text, answer, ours, label in zip(TEXTS, theirs, probabilities, labels):
         assert label == answer[0]["label"], text

@@ -89,8 +89,9 @@ def test_versions_are_written_beside_each_other_with_replayable_warmup(preset, t
 @pytest.mark.parametrize("flags,message", [
     (["--serving_version", 0], "--serving_version 0: a TF Serving version is a positive integer"),
     (["--serving_version", 1, "--format", "litert"], "--serving_version writes TF Serving's layout of a SavedModel"),
+    (["--model", "text_classifier", "--precision", "bfloat16"], "--model=text_classifier exports the classifier as it is"),
 ])
-def test_bad_serving_versions_are_one_line(preset, tmp_path, monkeypatch, capsys, flags, message):
+def test_bad_export_flags_are_one_line(preset, tmp_path, monkeypatch, capsys, flags, message):
     code, _, err = console_script(export_cli.run, ["albert-export", "--preset", preset, "--output_dir",
                                                    tmp_path / "base", *flags], monkeypatch, capsys)
     assert code == 2 and message in err

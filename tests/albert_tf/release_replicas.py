@@ -158,10 +158,11 @@ def hub_files(name: str, seed: int = 0) -> dict[str, bytes]:
 
 
 def hub_task_files(saved: pathlib.Path) -> dict[str, bytes]:
-    """The files of a Hub repository of a task model fine-tuned in PyTorch (the textattack/albert-
-    base-v2-* family's listing: config.json, pytorch_model.bin and no safetensors, spiece.model,
-    special_tokens_map.json, tokenizer_config.json, training_args.bin), from a `save_pretrained`
-    folder `saved` of a tiny transformers model; the files no loader reads hold stand-in bytes."""
+    """The files of a Hub repository of a task model fine-tuned in PyTorch with transformers'
+    Trainer, in the older layout (config.json, pytorch_model.bin without model.safetensors,
+    spiece.model, special_tokens_map.json, tokenizer_config.json, training_args.bin; docs/presets.md
+    says what of it was not re-checked), from a `save_pretrained` folder `saved` of a tiny
+    transformers model; the files no loader reads hold stand-in bytes."""
     import safetensors.torch
 
     buffer = io.BytesIO()

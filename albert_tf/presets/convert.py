@@ -199,12 +199,15 @@ def config_from_hf(values: dict, source: str = "config.json", exact_gelu_as_tanh
     act = values.get("hidden_act", "gelu_new")
     if act == "gelu" and exact_gelu_as_tanh:
         act = "gelu_new"
-    if act not in _HF_ACTIVATIONS:
+    if act == "gelu":
         raise ValueError(
             f"{source}: hidden_act {act!r} is not supported; Hugging Face's 'gelu' is the exact GELU, "
             "while the released ALBERT weights were trained with the tanh approximation ('gelu_new'); "
             "pass exact_gelu_as_tanh to convert such a config with the approximation"
         )
+    if act not in _HF_ACTIVATIONS:
+        raise ValueError(f"{source}: hidden_act {act!r} is not an activation of ALBERT's layers (one of "
+                         f"{', '.join(sorted(_HF_ACTIVATIONS))})")
     eps = values.get("layer_norm_eps", 1e-12)
     if not np.isclose(eps, 1e-12, rtol=1e-3, atol=0):
         raise ValueError(f"{source}: layer_norm_eps {eps} is not ALBERT's 1e-12")
@@ -245,21 +248,30 @@ def read_hf_weights(input_dir: str | os.PathLike) -> dict[str, np.ndarray]:
     input_dir = os.fspath(input_dir)
     safetensors_path = os.path.join(input_dir, HF_SAFETENSORS)
     pytorch_path = os.path.join(input_dir, HF_PYTORCH)
+    from albert_tf.utils.errors import UserError
+
     if os.path.isfile(safetensors_path):
         from safetensors.numpy import load_file
 
-        return dict(load_file(safetensors_path))
+        try:
+            return dict(load_file(safetensors_path))
+        except Exception as error:  # safetensors' SafetensorError has no public base; a cut file is one
+            raise UserError(f"{safetensors_path}: not a readable safetensors file ({str(error).splitlines()[0][:200]}): "
+                            "truncated or another file; fetch it again") from None
     if os.path.isfile(pytorch_path):
+        import pickle
+        import zipfile
+
         import torch
 
-        import pickle
+        if not zipfile.is_zipfile(pytorch_path):  # every torch.save since PyTorch 1.6 writes a zip archive
+            raise UserError(f"{pytorch_path}: not a PyTorch checkpoint (not a zip archive): truncated or another "
+                            "file; fetch it again")
 
         try:
             # weights_only: tensors are read, a pickled Python object (which could run code) is refused.
             state = torch.load(pytorch_path, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as error:
-            from albert_tf.utils.errors import UserError
-
             raise UserError(f"{pytorch_path} holds pickled Python objects, not only tensors: refused, as loading "
                             f"them could run code ({str(error).splitlines()[0][:200]})") from None
         return {k: v.detach().float().numpy() if v.is_floating_point() else v.numpy() for k, v in state.items()}

@@ -28,8 +28,8 @@ import tempfile
 import urllib.parse
 import zlib
 
-from albert_tf.presets.convert import (HF_CONFIG, HF_PYTORCH, HF_SAFETENSORS, TF1_CHECKPOINT, TF1_CONFIG, TF1_VOCAB,
-                                      convert_hf, convert_tf1)
+from albert_tf.presets.convert import (HF_CONFIG, HF_PYTORCH, HF_SAFETENSORS, HF_VOCAB, TF1_CHECKPOINT,
+                                      TF1_CONFIG, TF1_VOCAB, convert_hf, convert_tf1)
 from albert_tf.utils.errors import UserError, reason
 from albert_tf.utils.files import is_url
 from albert_tf.presets import download, folder, registry
@@ -205,6 +205,54 @@ def _local_copy(path: str) -> str:
     return _cached(key, lambda target: _convert_tarball(path, target, path))
 
 
+def _snapshot(huggingface_hub, repo: str) -> str:
+    """The repository's files a conversion reads, fetched within ALBERT_TF_TIMEOUT a request as every
+    download here is; huggingface_hub's warnings said once each, and only when the fetch succeeds
+    (a failure is its one line)."""
+    import logging as python_logging
+    import warnings
+
+    from huggingface_hub import constants
+
+    class Keep(python_logging.Handler):  # huggingface_hub's log lines, held until the fetch is known good
+        def __init__(self):
+            super().__init__(python_logging.WARNING)
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    hub_logger, kept = python_logging.getLogger("huggingface_hub"), Keep()
+    propagate = hub_logger.propagate
+    hub_logger.addHandler(kept)
+    hub_logger.propagate = False
+
+    files = [HF_CONFIG, HF_VOCAB]
+    timeout = download.timeout()
+    saved = constants.HF_HUB_DOWNLOAD_TIMEOUT
+    constants.HF_HUB_DOWNLOAD_TIMEOUT = timeout
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            local = huggingface_hub.snapshot_download(repo, allow_patterns=files + [HF_SAFETENSORS],
+                                                      etag_timeout=timeout)
+            if not os.path.isfile(os.path.join(local, HF_SAFETENSORS)):
+                local = huggingface_hub.snapshot_download(repo, allow_patterns=files + [HF_PYTORCH],
+                                                          etag_timeout=timeout)
+    except Exception as error:  # the Hub client's errors have no common base of their own
+        raise UserError(f"could not fetch hf://{repo} ({reason(error)}); {download.HINT}") from None
+    finally:
+        constants.HF_HUB_DOWNLOAD_TIMEOUT = saved
+        hub_logger.removeHandler(kept)
+        hub_logger.propagate = propagate
+    if _is_hf_folder(local):  # else the caller's one line says what the repository lacks
+        from absl import logging
+
+        for message in dict.fromkeys([str(w.message).strip() for w in caught] + kept.lines):
+            logging.warning("hf://%s: %s", repo, message.splitlines()[0])
+    return local
+
+
 def _is_hf_folder(path: str) -> bool:
     """A Hugging Face model folder (`save_pretrained`'s): config.json beside its weights."""
     return os.path.isfile(os.path.join(path, HF_CONFIG)) and any(
@@ -220,13 +268,11 @@ def _from_hub(repo: str, target: str) -> None:
         raise UserError(f"hf://{repo} needs huggingface_hub: pip install 'albert_tf[hf]'") from None
     if download.offline():
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    files = ["config.json", "spiece.model"]
-    try:
-        local = huggingface_hub.snapshot_download(repo, allow_patterns=files + ["model.safetensors"])
-        if not os.path.isfile(os.path.join(local, "model.safetensors")):
-            local = huggingface_hub.snapshot_download(repo, allow_patterns=files + ["pytorch_model.bin"])
-    except Exception as error:  # the Hub client's errors have no common base of their own
-        raise UserError(f"could not fetch hf://{repo} ({reason(error)}); {download.HINT}") from None
+    local = _snapshot(huggingface_hub, repo)
+    if not _is_hf_folder(local):
+        held = sorted(os.listdir(local)) if os.path.isdir(local) else []
+        raise UserError(f"hf://{repo} holds no ALBERT model in Hugging Face's layout ({HF_CONFIG} and {HF_SAFETENSORS} "
+                        f"or {HF_PYTORCH}; fetched {', '.join(held) if held else 'nothing'})")
     # The release's own repositories: their v1 config.json says "gelu", which in transformers is the
     # exact GELU, but the weights were trained (and released) with the tanh form (docs/presets.md).
     released = any(r.hf_repo == repo for r in registry.RELEASES.values())

@@ -270,3 +270,17 @@ class LoopbackServer:
     def stop(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def point_the_hub_at(patch, server, home):
+    """huggingface_hub's endpoint and cache on the loopback stand-in (as tests/albert_tf/test_releases.py)."""
+    import huggingface_hub.constants
+
+    patch.setenv("HF_ENDPOINT", server.endpoint)
+    patch.setenv("HF_HUB_CACHE", str(home))
+    patch.delenv("HF_HUB_OFFLINE", raising=False)
+    patch.setattr(huggingface_hub.constants, "ENDPOINT", server.endpoint)
+    patch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                  server.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+    patch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(home))
+    patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)

@@ -34,7 +34,7 @@ from albert_tf.presets import convert, loader
 from albert_tf.tasks.entity_recognizer import AlbertEntityRecognizer
 from albert_tf.tasks.text_classifier import AlbertTextClassifier
 from albert_tf.utils.errors import UserError
-from tests.albert_tf.release_replicas import LoopbackServer
+from tests.albert_tf.release_replicas import LoopbackServer, point_the_hub_at
 from tests.conftest import REPO_ROOT
 from tests.helpers import console_script, write_pretraining_records
 
@@ -62,20 +62,6 @@ def _checkpoint_tensors(prefix: str) -> tuple[dict, dict]:
     assert out, f"{prefix} holds neither a pretrainer nor a classifier"
     encoder = {k[len("encoder/"):]: v for k, v in out.items() if k.startswith("encoder/")}
     return encoder, {k: v for k, v in out.items() if not k.startswith("encoder/")}
-
-
-def _point_the_hub_at(patch, server, home):
-    """huggingface_hub's endpoint and cache on the loopback stand-in (as tests/albert_tf/test_releases.py)."""
-    import huggingface_hub.constants
-
-    patch.setenv("HF_ENDPOINT", server.endpoint)
-    patch.setenv("HF_HUB_CACHE", str(home))
-    patch.delenv("HF_HUB_OFFLINE", raising=False)
-    patch.setattr(huggingface_hub.constants, "ENDPOINT", server.endpoint)
-    patch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                  server.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
-    patch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(home))
-    patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +120,7 @@ def sources(tmp_path_factory, small_data_dir):
     server = LoopbackServer()
     server.files["/albert_models/albert_tiny.tar.gz"] = tarball.read_bytes()
     server.repos["me/albert-tiny"] = {p.name: p.read_bytes() for p in hf.iterdir() if p.is_file()}
-    _point_the_hub_at(patch, server, made / "hub")
+    point_the_hub_at(patch, server, made / "hub")
     classifier = AlbertTextClassifier.from_preset(str(glue))  # a Keras task's preset, from the run
     keras_preset = classifier.save_to_preset(made / "keras_classifier")
 

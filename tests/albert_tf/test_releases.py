@@ -150,8 +150,6 @@ def released(tmp_path_factory):
     one cache for the module: each is fetched and converted once."""
     import dataclasses
 
-    import huggingface_hub.constants
-
     from albert_tf.presets import registry
     from tests.albert_tf import release_replicas as replicas
 
@@ -164,14 +162,7 @@ def released(tmp_path_factory):
     patch = pytest.MonkeyPatch()
     patch.setenv("ALBERT_TF_HOME", str(made / "cache"))
     patch.delenv("ALBERT_TF_OFFLINE", raising=False)
-    patch.setenv("HF_ENDPOINT", server.endpoint)
-    patch.setenv("HF_HUB_CACHE", str(made / "hub"))
-    patch.delenv("HF_HUB_OFFLINE", raising=False)
-    patch.setattr(huggingface_hub.constants, "ENDPOINT", server.endpoint)
-    patch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                  server.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
-    patch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(made / "hub"))
-    patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    replicas.point_the_hub_at(patch, server, made / "hub")
     for name in replicas.ENGLISH:
         patch.setitem(registry.RELEASES, name, dataclasses.replace(registry.RELEASES[name], url=server.url(name)))
     yield server, made

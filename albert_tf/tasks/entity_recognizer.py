@@ -234,10 +234,16 @@ class AlbertEntityRecognizer(BackboneAlias, keras.Model):
     def tag(self, x) -> dict[str, np.ndarray]:
         """The outputs of the SavedModel's `serve_text` for raw strings `x` (a lone string is a batch
         of one): entities and word tags, padded (`albert_tf.serving.tagging`)."""
+        from albert_tf.serving.tagging import MAX_TEXT_BYTES
+
         texts = [x] if isinstance(x, str) else list(x)
         for index, text in enumerate(texts):
             if not isinstance(text, str):
                 raise UserError(f"x[{index}] is {text!r} ({type(text).__name__}), not a string")
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if size > MAX_TEXT_BYTES:  # the graph's bound (serve_text's), said as a Python user reads it
+                raise UserError(f"x[{index}] is {size:,} bytes long (UTF-8): the tagger takes texts of at most "
+                                f"{MAX_TEXT_BYTES:,}; cut it in parts")
         return {k: v.numpy() for k, v in self._serving()(tf.constant(texts, tf.string)).items()}
 
     def predict(self, x, **kwargs) -> list[list[dict]]:

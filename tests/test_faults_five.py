@@ -1,0 +1,111 @@
+"""Faults, round five (issue 52): every poor answer becomes one line.
+
+Each test gives a tool (or the Python API) a fault or bad input as a user would and asserts the line
+the user sees, the exit code and what is left in the output folder. The entity tagger's
+`serve_text` (items 1 and 2) is tests/albert_tf/test_tagging_limits.py; `python -m pytest -q -m
+faults` runs these with the others.
+"""
+
+import importlib
+import json
+
+import pytest
+
+from finetune.ner import readers
+from tests.helpers import console_script
+
+pytestmark = pytest.mark.faults
+
+CONFIG = {"vocab_size": 30000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
+          "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
+
+
+def _console(module, argv, monkeypatch, capsys):
+    """`module`'s console script run on `argv` in this process: (exit code, its stderr's lines)."""
+    code, _, err = console_script(importlib.import_module(module).run, argv, monkeypatch, capsys)
+    return code, err.splitlines()
+
+
+def _model_flags(tmp_path, small_data_dir):
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(CONFIG))
+    return [f"--albert_config_file={config}", f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}",
+            f"--output_dir={tmp_path / 'run'}"]
+
+
+# ---- item 3: CoNLL files whose lines disagree, a byte order mark ------------------------------------
+
+
+def test_a_conll_line_of_other_columns_than_the_file_is_one_line_naming_it(tmp_path, small_data_dir, monkeypatch,
+                                                                          capsys):
+    """`New York<TAB>B-LOC` in a file of two columns trained on "New"; a 200,000-word line kept one word."""
+    train = tmp_path / "train.conll"
+    train.write_text("Ada\tB-PER\nlives\tO\nin\tO\nNew York\tB-LOC\n\n", encoding="utf-8")
+    code, lines = _console("finetune.ner.cli", ["albert-finetune-ner", *_model_flags(tmp_path, small_data_dir),
+                                                f"--train_file={train}", "--do_train"], monkeypatch, capsys)
+    assert (code, lines[-1]) == (1, f"error: {train}:4: 3 fields where line 1 has 2: every line holds the same "
+                                    "columns, the token first and its tag last (a token with a space in it?)")
+    assert not (tmp_path / "run").exists()
+    long = tmp_path / "long.conll"
+    long.write_text("Ada O\n" + " ".join(["word"] * 200_000) + " O\n", encoding="utf-8")
+    with pytest.raises(readers.UserError, match=rf"^{long}:2: 200001 fields where line 1 has 2: "):
+        readers.read_conll(long)
+
+
+def test_a_byte_order_mark_before_docstart_is_no_word(tmp_path):
+    path = tmp_path / "bom.conll"
+    path.write_bytes("\ufeff-DOCSTART- O\n\nAda B-PER\nlives O\n".encode("utf-8"))
+    sentences = readers.read_conll(path)
+    assert [(s.words, s.tags, s.line) for s in sentences] == [(("Ada", "lives"), ("B-PER", "O"), 3)]
+    # Untagged files (--predict_file) may hold tokens alone beside tagged lines; the tagged agree.
+    path.write_text("Ada\nlives O\nin O\n", encoding="utf-8")
+    assert readers.read_conll(path, tagged=False)[0].words == ("Ada", "lives", "in")
+
+
+# ---- item 4: flag values, exit code 2 and the flag's name -------------------------------------------
+
+
+@pytest.mark.parametrize("module, program, flags, line", [
+    ("finetune.ner.cli", "albert-finetune-ner", ["--labels=PER,PER"],
+     "flag --labels=['PER', 'PER']: 'PER' is given twice"),
+    ("finetune.ner.cli", "albert-finetune-ner", ["--labels=PER,,LOC"],
+     "flag --labels=['PER', '', 'LOC']: name 2 of 3 is empty"),
+    ("finetune.ner.cli", "albert-finetune-ner", ["--labels="],
+     "flag --labels=[]: names nothing: give one or more, comma-separated"),
+    ("finetune.ner.cli", "albert-finetune-ner", ["--max_seq_length=0"], "flag --max_seq_length=0: 0 is not a positive integer"),
+    ("finetune.ner.cli", "albert-finetune-ner", ["--doc_stride=0"], "flag --doc_stride=0: 0 is not a positive integer"),
+    ("finetune.glue.cli", "albert-finetune-glue", ["--task=MRPC", "--max_seq_length=-1"],
+     "flag --max_seq_length=-1: -1 is not a positive integer"),
+    ("finetune.glue.cli", "albert-finetune-glue", ["--task=MRPC", "--data_dir="], "flag --data_dir=: is empty: give a path"),
+    ("finetune.race.cli", "albert-finetune-race", ["--data_dir="], "flag --data_dir=: is empty: give a path"),
+    ("finetune.race.cli", "albert-finetune-race", ["--data_dir=RACE", "--max_train_examples=0"],
+     "flag --max_train_examples=0: 0 is not a positive integer"),
+    ("albert_tf.cli.pretrain", "albert-pretrain", ["--input_file=x", "--max_seq_length=0"],
+     "flag --max_seq_length=0: 0 is not a positive integer"),
+    ("albert_tf.cli.pretrain", "albert-pretrain", ["--input_file=x", "--train_batch_size=-3"],
+     "flag --train_batch_size=-3: -3 is not a positive integer"),
+    ("albert_tf.cli.convert", "albert-convert", ["--source=tf1", "--input="], "flag --input=: is empty: give a path"),
+    ("albert_tf.cli.fill_mask", "albert-fill-mask", ["--saved_model=x", "--text=a [MASK]", "--top_k=0"],
+     "flag --top_k=0: 0 is not a positive integer"),
+])
+def test_a_bad_flag_value_is_exit_2_naming_the_flag_before_anything_is_written(module, program, flags, line, tmp_path,
+                                                                              small_data_dir, monkeypatch, capsys):
+    argv = [program, *flags]
+    if program.startswith(("albert-finetune", "albert-pretrain")):
+        argv += _model_flags(tmp_path, small_data_dir)
+    if program.startswith("albert-finetune"):
+        argv.append("--do_train")
+    if module == "finetune.ner.cli":
+        argv.append(f"--train_file={small_data_dir / 'ner' / 'wnut17' / 'emerging.dev.conll'}")
+    if program == "albert-convert":
+        argv.append(f"--output_dir={tmp_path / 'run'}")
+    code, lines = _console(module, argv, monkeypatch, capsys)
+    assert (code, lines) == (2, [f"error: {line} (see --help)"])
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_flagfile_that_cannot_be_read_is_one_line_without_absls_prefix(tmp_path, monkeypatch, capsys):
+    code, lines = _console("albert_tf.cli.fill_mask", ["albert-fill-mask", f"--flagfile={tmp_path / 'none'}"],
+                           monkeypatch, capsys)
+    assert (code, lines) == (2, [f"error: Unable to open flagfile: [Errno 2] No such file or directory: "
+                                 f"'{tmp_path / 'none'}' (see --help)"])

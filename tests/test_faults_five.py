@@ -109,3 +109,23 @@ def test_a_flagfile_that_cannot_be_read_is_one_line_without_absls_prefix(tmp_pat
                            monkeypatch, capsys)
     assert (code, lines) == (2, [f"error: Unable to open flagfile: [Errno 2] No such file or directory: "
                                  f"'{tmp_path / 'none'}' (see --help)"])
+
+
+# ---- item 9: albert-train-vocab on a byte that is not UTF-8 -----------------------------------------
+
+
+@pytest.mark.parametrize("good_lines", [2, 3000])
+def test_train_vocab_names_the_line_that_is_not_utf8(good_lines, tmp_path, monkeypatch, capsys):
+    """SentencePiece stopped reading at the bad line: before it, "Vocabulary size too high (500)" (the
+    wrong fix) or a 41-line SystemError; after it, a vocabulary of the text before the line."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"".join(b"line %d of alpha beta gamma delta words\n" % i for i in range(good_lines))
+                       + b"caf\xe9 au lait\n" + b"".join(b"more text %d epsilon\n" % i for i in range(200)))
+    out = tmp_path / "vocab"
+    code, lines = _console("data_prep.train_vocab", ["albert-train-vocab", f"--input_file={corpus}",
+                                                     f"--model_prefix={out / 'v'}", "--vocab_size=100"],
+                           monkeypatch, capsys)
+    assert (code, lines[-1]) == (1, f"error: {corpus}:{good_lines + 1}: not valid UTF-8 (invalid continuation byte "
+                                    "at byte 3 of the line); convert the file or pass --skip_bad_lines to skip "
+                                    "such lines")
+    assert not out.exists()  # made for the run, removed with it

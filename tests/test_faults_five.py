@@ -7,6 +7,7 @@ faults` runs these with the others.
 """
 
 import importlib
+import re
 import json
 
 import pytest
@@ -129,3 +130,52 @@ def test_train_vocab_names_the_line_that_is_not_utf8(good_lines, tmp_path, monke
                                     "at byte 3 of the line); convert the file or pass --skip_bad_lines to skip "
                                     "such lines")
     assert not out.exists()  # made for the run, removed with it
+
+
+# ---- item 5: the Python task API --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def encoder_preset(tmp_path_factory, small_data_dir):
+    import keras
+
+    from albert_tf import AlbertConfig, AlbertEncoder
+
+    keras.utils.set_random_seed(0)
+    folder = tmp_path_factory.mktemp("encoder") / "preset"
+    config = AlbertConfig(**{**CONFIG, "max_position_embeddings": 32})
+    AlbertEncoder(config).save_to_preset(folder, small_data_dir / "albert" / "30k-clean.model")
+    return folder
+
+
+def test_the_entity_recognizer_refuses_what_it_cannot_learn_or_read_in_one_line(encoder_preset):
+    import keras
+    import numpy as np
+
+    from albert_tf import AlbertEntityRecognizer
+    from albert_tf.utils.errors import UserError
+
+    for labels in ([], ["O"]):  # before: accepted, a tagger that can never find an entity
+        with pytest.raises(UserError, match=rf"^labels {re.escape(str(labels))} name no entity type: give the types "):
+            AlbertEntityRecognizer.from_preset(encoder_preset, labels=labels)
+    recognizer = AlbertEntityRecognizer.from_preset(encoder_preset, labels=["person", "location"], sequence_length=16)
+    with pytest.raises(UserError, match=r"^y\[0\] is 'B-person O', not a list of tags: give one tag a word"):
+        recognizer.fit([["Ada", "lives"]], ["B-person O"], verbose=0)  # before: "2 words and y[0] 10 tags"
+    for x, kind in ((5, "int"), (None, "NoneType")):  # before: a TypeError
+        with pytest.raises(UserError, match=rf"^x is {x} \({kind}\): give a string or a list of strings$"):
+            recognizer.predict(x)
+
+    # A diverging optimizer: the fit stops at the first NaN, the weights put back (before: it trained
+    # on NaN to the end, and predict then found nothing, without a word).
+    expected = recognizer.predict(["Ada lives in Paris"])
+    weights = [v.numpy().copy() for v in recognizer.weights]
+    recognizer.compile(optimizer=keras.optimizers.SGD(learning_rate=1e30))
+    with pytest.raises(UserError, match=r"^loss is nan at epoch 1, batch 2: training diverged \(the weights are put "
+                                        r"back as they were before fit\); lower the learning rate or check the data$"):
+        recognizer.fit([["Ada", "lives", "in", "Paris"]] * 8, [["B-person", "O", "O", "B-location"]] * 8, epochs=3,
+                       batch_size=2, shuffle=False, verbose=0)
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(weights, recognizer.weights))
+    assert recognizer.predict(["Ada lives in Paris"]) == expected
+    recognizer.tagger.classifier.kernel.assign(np.full(recognizer.tagger.classifier.kernel.shape, np.nan, np.float32))
+    with pytest.raises(UserError, match=r"^the tagger's outputs are NaN: its weights are not finite"):
+        recognizer.predict(["Ada lives in Paris"])

@@ -7,12 +7,18 @@ faults` runs these with the others.
 """
 
 import importlib
-import re
 import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
 
 import pytest
 
 from finetune.ner import readers
+from tests.conftest import REPO_ROOT
 from tests.helpers import console_script
 
 pytestmark = pytest.mark.faults
@@ -179,3 +185,81 @@ def test_the_entity_recognizer_refuses_what_it_cannot_learn_or_read_in_one_line(
     recognizer.tagger.classifier.kernel.assign(np.full(recognizer.tagger.classifier.kernel.shape, np.nan, np.float32))
     with pytest.raises(UserError, match=r"^the tagger's outputs are NaN: its weights are not finite"):
         recognizer.predict(["Ada lives in Paris"])
+
+
+# ---- item 7: a checkpoint or SavedModel write the disk refuses ----------------------------------------
+
+TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
+FILE_LIMIT = 128 * 1024  # a checkpoint's data (weights and Adam's two slots) is 204 KB, every other file under 64 KB
+
+
+def _limited(limit=FILE_LIMIT):
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write then fails with EFBIG, as a full disk's does
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+
+def test_a_checkpoint_the_disk_refuses_is_one_line_and_leaves_no_temp_folder(tmp_path, small_data_dir, monkeypatch,
+                                                                              capsys):
+    """A file size limit stands in for a full disk (tests/albert_tf/test_full_disk.py). Before: TensorFlow's
+    `SaveV2 ... ckpt-4_temp/part-00000-of-00001.data-00000-of-00001.tempstate...; File too large`, and
+    `ckpt-4_temp/` left, which on a full disk made the rerun fail again."""
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps({**CONFIG, "vocab_size": 300, "max_position_embeddings": 32}))
+    out = tmp_path / "run"
+    args = ["albert-finetune-glue", "--task=MRPC", f"--data_dir={small_data_dir / 'glue'}", f"--output_dir={out}",
+            f"--albert_config_file={config}", f"--spm_model_file={TINY_VOCAB}", "--max_seq_length=32",
+            "--train_batch_size=8", "--num_warmup_steps=0", "--max_train_examples=64", "--steps_per_loop=2",
+            "--save_checkpoints_steps=2", "--progress_bar=false", "--nojit_compile", "--noexport", "--do_train"]
+    first = _console("finetune.glue.cli", [*args, "--num_train_steps=2"], monkeypatch, capsys)
+    assert first[0] == 0, first
+    kept = sorted(os.listdir(out))
+    assert "ckpt-2.index" in kept
+    run = subprocess.run([sys.executable, "-m", "finetune.glue.cli", *args[1:], "--num_train_steps=4"],
+                         capture_output=True, text=True, timeout=300, preexec_fn=_limited,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert (run.returncode, run.stderr.splitlines()[-1]) == (1, f"error: File too large: {out / 'ckpt-4'}"), run.stderr
+    assert sorted(os.listdir(out)) == kept  # the checkpoint before, and no ckpt-4_temp/
+    # A temp folder that a killed save left is removed when the run resumes, which then finishes.
+    (out / "ckpt-3_temp").mkdir()
+    (out / "ckpt-3_temp" / "part-00000-of-00001.data-00000-of-00001.tempstate1").write_bytes(b"\0" * 1000)
+    assert _console("finetune.glue.cli", [*args, "--num_train_steps=4"], monkeypatch, capsys)[0] == 0
+    assert "ckpt-4.index" in os.listdir(out) and not any(name.endswith("_temp") for name in os.listdir(out))
+
+
+def test_no_space_left_while_tensorflow_writes_is_the_documented_line(tmp_path):
+    """The message of a full disk, as TensorFlow's SaveV2 words it (a real full disk is not made here)."""
+    import tensorflow as tf
+
+    from albert_tf.checkpoints.run_folder import disk_refusals_named
+    from albert_tf.utils.errors import one_line
+
+    prefix = str(tmp_path / "ckpt-7")
+    os.makedirs(prefix + "_temp")
+    with pytest.raises(OSError) as error:
+        with disk_refusals_named(prefix):
+            raise tf.errors.ResourceExhaustedError(None, None, "{{function_node __wrapped__SaveV2}} " + prefix +
+                                                   "_temp/part-00000-of-00001.data-00000-of-00001.tempstate9; "
+                                                   "No space left on device [Op:SaveV2]")
+    assert one_line(error.value) == (f"no space left on the device writing {prefix}: free some space and rerun "
+                                     "(finished work is kept)", 1)
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(tf.errors.InvalidArgumentError):  # any other error is TensorFlow's, untouched
+        with disk_refusals_named(prefix):
+            raise tf.errors.InvalidArgumentError(None, None, "shapes differ")
+
+
+def test_a_saved_model_the_disk_refuses_is_one_line_naming_the_export(tmp_path):
+    """Before: `SaveV2 ... variables/variables_temp/part-...tempstate...; File too large`."""
+    import keras
+
+    from albert_tf import AlbertConfig, AlbertEncoder
+
+    keras.utils.set_random_seed(0)
+    config = AlbertConfig(**{**CONFIG, "vocab_size": 300, "max_position_embeddings": 32})
+    AlbertEncoder(config).save_to_preset(tmp_path / "preset", TINY_VOCAB)  # its weights 68 KB
+    out = tmp_path / "export"
+    run = subprocess.run([sys.executable, "-m", "albert_tf.cli.export", f"--preset={tmp_path / 'preset'}",
+                          f"--output_dir={out}", "--max_seq_length=16"], capture_output=True, text=True, timeout=300,
+                         preexec_fn=lambda: _limited(48 * 1024), env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert (run.returncode, run.stderr.splitlines()[-1]) == (1, f"error: File too large: {out}"), run.stderr
+    assert sorted(os.listdir(tmp_path)) == ["preset"]  # no export, no partial folder beside it

@@ -6,7 +6,10 @@ The memory is measured in a process of its own, without this package: the peak r
 (VmHWM, reset through /proc/self/clear_refs) while the SavedModel tags one text, above what the
 process held before. Cutting the words' texts from the whole input once a word, and weighing every
 window against every other, took 271 MB for 2,000 words and 1.08 GB for 4,000 on this model (the
-square); now 9.6 MB for 2,000 words (13.8 KB) and 15.7 MB for 14,000 (97 KB).
+square); joining the words' characters padded each word to the longest (5.7 GB for a 50,000-letter
+word beside 15,000 short ones) and the tokenizer decided every run of repeated punctuation at every
+unit of the longest run (4.6 GB for 30,000 "!" beside 20,000 "!!"). Now 11.6 MB for 2,000 words
+(13.8 KB), 10.9 MB for 14,000 (97 KB), 13.9 MB and 11.7 MB for those two texts.
 """
 
 import json
@@ -38,10 +41,9 @@ def kb(key):
     return int(re.search(key + r":\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
 
 serve = tf.saved_model.load(sys.argv[1]).signatures["serve_text"]
-serve(text=tf.constant(["a warm-up of every op", ""]))
+serve(text=tf.constant(["a warm-up of every op !!!! 8888", ""]))
 found = []
-for words in map(int, sys.argv[2:]):
-    text = " ".join(f"Word{i % 97}" for i in range(words))
+for text in json.load(open(sys.argv[2])):
     open("/proc/self/clear_refs", "w").write("5")  # the peak is now the present
     before = kb("VmRSS")
     out = serve(text=tf.constant([text]))
@@ -70,11 +72,17 @@ def loaded(recognizer):
 
 def test_serve_text_memory_grows_with_the_text_within_a_stated_bound(recognizer, fresh_process, tmp_path):
     _, export = recognizer
+    texts = [" ".join(f"Word{i % 97}" for i in range(words)) for words in (2_000, 14_000)]  # 13.8 KB and 97 KB
+    # The texts that were the square of their size in other steps: a long word beside many short
+    # ones (the joins of word texts padded each to the longest), and a long run of repeated
+    # punctuation beside many short runs (the tokenizer's decision of such runs, every run at every
+    # unit of the longest).
+    texts += ["x" * 50_000 + " ab" * 15_000, "!" * 40_000 + " !!!!!!!" * 6_000]
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
     (tmp_path / "measure.py").write_text(MEASURE)
-    sizes = (2_000, 14_000)  # 13.8 KB and 97 KB of text
-    found = json.loads(fresh_process.script(tmp_path / "measure.py", export, *map(str, sizes)).splitlines()[-1])
-    assert [f["words"] for f in found] == list(sizes)
-    assert found[-1]["bytes"] <= MAX_TEXT_BYTES
+    found = json.loads(fresh_process.script(tmp_path / "measure.py", export, tmp_path / "texts.json").splitlines()[-1])
+    assert [f["words"] for f in found] == [len(text.split()) for text in texts]
+    assert max(f["bytes"] for f in found) <= MAX_TEXT_BYTES
     for f in found:
         assert f["growth"] <= FIXED_BYTES + BYTES_PER_BYTE * f["bytes"], found
 

@@ -39,7 +39,8 @@ def define_option_flags(flag_values: flags.FlagValues, options_class, help_texts
         elif "bool" in kind:
             flags.DEFINE_bool(name, default, help_text, flag_values=flag_values)
         elif "int" in kind:
-            positive = name in getattr(options_class, "_positive", ()) + getattr(options_class, "_positive_optional", ())
+            positive = name in (*getattr(options_class, "_positive", ()),
+                                *getattr(options_class, "_positive_optional", ()))
             flags.DEFINE_integer(name, default, help_text, lower_bound=1 if positive else None,
                                  flag_values=flag_values)
         elif "float" in kind:

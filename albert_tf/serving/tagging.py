@@ -114,8 +114,8 @@ class TaggingServer(export.ServingModule):
         size = tf.strings.length(text)
         longest = tf.argmax(tf.pad(size, [[0, 1]]), output_type=tf.int32)  # 0 of an empty batch
         fits = tf.debugging.Assert(tf.reduce_all(size <= MAX_TEXT_BYTES), [tf.strings.format(
-            "serve_text takes texts of at most " + f"{MAX_TEXT_BYTES:,}" + " bytes (UTF-8), got one of {} bytes (row {}): "
-            "cut it in parts", [tf.reduce_max(tf.pad(size, [[0, 1]])), longest])])
+            "serve_text takes texts of at most " + f"{MAX_TEXT_BYTES:,}" + " bytes (UTF-8), got one of {} bytes "
+            "(row {}): cut it in parts", [tf.reduce_max(tf.pad(size, [[0, 1]])), longest])])
         with tf.control_dependencies([fits]):
             return tf.identity(text)
 

@@ -351,7 +351,8 @@ class AlbertGraphTokenizer(tf.Module):
 
         _, best_scores, best_previous = tf.while_loop(
             lambda j, *_: j <= most, step, (tf.constant(1, tf.int64), best_scores, best_previous))
-        best_scores, best_previous = best_scores.concat(), best_previous.concat()  # [sum(alive[:most + 1]), longest + 1]
+        # [sum(alive[:most + 1]), longest + 1]: unit j's nodes from offsets[j]
+        best_scores, best_previous = best_scores.concat(), best_previous.concat()
         ranks = tf.range(count, dtype=tf.int64)
         ending = tf.gather(best_scores, tf.gather(offsets, units) + ranks)
         _, length = first_best(ending + after_score[:, None])

@@ -100,33 +100,53 @@ def train_vocab(
 
     if vocab_size < 6:
         raise ValueError(f"vocab_size must leave room beyond the 5 special pieces, got {vocab_size}")
-    prepare_output_dir(os.path.dirname(model_prefix) or ".", flag="model_prefix")
+    folder = os.path.dirname(model_prefix) or "."
+    made = not os.path.isdir(folder)  # made here: a failed training leaves no empty folder either
+    prepare_output_dir(folder, flag="model_prefix")
     # Trained in memory, then written under a partial prefix and renamed (albert_tf.utils.atomic's rule):
     # an interrupted or refused training leaves no .model that a later tool would take for a
     # finished vocabulary. A model trained so records no prefix among its trainer's settings, so
     # the same training gives the same bytes wherever it is saved (data prep records the sha256).
     partial = partial_path(model_prefix)
     model = io.BytesIO()
+    # SentencePiece stops reading at an error of the iterator (a byte that is not UTF-8) and trains
+    # on what came before, or fails on the settings: the reader's error is kept, and raised instead.
+    failures: list[BaseException] = []
+
+    def sentences():
+        try:
+            yield from normalized_sentences(input_files, input_format, do_lower_case, skip_bad_lines)
+        except BaseException as error:
+            failures.append(error)
+            raise
+
     try:
-        spm.SentencePieceTrainer.Train(
-            sentence_iterator=normalized_sentences(input_files, input_format, do_lower_case, skip_bad_lines),
-            model_writer=model,
-            model_type="unigram",
-            vocab_size=vocab_size,
-            character_coverage=character_coverage,
-            input_sentence_size=input_sentence_size,
-            shuffle_input_sentence=True,
-            pad_id=0,
-            unk_id=1,
-            bos_id=-1,
-            eos_id=-1,
-            control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-            user_defined_symbols=list(user_defined_symbols),
-            hard_vocab_limit=hard_vocab_limit,
-            normalization_rule_name=normalization_rule_name,
-            num_threads=num_threads or os.cpu_count() or 1,
-            minloglevel=1,
-        )
+        try:
+            spm.SentencePieceTrainer.Train(
+                sentence_iterator=sentences(),
+                model_writer=model,
+                model_type="unigram",
+                vocab_size=vocab_size,
+                character_coverage=character_coverage,
+                input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=True,
+                pad_id=0,
+                unk_id=1,
+                bos_id=-1,
+                eos_id=-1,
+                control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+                user_defined_symbols=list(user_defined_symbols),
+                hard_vocab_limit=hard_vocab_limit,
+                normalization_rule_name=normalization_rule_name,
+                num_threads=num_threads or os.cpu_count() or 1,
+                minloglevel=1,
+            )
+        except (RuntimeError, SystemError):
+            if failures:
+                raise failures[0] from None
+            raise
+        if failures:
+            raise failures[0]
         proto = model.getvalue()
         with open(partial + ".model", "wb") as f:
             f.write(proto)
@@ -138,6 +158,8 @@ def train_vocab(
         for suffix in (".model", ".vocab"):
             if os.path.exists(partial + suffix):
                 os.remove(partial + suffix)
+        if made and not os.listdir(folder):
+            os.rmdir(folder)
     return model_prefix + ".model"
 
 

@@ -33,8 +33,8 @@ from absl import app, flags
 from albert_tf.training import options as run_options
 from albert_tf.training.options import EXPORT_DIR  # noqa: F401 (a name callers use)
 from albert_tf.cli import entry_point
-from albert_tf.cli.option_flags import (define_option_flags, define_strategy_flags, define_weights_source_flags,
-                                        option_values, weights_source)
+from albert_tf.cli.option_flags import (check_values, define_option_flags, define_strategy_flags,
+                                        define_weights_source_flags, option_values, weights_source)
 from albert_tf.cli.release_flags import apply_release_flags
 from albert_tf.utils.errors import FlagError
 from albert_tf.utils.locks import locked_run_folder
@@ -107,6 +107,7 @@ def define_flags(flag_values: flags.FlagValues, hparams: Sequence[str] = (), hpa
     define("integer", "max_predict_examples", None, "Predict the first N examples of each prediction split only "
            "(short runs).")
     define_option_flags(flag_values, FinetuneOptions, _OPTION_HELP, _CLI_DEFAULTS)
+    check_values(flag_values, paths=("init_checkpoint", "preset", "albert_config_file", "spm_model_file", "cache_dir"))
     entry_point.define_common_flags(flag_values)
 
 

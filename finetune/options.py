@@ -7,6 +7,7 @@ import dataclasses
 from typing import Optional
 
 from albert_tf.training.options import TrainingOptions, option_field
+from albert_tf.utils.errors import FlagError
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -34,11 +35,13 @@ class FinetuneOptions(TrainingOptions):
                                          "batch costs about what its tokens cost. --nogroup_by_length draws batches "
                                          "at random, as the release did.")
 
+    _positive_optional = ("max_train_examples",)  # positive when given (a flag's lower bound)
+
     def __post_init__(self):
         super().__post_init__()
         if self.max_train_examples is not None and self.max_train_examples < 1:
-            raise ValueError(f"max_train_examples must be positive, got {self.max_train_examples}")
+            raise FlagError(f"max_train_examples must be positive, got {self.max_train_examples}")
         for name in ("classifier_dropout", "encoder_dropout"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value}")
+                raise FlagError(f"{name} must be in [0, 1), got {value}")

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.training import loop
+from albert_tf.checkpoints.run_folder import disk_refusals_named
 from albert_tf.config import AlbertConfig
 from albert_tf.data.features import EXAMPLE_WEIGHT
 from albert_tf.utils.validation import check_positions
@@ -61,7 +62,8 @@ class Finetuning(loop.Trainer):
         """Writes the whole state as checkpoint `name` in output_dir (every worker takes part; only
         the chief's copy is kept), beside the numbered ones; returns its prefix."""
         directory = self.options.output_dir if self.is_chief else self.manager.directory
-        return self.checkpoint.write(os.path.join(directory, name))
+        with disk_refusals_named(os.path.join(directory, name)):
+            return self.checkpoint.write(os.path.join(directory, name))
 
     # ---- input -------------------------------------------------------------------------------
 

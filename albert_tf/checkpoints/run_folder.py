@@ -8,10 +8,15 @@
   --spm_model_file.
 - `checkpoint_key`: a weight's name in a run's checkpoint (read as a model source by
   `albert_tf.presets.model_source`).
+- `disk_refusals_named`: a checkpoint or SavedModel write that the disk refuses (full, a file size
+  limit, a quota) is the machine's one line naming the file, and TensorFlow's temp folder
+  (`<prefix>_temp/`) goes with it; `remove_partial_writes` clears those a killed run left.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
@@ -61,6 +66,43 @@ def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
         )
     if write:  # written aside and renamed: other workers check the same file and must never read half
         write_json(path, config.to_dict())
+
+
+# TensorFlow writes a checkpoint (or a SavedModel's variables) as `<prefix>_temp/part-*` files, then
+# merges them under the prefix; a kill or a refused write leaves that folder, which nothing reads.
+_TEMP = "_temp"
+# The disk's refusals as TensorFlow's messages word them (strerror), and their errno.
+_DISK_REFUSALS = {"No space left on device": errno.ENOSPC, "File too large": errno.EFBIG,
+                  "Disk quota exceeded": errno.EDQUOT}
+
+
+def remove_partial_writes(folder: str) -> list[str]:
+    """Removes the temp folders of checkpoint writes that did not finish (`ckpt-N_temp/`) from a run
+    folder, which the run holds (one run a folder); returns them. On a full disk, the one a refused
+    write left would make the rerun fail again."""
+    left = [p for p in tf.io.gfile.glob(os.path.join(folder, "*" + _TEMP)) if tf.io.gfile.isdir(p)]
+    for path in left:
+        logging.warning("removing %s, left by a checkpoint write that did not finish", path)
+        tf.io.gfile.rmtree(path)
+    return left
+
+
+@contextlib.contextmanager
+def disk_refusals_named(prefix: str, shown: str | None = None):
+    """Around TensorFlow's write of a checkpoint `prefix` (or of a SavedModel's variables): a write
+    the disk refuses removes TensorFlow's temp folder `<prefix>_temp` and raises the machine's
+    OSError naming `shown` (default: the prefix), which a console script prints as one line
+    (`albert_tf.utils.errors`: "no space left on the device writing ..."); TensorFlow's own is a
+    `SaveV2` error naming a temp file."""
+    try:
+        yield
+    except tf.errors.OpError as error:
+        code = next((code for text, code in _DISK_REFUSALS.items() if text in error.message), None)
+        if code is None or _TEMP + "/" not in error.message:
+            raise
+        if tf.io.gfile.isdir(prefix + _TEMP):
+            tf.io.gfile.rmtree(prefix + _TEMP)
+        raise OSError(code, os.strerror(code), shown or prefix) from None
 
 
 def keep_run_vocabulary(spm_model_file: str, output_dir: str) -> str:

@@ -19,6 +19,7 @@ misshapen tensor stops the conversion with its name.
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
+from albert_tf.cli.option_flags import check_values
 from albert_tf.utils.errors import FlagError
 from albert_tf.utils.locks import locked_run_folder
 from albert_tf.utils.output_dirs import prepare_output_dir
@@ -35,6 +36,7 @@ flags.DEFINE_bool("exact_gelu_as_tanh", False, "HF only: accept hidden_act 'gelu
 flags.DEFINE_bool("encoder_only", False, "Convert the encoder alone, dropping the pretraining heads "
                   "(e.g. for a masked-LM checkpoint without the sentence-order head).", flag_values=FLAGS)
 flags.mark_flags_as_required(["source", "input", "output_dir"], flag_values=FLAGS)
+check_values(FLAGS, paths=("input", "output_dir"))
 
 
 def main(argv):

@@ -101,7 +101,8 @@ def run_main(
         try:
             remaining = flag_values(argv, known_only=pass_unknown_flags)
         except flags.Error as error:  # one line, even for several missing flags (one line each in absl)
-            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            # absl prefixes some (a --flagfile it cannot open) with "ERROR::"
+            lines = [line.strip().removeprefix("ERROR::").strip() for line in str(error).splitlines() if line.strip()]
             print(f"error: {'; '.join(lines)} (see --help)", file=sys.stderr)
             sys.exit(2)
         set_verbose(flag_values["verbose"].value)

@@ -10,7 +10,7 @@ Example:
 from absl import flags
 
 from albert_tf.cli.entry_point import run_main
-from albert_tf.cli.option_flags import define_weights_source_flags, weights_source
+from albert_tf.cli.option_flags import check_values, define_weights_source_flags, weights_source
 from albert_tf.utils.errors import FlagError
 
 FLAGS = flags.FlagValues()
@@ -19,7 +19,8 @@ flags.DEFINE_string("saved_model", None, "A pretrainer SavedModel (albert-export
 define_weights_source_flags(FLAGS, "Instead of --saved_model: the pretrainer")
 flags.DEFINE_multi_string("text", None, "Text with one or more [MASK]; repeat the flag for more texts.",
                           flag_values=FLAGS)
-flags.DEFINE_integer("top_k", 5, "Candidates shown per [MASK].", flag_values=FLAGS)
+flags.DEFINE_integer("top_k", 5, "Candidates shown per [MASK].", lower_bound=1, flag_values=FLAGS)
+check_values(FLAGS, paths=("saved_model",))
 
 
 def main(argv):

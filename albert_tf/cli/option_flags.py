@@ -1,7 +1,8 @@
 """The flags several tools share, each defined and checked here once: those generated from an
 option dataclass (`albert_tf.training.options`, `finetune.options`: one flag per field, named as the field,
 its default the field's; a tool writes only each flag's help), the strategy's, and where the
-weights start from."""
+weights start from; and the one rule of the values every tool checks alike when its command line is
+parsed (`check_values`: exit code 2, the flag named, before anything is read or written)."""
 
 from __future__ import annotations
 
@@ -38,12 +39,16 @@ def define_option_flags(flag_values: flags.FlagValues, options_class, help_texts
         elif "bool" in kind:
             flags.DEFINE_bool(name, default, help_text, flag_values=flag_values)
         elif "int" in kind:
-            flags.DEFINE_integer(name, default, help_text, flag_values=flag_values)
+            positive = name in (*getattr(options_class, "_positive", ()),
+                                *getattr(options_class, "_positive_optional", ()))
+            flags.DEFINE_integer(name, default, help_text, lower_bound=1 if positive else None,
+                                 flag_values=flag_values)
         elif "float" in kind:
             flags.DEFINE_float(name, default, help_text, flag_values=flag_values)
         else:
             flags.DEFINE_string(name, default, help_text, flag_values=flag_values)
         names.append(name)
+    check_values(flag_values, paths=[name for name in names if name == "output_dir"])
     return tuple(names)
 
 
@@ -90,3 +95,29 @@ def weights_source(flag_values: flags.FlagValues, required: bool = False) -> str
     if preset and checkpoint or required and not (preset or checkpoint):
         raise FlagError(f"give {'exactly' if required else 'at most'} one of --preset and --init_checkpoint")
     return preset or checkpoint
+
+
+def check_values(flag_values: flags.FlagValues, paths=(), names=()) -> None:
+    """Checks, as the command line is parsed, what every tool checks alike: `paths` (string flags
+    naming a file or folder) are not empty when given, and `names` (list flags: entity types) hold
+    at least one name, none empty or given twice. Positive integers are absl's `lower_bound=1` where
+    the flag is defined (`define_option_flags` gives it to the options' positive fields). A value
+    refused is `error: flag --<name>=<value>: <why>` and exit code 2, before anything is read."""
+    for name in paths:
+        flags.register_validator(name, lambda value: value is None or bool(value.strip()),
+                                 message="is empty: give a path", flag_values=flag_values)
+    for name in names:
+        flags.register_validator(name, _distinct_names, flag_values=flag_values)
+
+
+def _distinct_names(values) -> bool:
+    if values is None:
+        return True
+    if not values:
+        raise flags.ValidationError("names nothing: give one or more, comma-separated")
+    for index, value in enumerate(values):
+        if not value.strip():
+            raise flags.ValidationError(f"name {index + 1} of {len(values)} is empty")
+        if values.index(value) < index:
+            raise flags.ValidationError(f"{value!r} is given twice")
+    return True

@@ -180,7 +180,10 @@ def write(model, output_dir: str | os.PathLike, serving: ServingModule, tokenize
         root.regularization_losses = []
         for name, value in serving.stored().items():
             setattr(root, name, tf.Variable(value, trainable=False, name=name))
-        tf.saved_model.save(root, folder, signatures=dict(signatures))
+        from albert_tf.checkpoints.run_folder import disk_refusals_named
+
+        with disk_refusals_named(os.path.join(folder, "variables", "variables"), shown=output_dir):
+            tf.saved_model.save(root, folder, signatures=dict(signatures))
         write_config(model, folder)
     return output_dir
 

@@ -2,7 +2,8 @@
 
 Signatures:
 
-- `serve_text`: strings `text` [B] -> per text its entities, padded to the most entities of the
+- `serve_text`: strings `text` [B] or [B, 1], each of at most `MAX_TEXT_BYTES` bytes (another shape
+  or a longer text is refused in one line) -> per text its entities, padded to the most entities of the
   batch (E): `entity_text` [B, E] (the input's characters `[entity_start, entity_end)`, "" past
   the last), `entity_type` [B, E] ("" past the last), `entity_start`, `entity_end` [B, E] int64
   (character, i.e. code point, offsets into the input string; -1 past the last), `entity_score`
@@ -18,7 +19,9 @@ cut into windows of `max_seq_length` - 2 pieces `doc_stride` apart, every window
 model, each word's tag is read on its first piece in the window where that piece has the most
 context, and entities are read from the tags as conlleval reads them
 (`albert_tf.data.tagging.entities`). A word without a piece (it vanished in the normalisation) is
-tagged "O" with probability 0. The consumer needs only tensorflow and tensorflow_text.
+tagged "O" with probability 0. The memory of a call is linear in its texts' characters (no step
+copies a text once a word or weighs every window against every other), and the windows go through
+the model `WINDOW_TOKENS` tokens at a time. The consumer needs only tensorflow and tensorflow_text.
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ from albert_tf.serving import export
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
+# The longest text `serve_text` takes, in UTF-8 bytes (a longer one is refused in one line): the
+# memory of a call grows in proportion to its texts' bytes (tests/albert_tf/test_tagging_memory.py
+# measures it), so this bounds what one request can take.
+MAX_TEXT_BYTES = 100_000
+# Tokens of windows the model reads in one call: a long text's windows go through in turn.
+WINDOW_TOKENS = 8192
 
 
 def _ragged_dense(values, rows, batch, default):
@@ -72,7 +81,8 @@ class TaggingServer(export.ServingModule):
         self._label_begins = tf.constant([split_tag(l)[0] == "B" for l in labels])
 
     def stored(self):
-        return {"max_seq_length": self._max_seq_length, "doc_stride": self._doc_stride}
+        return {"max_seq_length": self._max_seq_length, "doc_stride": self._doc_stride,
+                "max_text_bytes": MAX_TEXT_BYTES}
 
     def logits(self, inputs):
         return tf.cast(self._model({k: tf.cast(inputs[k], tf.int32) for k in SEQUENCE_INPUTS}, training=False),
@@ -88,29 +98,52 @@ class TaggingServer(export.ServingModule):
         serve_text = tf.function(self.tag, autograph=False)
         return {
             "serving_default": tf.function(serving_default, autograph=False).get_concrete_function(**ids),
-            "serve_text": serve_text.get_concrete_function(tf.TensorSpec([None], tf.string, name="text")),
+            "serve_text": serve_text.get_concrete_function(tf.TensorSpec(None, tf.string, name="text")),
         }
 
+    def _checked(self, text):
+        """`text` [B] or [B, 1] as [B], once each text is at most `MAX_TEXT_BYTES`; any other shape
+        or a longer text is the client's error, said in one line."""
+        text = tf.convert_to_tensor(text, tf.string)
+        shape = tf.shape(text)
+        one_a_row = (tf.rank(text) >= 1) & (tf.rank(text) <= 2) & (tf.reduce_prod(shape[1:]) == 1)
+        rank = tf.debugging.Assert(one_a_row, [tf.strings.format(
+            "serve_text takes text of shape [batch] or [batch, 1] (one text a row), got shape {}", [shape])])
+        with tf.control_dependencies([rank]):
+            text = tf.reshape(text, [-1])
+        size = tf.strings.length(text)
+        longest = tf.argmax(tf.pad(size, [[0, 1]]), output_type=tf.int32)  # 0 of an empty batch
+        fits = tf.debugging.Assert(tf.reduce_all(size <= MAX_TEXT_BYTES), [tf.strings.format(
+            "serve_text takes texts of at most " + f"{MAX_TEXT_BYTES:,}" + " bytes (UTF-8), got one of {} bytes "
+            "(row {}): cut it in parts", [tf.reduce_max(tf.pad(size, [[0, 1]])), longest])])
+        with tf.control_dependencies([fits]):
+            return tf.identity(text)
+
     def _words(self, text):
-        """Each text's words: ragged [B, W] start and end characters, and for every character the
-        index of the word it is in or follows (-1 before the first) [B, C]."""
+        """Each text's characters (ragged [B, C] strings), its words' start and end characters
+        (ragged [B, W]), and for every character (flat, in text order) the index in its text of the
+        word it is in or follows (-1 before the first). Flat over the batch's characters: the
+        memory is theirs, however unequal the texts."""
         chars = tf.strings.unicode_split(text, "UTF-8")
-        solid = chars.with_flat_values(~tf.strings.regex_full_match(chars.flat_values, self._tokenizer._whitespace))
-        solid = solid.to_tensor(False)
-        before = tf.pad(solid[:, :-1], [[0, 0], [1, 0]])
-        after = tf.pad(solid[:, 1:], [[0, 0], [0, 1]])
+        solid = ~tf.strings.regex_full_match(chars.flat_values, self._tokenizer._whitespace)
+        row = chars.value_rowids()
+        position = tf.range(tf.size(solid, out_type=tf.int64)) - tf.gather(chars.row_starts(), row)
+        before = tf.pad(solid[:-1], [[1, 0]]) & (position > 0)
+        after = tf.pad(solid[1:], [[0, 1]]) & (position < tf.gather(chars.row_lengths(), row) - 1)
         starts, ends = solid & ~before, solid & ~after
-        positions = tf.broadcast_to(tf.range(tf.shape(solid, out_type=tf.int64)[1])[None], tf.shape(solid, tf.int64))
-        word_of_char = tf.math.cumsum(tf.cast(starts, tf.int64), axis=1) - 1
-        return (tf.ragged.boolean_mask(positions, starts), tf.ragged.boolean_mask(positions + 1, ends),
-                word_of_char)
+        positions = chars.with_flat_values(position)
+        word_starts = tf.ragged.boolean_mask(positions, chars.with_flat_values(starts))
+        word_ends = tf.ragged.boolean_mask(positions + 1, chars.with_flat_values(ends))
+        word_of_char = (tf.math.cumsum(tf.cast(starts, tf.int64)) - 1
+                        - tf.gather(word_starts.row_starts(), row))
+        return chars, word_starts, word_ends, word_of_char
 
     def _windows(self, ids):
-        """The records of every text's pieces: int32 inputs [R, T], the text of each record, and
-        `own` [R, L]: 1 where a piece is read in this record (its most-context window)."""
+        """The records of every text's pieces: int32 inputs [R, T], and `own` [R, L]: True where a
+        piece is read in this record (its most-context window)."""
         length = self._max_seq_length
+        step = min(self._doc_stride, length - 2)
         max_pieces = tf.constant(length - 2, tf.int64)
-        step = tf.minimum(tf.constant(self._doc_stride, tf.int64), max_pieces)
         batch = ids.nrows(out_type=tf.int64)
         num_pieces = ids.row_lengths()
         extra = tf.maximum(num_pieces - max_pieces, 0)
@@ -126,19 +159,20 @@ class TaggingServer(export.ServingModule):
             tf.fill([rows], tf.cast(value, tf.int64)), tf.ones([rows], tf.int64))
         input_ids = tf.concat([column(self._tokenizer.cls_id), tf.gather(ids.flat_values, flat),
                                column(self._tokenizer.sep_id)], axis=1)
-        # Max context, as albert_tf.data.windows.max_context_windows: the first best window wins.
-        windows_of = tf.gather(num_windows, example)
-        max_windows = tf.maximum(tf.reduce_max(num_windows), 1)
-        other = tf.range(max_windows)[None, None, :]
+        # Max context, as albert_tf.data.windows.max_context_windows (the first best window wins),
+        # decided once a piece among the windows that can hold it: piece p is in no window after
+        # p // step, nor in any that starts max_pieces or more before it.
+        piece_row = ids.value_rowids()
+        p = tf.range(tf.size(ids.flat_values, out_type=tf.int64)) - tf.gather(ids.row_starts(), piece_row)
+        other = p[:, None] // step - tf.range(-(-(length - 2) // step), dtype=tf.int64)[None, :]  # [P, J]
         other_start = other * step
-        other_length = tf.minimum(tf.gather(num_pieces, example)[:, None, None] - other_start, max_pieces)
-        p = piece.to_tensor(-1)[:, :, None]
-        inside = (p >= other_start) & (p < other_start + other_length) & (other < windows_of[:, None, None])
-        score = tf.cast(tf.minimum(p - other_start, other_start + other_length - 1 - p), tf.float64)
+        other_length = tf.minimum(tf.gather(num_pieces, piece_row)[:, None] - other_start, max_pieces)
+        inside = (other >= 0) & (other < tf.gather(num_windows, piece_row)[:, None]) & (
+            p[:, None] < other_start + other_length)
+        score = tf.cast(tf.minimum(p[:, None] - other_start, other_start + other_length - 1 - p[:, None]), tf.float64)
         score = tf.where(inside, score + 0.01 * tf.cast(other_length, tf.float64), -1e9)
-        best = tf.reduce_min(tf.where(score >= tf.reduce_max(score, axis=-1, keepdims=True), other, max_windows),
-                             axis=-1)
-        own = (best == window[:, None]) & (p[:, :, 0] >= 0)
+        best = tf.reduce_min(tf.where(score >= tf.reduce_max(score, axis=-1, keepdims=True), other, rows), axis=-1)
+        own = (tf.gather(best, flat) == window[:, None]).to_tensor(False)
         shape = [None, length]
         inputs = {
             "input_ids": tf.cast(input_ids.to_tensor(0, shape=shape), tf.int32),
@@ -147,27 +181,39 @@ class TaggingServer(export.ServingModule):
         inputs["segment_ids"] = tf.zeros_like(inputs["input_ids"])
         return inputs, own
 
+    def _window_logits(self, inputs):
+        """The model's logits of records [R, T], at most `WINDOW_TOKENS` tokens a call, one call
+        after the other: the model's memory is one call's, however long the text."""
+        rows = tf.shape(inputs["input_ids"])[0]
+        most = max(1, WINDOW_TOKENS // self._max_seq_length)
+        calls = tf.maximum((rows + most - 1) // most, 1)
+        size = (rows + calls - 1) // calls  # as even as can be: fewer than `calls` rows of padding
+        padded = {k: tf.reshape(tf.pad(inputs[k], [[0, calls * size - rows], [0, 0]]),
+                                [calls, size, self._max_seq_length]) for k in SEQUENCE_INPUTS}
+        spec = tf.TensorSpec([None, self._max_seq_length, int(self._labels.shape[0])], tf.float32)
+        logits = tf.map_fn(self.logits, padded, fn_output_signature=spec, parallel_iterations=1)
+        return tf.reshape(logits, [-1, self._max_seq_length, int(self._labels.shape[0])])[:rows]
+
     def tag(self, text):
-        """The outputs of `serve_text` (see the module) for strings `text` [B]."""
-        text = tf.convert_to_tensor(text, tf.string)
+        """The outputs of `serve_text` (see the module) for strings `text` [B] or [B, 1]."""
+        text = self._checked(text)
         batch = tf.shape(text, out_type=tf.int64)[0]
         ids, starts, _ = self._tokenizer.tokenize_with_offsets(text)
         ids = tf.cast(ids, tf.int64)
-        word_starts, word_ends, word_of_char = self._words(text)
+        chars, word_starts, word_ends, word_of_char = self._words(text)
 
         # Each piece's word, and whether it is its word's first piece.
-        last_char = tf.maximum(tf.shape(word_of_char, out_type=tf.int64)[1] - 1, 0)
-        piece_starts = tf.minimum(starts.to_tensor(0), last_char)
-        piece_word = tf.gather(tf.pad(word_of_char, [[0, 0], [0, 1]]), piece_starts, batch_dims=1)
-        piece_word = tf.maximum(piece_word, 0)
-        valid = tf.ones_like(starts, tf.bool).to_tensor(False)
-        previous = tf.pad(piece_word[:, :-1], [[0, 0], [1, 0]], constant_values=-1)
-        first = tf.boolean_mask((piece_word != previous) & valid, valid)  # flat, in piece order
-        piece_word = tf.boolean_mask(piece_word, valid)
         piece_row = ids.value_rowids()
+        last_char = tf.maximum(tf.gather(chars.row_lengths(), piece_row) - 1, 0)
+        piece_word = tf.gather(word_of_char, tf.minimum(starts.flat_values, last_char)
+                               + tf.gather(chars.row_starts(), piece_row))
+        piece_word = tf.maximum(piece_word, 0)
+        previous = tf.pad(piece_word[:-1], [[1, 0]], constant_values=-1)
+        first = (piece_word != previous) | (tf.range(tf.size(piece_word, out_type=tf.int64)) ==
+                                            tf.gather(ids.row_starts(), piece_row))
 
         inputs, own = self._windows(ids)
-        logits = self.logits(inputs)
+        logits = self._window_logits(inputs)
         pieces = tf.boolean_mask(logits[:, 1:1 + tf.shape(own)[1]], own)  # [P, num_tags], in piece order
         probabilities = tf.nn.softmax(pieces, axis=-1)
         tag = tf.argmax(probabilities, axis=-1)
@@ -197,8 +243,18 @@ class TaggingServer(export.ServingModule):
         entity_score = tf.math.unsorted_segment_mean(tf.boolean_mask(word_probability, inside), segments, count)
         entity_row = tf.boolean_mask(word_row, begins)
         entity_type = tf.gather(self._types, tf.boolean_mask(kind, begins))
-        cut = lambda rows, start, end: tf.strings.substr(tf.gather(text, rows), start, end - start,  # noqa: E731
-                                                         unit="UTF8_CHAR")
+
+        code_points = tf.strings.unicode_decode(text, "UTF-8").flat_values  # as `chars`: a bad byte is U+FFFD
+
+        def cut(rows, start, end):
+            # Each span's characters encoded: a copy of the span's characters only. Linear: substr
+            # of the whole text copied the text once a span, and tf.strings.reduce_join and
+            # unsorted_segment_join pad every span to the longest (a 50,000-character word beside
+            # 15,000 short ones took 5.7 GB), both the square of the text.
+            offset = tf.gather(chars.row_starts(), rows)
+            spans = tf.ragged.range(start + offset, end + offset)
+            return tf.strings.unicode_encode(spans.with_flat_values(tf.gather(code_points, spans.flat_values)), "UTF-8")
+
         return {
             "entity_text": _ragged_dense(cut(entity_row, entity_start, entity_end), entity_row, batch, ""),
             "entity_type": _ragged_dense(entity_type, entity_row, batch, ""),

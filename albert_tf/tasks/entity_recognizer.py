@@ -26,7 +26,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.tagging import DOC_STRIDE, OUTSIDE, bio_labels, check_labels, tagging_records, word_pieces
+from albert_tf.data.tagging import (DOC_STRIDE, OUTSIDE, bio_labels, check_labels, entity_types, tagging_records,
+                                    word_pieces)
 from albert_tf.models.base import BackboneAlias
 from albert_tf.models.token_classifier import AlbertTokenClassifier
 from albert_tf.presets.folder import ENTITY_RECOGNIZER_TASK as TASK_CLASS
@@ -42,9 +43,40 @@ def tag_labels(labels) -> list[str]:
         labels = [labels]
     labels = [str(label) for label in labels]
     try:
-        return check_labels(labels if OUTSIDE in labels else bio_labels(labels))
+        tags = check_labels(labels if OUTSIDE in labels else bio_labels(labels))
     except ValueError as error:
         raise UserError(str(error)) from None
+    if not entity_types(tags):  # [] or ["O"]: a tagger that can never find an entity
+        raise UserError(f"labels {labels} name no entity type: give the types (labels=['person', 'location']) or "
+                        "their BIO tags with 'O'")
+    return tags
+
+
+class StopOnNaN(keras.callbacks.Callback):
+    """Ends `fit` at the first batch whose loss is not finite with a UserError of one line, the
+    weights and the optimizer's state put back as they were when `fit` began (the command line
+    stops so too, keeping the checkpoints before): a diverged model would predict nothing, silently."""
+
+    def on_train_begin(self, logs=None):
+        self._epoch = 0
+        self._saved = [(v, v.numpy()) for v in self.model.weights + list(self.model.optimizer.variables)]
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is None or np.isfinite(float(loss)):
+            return
+        saved = {id(v) for v, _ in self._saved}
+        for variable, value in self._saved:
+            variable.assign(value)
+        for variable in self.model.optimizer.variables:  # made during this fit (Adam's moments)
+            if id(variable) not in saved:
+                variable.assign(tf.zeros_like(variable))
+        self.model.stop_training = True
+        raise UserError(f"loss is {float(loss)} at epoch {self._epoch + 1}, batch {batch + 1}: training diverged "
+                        "(the weights are put back as they were before fit); lower the learning rate or check the data")
 
 
 def masked_token_loss(y_true, y_pred):
@@ -193,6 +225,9 @@ class AlbertEntityRecognizer(BackboneAlias, keras.Model):
         for number, (words, tags) in enumerate(zip(x, y)):
             if isinstance(words, str) or any(not isinstance(w, str) or not w or w.split() != [w] for w in words):
                 raise UserError(f"x[{number}] is not a list of words (non-empty strings without spaces)")
+            if isinstance(tags, str) or any(not isinstance(tag, str) for tag in tags):
+                raise UserError(f"y[{number}] is {tags!r}, not a list of tags: give one tag a word "
+                                "(['B-person', 'O', ...])")
             if len(words) != len(tags):
                 raise UserError(f"x[{number}] holds {len(words)} words and y[{number}] {len(tags)} tags")
             unknown = [tag for tag in tags if tag not in index_of]
@@ -216,7 +251,9 @@ class AlbertEntityRecognizer(BackboneAlias, keras.Model):
 
         if validation_data is not None:
             validation_data = dataset(*validation_data, shuffle=False)
-        return super().fit(dataset(x, y, shuffle), validation_data=validation_data, shuffle=False, **kwargs)
+        callbacks = [*(kwargs.pop("callbacks", None) or ()), StopOnNaN()]
+        return super().fit(dataset(x, y, shuffle), validation_data=validation_data, shuffle=False,
+                           callbacks=callbacks, **kwargs)
 
     def _serving(self):
         if self._server is None:
@@ -231,11 +268,23 @@ class AlbertEntityRecognizer(BackboneAlias, keras.Model):
     def tag(self, x) -> dict[str, np.ndarray]:
         """The outputs of the SavedModel's `serve_text` for raw strings `x` (a lone string is a batch
         of one): entities and word tags, padded (`albert_tf.serving.tagging`)."""
+        from albert_tf.serving.tagging import MAX_TEXT_BYTES
+
+        if not isinstance(x, str) and not hasattr(x, "__iter__"):
+            raise UserError(f"x is {x!r} ({type(x).__name__}): give a string or a list of strings")
         texts = [x] if isinstance(x, str) else list(x)
         for index, text in enumerate(texts):
             if not isinstance(text, str):
                 raise UserError(f"x[{index}] is {text!r} ({type(text).__name__}), not a string")
-        return {k: v.numpy() for k, v in self._serving()(tf.constant(texts, tf.string)).items()}
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if size > MAX_TEXT_BYTES:  # the graph's bound (serve_text's), said as a Python user reads it
+                raise UserError(f"x[{index}] is {size:,} bytes long (UTF-8): the tagger takes texts of at most "
+                                f"{MAX_TEXT_BYTES:,}; cut it in parts")
+        out = {k: v.numpy() for k, v in self._serving()(tf.constant(texts, tf.string)).items()}
+        if np.isnan(out["tag_probability"]).any():
+            raise UserError("the tagger's outputs are NaN: its weights are not finite (a training that diverged?); "
+                            "load it again")
+        return out
 
     def predict(self, x, **kwargs) -> list[list[dict]]:
         """The entities of raw strings `x`: per string a list of `{"text", "type", "start", "end",

@@ -316,46 +316,73 @@ class AlbertGraphTokenizer(tf.Module):
             at = tf.reduce_min(tf.where(reversed_totals == best[..., None], index, longest + 1), axis=-1)
             return best, longest - at
 
+        # The runs longest first: the nodes ending at unit j are those of the first `alive[j]` runs
+        # (the runs of j units or more), so the search keeps sum(units) nodes, not most * count
+        # (one run of 30,000 "!" beside 20,000 short ones took 4.6 GB).
+        order = tf.argsort(units, direction="DESCENDING", stable=True)
+        units, root, last = tf.gather(units, order), tf.gather(root, order), tf.gather(last, order)
+        start_score, after_score = tf.gather(start_score, order), tf.gather(after_score, order)
+        piece_scores = tf.gather(piece_scores, order)
+        alive = tf.cast(count, tf.int64) - tf.searchsorted(tf.reverse(units, [0]), tf.range(most + 2), side="left",
+                                                                   out_type=tf.int64)
+        offsets = tf.math.cumsum(alive, exclusive=True)  # where each unit's nodes start, flat
+
         # best[j][r, L]: path score of run r's node of length L ending at unit j; column 0 at
         # unit 0 is the path before the run.
         start = tf.concat([start_score[:, None], tf.fill([count, longest], minus_inf)], axis=1)
         size = tf.cast(most + 1, tf.int32)
-        best_scores = tf.TensorArray(tf.float32, size=size, element_shape=[None, longest + 1]).write(0, start)
-        best_previous = tf.TensorArray(tf.int64, size=size, element_shape=[None, longest + 1]).write(
-            0, tf.zeros([count, longest + 1], tf.int64))
-        lengths = tf.range(1, longest + 1, dtype=tf.int64)
+        array = lambda dtype: tf.TensorArray(dtype, size=size, element_shape=[None, longest + 1],  # noqa: E731
+                                             infer_shape=False, clear_after_read=False)
+        best_scores = array(tf.float32).write(0, start)
+        best_previous = array(tf.int64).write(0, tf.zeros([count, longest + 1], tf.int64))
 
         def step(j, best_scores, best_previous):
-            begins = j - lengths  # where each length's node starts
-            lefts = best_scores.gather(tf.cast(tf.maximum(begins, 0), tf.int32))  # [longest, R, longest + 1]
+            n = alive[j]
+            # Each length's node starts at j - length: the rows of the runs still alive at j.
+            lefts = tf.stack([best_scores.read(tf.cast(tf.maximum(j - length, 0), tf.int32))[:n]
+                              for length in range(1, longest + 1)])  # [longest, n, longest + 1]
+            begins = j - tf.range(1, longest + 1, dtype=tf.int64)
             lefts = tf.where((begins >= 0)[:, None, None], lefts, minus_inf)
-            totals = tf.transpose(lefts, [1, 0, 2]) + piece_scores[:, 1:, None]  # [R, L, L']
+            totals = tf.transpose(lefts, [1, 0, 2]) + piece_scores[:n, 1:, None]  # [n, L, L']
             best, previous = first_best(totals)
-            best = tf.concat([tf.fill([count, 1], minus_inf), best], axis=1)
-            previous = tf.concat([tf.zeros([count, 1], tf.int64), previous], axis=1)
+            best = tf.concat([tf.fill([n, 1], minus_inf), best], axis=1)
+            previous = tf.concat([tf.zeros([n, 1], tf.int64), previous], axis=1)
             return j + 1, best_scores.write(tf.cast(j, tf.int32), best), best_previous.write(tf.cast(j, tf.int32), previous)
 
         _, best_scores, best_previous = tf.while_loop(
             lambda j, *_: j <= most, step, (tf.constant(1, tf.int64), best_scores, best_previous))
-        best_scores, best_previous = best_scores.stack(), best_previous.stack()  # [most + 1, R, longest + 1]
-        ending = tf.gather_nd(best_scores, tf.stack([units, tf.range(count, dtype=tf.int64)], axis=1))
+        # [sum(alive[:most + 1]), longest + 1]: unit j's nodes from offsets[j]
+        best_scores, best_previous = best_scores.concat(), best_previous.concat()
+        ranks = tf.range(count, dtype=tf.int64)
+        ending = tf.gather(best_scores, tf.gather(offsets, units) + ranks)
         _, length = first_best(ending + after_score[:, None])
 
-        # Back from the end of each run: its pieces, last first.
+        # Back from the end of each run: its pieces, last first; at step k only the runs of more
+        # than k units may have a piece left.
         def back(k, j, length, pieces):
-            alive = j > 0
-            piece = tf.gather_nd(self._run_ids, tf.stack([root, length], axis=1))
-            pieces = pieces.write(tf.cast(k, tf.int32), tf.where(alive, piece, -1))
-            previous = tf.gather_nd(best_previous, tf.stack([tf.maximum(j, 0), tf.range(count, dtype=tf.int64), length], 1))
-            return k + 1, tf.where(alive, j - length, j), tf.where(alive, previous, length), pieces
+            n = alive[k + 1]
+            j_alive, length_alive = j[:n], length[:n]
+            live = j_alive > 0
+            piece = tf.gather_nd(self._run_ids, tf.stack([root[:n], length_alive], axis=1))
+            pieces = pieces.write(tf.cast(k, tf.int32), tf.where(live, piece, -1))
+            rows = tf.gather(best_previous, tf.gather(offsets, tf.maximum(j_alive, 0)) + ranks[:n])
+            previous = tf.gather(rows, length_alive, batch_dims=1)
+            j = tf.concat([tf.where(live, j_alive - length_alive, j_alive), j[n:]], axis=0)
+            length = tf.concat([tf.where(live, previous, length_alive), length[n:]], axis=0)
+            return k + 1, j, length, pieces
 
         _, _, _, pieces = tf.while_loop(
             lambda k, *_: k < most, back,
-            (tf.constant(0, tf.int64), units, length, tf.TensorArray(tf.int64, size=tf.cast(most, tf.int32))))
-        pieces = pieces.stack()  # [most, R], -1 past a run's first piece
-        new_count = tf.reduce_sum(tf.cast(pieces >= 0, tf.int64), axis=0)
-        kept = new_count == tf.gather(run_size, runs)
-        k, r = tf.meshgrid(tf.range(most), tf.range(count, dtype=tf.int64), indexing="ij")
+            (tf.constant(0, tf.int64), units, length,
+             tf.TensorArray(tf.int64, size=tf.cast(most, tf.int32), element_shape=[None], infer_shape=False)))
+        pieces = pieces.concat()  # step k's pieces of the first alive[k + 1] runs, -1 past a run's first piece
+        steps = tf.ragged.range(alive[1:most + 1])
+        # Each value's step, searched: value_rowids (tf.repeat) pads every step to the most runs.
+        r = steps.flat_values
+        k = tf.searchsorted(steps.row_splits[1:], tf.range(tf.size(r, out_type=tf.int64)), side="right",
+                            out_type=tf.int64)
+        new_count = tf.math.unsorted_segment_sum(tf.cast(pieces >= 0, tf.int64), r, count)
+        kept = new_count == tf.gather(tf.gather(run_size, runs), order)
         write = (pieces >= 0) & tf.gather(kept, r)
         targets = tf.boolean_mask(tf.gather(last, r) - k, write)
         return tf.tensor_scatter_nd_update(flat, targets[:, None], tf.boolean_mask(pieces, write))

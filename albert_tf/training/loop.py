@@ -42,7 +42,8 @@ from albert_tf.training.curves import plot_curves
 from albert_tf.utils.errors import UserError, reason
 from albert_tf.training.options import MIXED_PRECISION_POLICIES, TrainingOptions
 from albert_tf.training.preemption import PreemptionWatcher
-from albert_tf.checkpoints.run_folder import check_output_dir, checkpoint_key
+from albert_tf.checkpoints.run_folder import (check_output_dir, checkpoint_key, disk_refusals_named,
+                                              remove_partial_writes)
 from albert_tf.presets.folder import record_task
 from albert_tf.checkpoints.weights import check_match, model_weights
 from albert_tf.training.replicas import replica_batch_size, share_overflow, worker_id
@@ -156,6 +157,7 @@ class Trainer:
         """Resumes from the latest checkpoint in output_dir (kept as `resumed_checkpoint`), else
         calls `initialize(model)`, if given, which loads starting weights and returns where from
         (kept as `initialized_from`). Returns the step reached."""
+        remove_partial_writes(self.manager.directory)  # a killed save's: on a full disk, it would fail the rerun
         latest = tf.train.latest_checkpoint(self.options.output_dir)
         if latest is None:
             if initialize is not None:
@@ -212,8 +214,10 @@ class Trainer:
         self.checkpoint.restore(path).assert_consumed()
 
     def save(self) -> str:
-        """Writes a checkpoint numbered by the step; returns its path."""
-        return self.manager.save(checkpoint_number=self.current_step)
+        """Writes a checkpoint numbered by the step; returns its path (a write the disk refuses: the
+        machine's one line, the checkpoints before kept)."""
+        with disk_refusals_named(os.path.join(self.manager.directory, f"ckpt-{self.current_step}")):
+            return self.manager.save(checkpoint_number=self.current_step)
 
     # ---- input -------------------------------------------------------------------------------
 

@@ -107,7 +107,10 @@ class TrainingOptions:
                  "save_checkpoints_steps", "keep_checkpoint_max", "steps_per_loop", "grad_accum_steps")
 
     def __post_init__(self):
-        require_positive_ints({name: getattr(self, name) for name in self._positive})
+        try:
+            require_positive_ints({name: getattr(self, name) for name in self._positive})
+        except ValueError as error:  # a flag's value (the command line refuses it before: option_flags)
+            raise FlagError(str(error)) from None
         if not (isinstance(self.learning_rate, (int, float)) and math.isfinite(self.learning_rate)
                 and self.learning_rate > 0):
             # 0 trains nothing, a negative rate ascends the loss, NaN ruins the weights: and each

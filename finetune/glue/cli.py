@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from absl import flags
 
+from albert_tf.cli.option_flags import check_values
 from finetune import cli as skeleton
 from finetune.cli import BEST_CHECKPOINT, BEST_RESULTS, EVAL_RESULTS, EXPORT_DIR  # noqa: F401  (names callers use)
 
@@ -38,6 +39,7 @@ flags.DEFINE_bool("skip_bad_rows", False, "Count and skip malformed TSV rows ins
 skeleton.define_flags(FLAGS, hparams=("paper", "release"), hparams_help=(
     "the paper's Table 14 (with its encoder dropout, ALBERT DR: 0.1 for QQP, RTE and WNLI, else 0) or "
     "the release's run_glue.sh (the same, the encoder's dropout from its config)."))
+check_values(FLAGS, paths=("data_dir",))
 
 
 def make_task(flag_values):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from absl import flags
 
+from albert_tf.cli.option_flags import check_values
 from albert_tf.data.tagging import DOC_STRIDE
 from finetune import cli as skeleton
 
@@ -36,10 +37,11 @@ flags.DEFINE_enum("tag_scheme", "bio", ["bio", "iob1", "bioes"], "How the files'
 flags.DEFINE_list("labels", None, "The entity types (default: those of --train_file, else those the run in "
                   "--output_dir was trained with).", flag_values=FLAGS)
 flags.DEFINE_integer("doc_stride", DOC_STRIDE, "Pieces between the starts of two windows of a long sentence.",
-                     flag_values=FLAGS)
+                     lower_bound=1, flag_values=FLAGS)
 skeleton.define_flags(FLAGS, hparams=("hf",), hparams_help=(
     "Hugging Face's token-classification guide: learning rate 2e-5, batch 16, 424 steps (2 epochs of "
     "WNUT-17), no warmup, 128 tokens, torch's bias-corrected AdamW (--optimizer=adamw)."))
+check_values(FLAGS, paths=("train_file", "eval_file", "predict_file"), names=("labels",))
 
 
 def make_task(flag_values):
@@ -50,10 +52,6 @@ def make_task(flag_values):
     for action, name in (("do_train", "train_file"), ("do_eval", "eval_file"), ("do_predict", "predict_file")):
         if F[action].value and not F[name].value:
             raise FlagError(f"--{action} needs --{name}")
-    if F.doc_stride < 1:
-        raise FlagError(f"--doc_stride must be positive, got {F.doc_stride}")
-    if F.labels is not None and not F.labels:
-        raise FlagError("--labels names no type: give the entity types, comma-separated")
     return NerTask(F.train_file if F.do_train else None, F.eval_file if F.do_eval else None,
                    F.predict_file if F.do_predict else None, tag_scheme=F.tag_scheme, labels=F.labels,
                    output_dir=F.output_dir, doc_stride=F.doc_stride, hparams=F.hparams,

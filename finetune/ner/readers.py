@@ -4,7 +4,9 @@
     rejects VBZ  B-VP  O
 
 Fields are separated by tabs or spaces and the tag is the last (CoNLL-2003's four columns and
-WNUT-17's two alike); `-DOCSTART-` lines are skipped. Tags are read in one of three schemes and
+WNUT-17's two alike), every line of a file holding as many as its first (a token with a space in
+it, `New York<TAB>B-LOC`, would otherwise be read as "New"); `-DOCSTART-` lines are skipped, and so
+is a UTF-8 byte order mark at the start of the file. Tags are read in one of three schemes and
 converted to BIO (IOB2), the one the models learn:
 
 - "bio" (IOB2): B-X opens every entity, I-X continues it;
@@ -63,8 +65,9 @@ def read_conll(path: str | os.PathLike, scheme: str = "bio", tagged: bool = True
     """The sentences of a CoNLL-style file, their tags converted from `scheme` to BIO; with
     `tagged=False` (a file to predict) a line may hold its token alone, whose tag is then "O".
 
-    A line of one field (when `tagged`), a tag that is not of the scheme, or a file that is not UTF-8 is a
-    UserError naming the file and line.
+    A line of one field (when `tagged`), a line of other fields than the file's first (a line
+    holding a token alone apart, when not `tagged`), a tag that is not of the scheme, or a file
+    that is not UTF-8 is a UserError naming the file and line.
     """
     require_choice("scheme", scheme, SCHEMES)
     path = os.fspath(path)
@@ -74,6 +77,7 @@ def read_conll(path: str | os.PathLike, scheme: str = "bio", tagged: bool = True
     words: list[str] = []
     tags: list[str] = []
     start = 0
+    columns = None  # (fields, line) of the file's first line of a token and its tag
 
     def close():
         if words:
@@ -87,6 +91,8 @@ def read_conll(path: str | os.PathLike, scheme: str = "bio", tagged: bool = True
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise UserError(f"{path}:{number}: not UTF-8 ({error.reason} at byte {error.start})") from None
+            if number == 1:
+                line = line.removeprefix("\ufeff")  # the byte order mark some editors write: no word
             fields = line.split()
             if not fields:
                 close()
@@ -99,6 +105,12 @@ def read_conll(path: str | os.PathLike, scheme: str = "bio", tagged: bool = True
             if len(fields) < 2:
                 raise UserError(f"{path}:{number}: {line.strip()!r} has no tag: a line holds a token and its tag "
                                 "(tab- or space-separated, the tag last)")
+            if tagged or len(fields) > 1:
+                columns = columns or (len(fields), number)
+                if len(fields) != columns[0]:
+                    raise UserError(f"{path}:{number}: {len(fields)} fields where line {columns[1]} has {columns[0]}: "
+                                    "every line holds the same columns, the token first and its tag last (a token "
+                                    "with a space in it?)")
             tag = fields[-1]
             prefix, kind = split_tag(tag)
             if tag != OUTSIDE and (prefix not in _PREFIXES[scheme] or not kind or len(prefix) != 1):

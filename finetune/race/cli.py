@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from absl import flags
 
+from albert_tf.cli.option_flags import check_values
 from finetune import cli as skeleton
 
 FLAGS = flags.FlagValues()
@@ -36,6 +37,7 @@ flags.DEFINE_multi_enum("levels", ["middle", "high"], ["middle", "high"], "The l
 skeleton.define_flags(FLAGS, hparams=("v2", "v1"), hparams_help=(
     "the paper's RACE rows, v2 (learning rate 1e-5) or v1 (2e-5); both batch 32, 12,000 steps, 1,000 warmup, "
     "512 tokens."))
+check_values(FLAGS, paths=("data_dir", "train_data", "eval_data", "predict_data"))
 
 
 def make_task(flag_values):

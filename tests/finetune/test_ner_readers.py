@@ -18,7 +18,7 @@ BIOES = ["S-ORG", "O", "S-PER", "S-PER", "O", "O", "S-LOC", "O"]
 
 def _write(path, words, tags, separator="\t"):
     rows = "".join(f"{w}{separator}NNP{separator}{t}\n" for w, t in zip(words, tags))
-    path.write_text("-DOCSTART- -X- -X- O\n\n" + rows + "\n\n" + f"Paris{separator}B-LOC\n")
+    path.write_text("-DOCSTART- -X- -X- O\n\n" + rows + "\n\n" + f"Paris{separator}NNP{separator}B-LOC\n")
     return path
 
 

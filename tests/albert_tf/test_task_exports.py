@@ -114,3 +114,32 @@ def test_bf16_litert_is_one_line_from_every_door(glue_run, small_data_dir, tmp_p
     with pytest.raises(FlagError) as refused:  # the library door: the fine-tuning task's export
         GlueTask("RTE").export(model, str(TINY_VOCAB), SEQ, str(tmp_path / "c"), "litert", precision="bfloat16")
     assert str(refused.value) == BF16_LITERT and not (tmp_path / "c").exists()
+
+
+def test_albert_export_of_a_ner_run_is_the_tools_export(small_data_dir, tmp_path, monkeypatch, capsys):
+    from albert_tf.cli import export as export_cli
+    from finetune.ner import cli as ner_cli
+
+    config_file = tmp_path / "albert_config.json"
+    CONFIG.to_json_file(config_file)
+    run = tmp_path / "ner"
+    ner_cli.finetune(["albert-finetune-ner", f"--albert_config_file={config_file}", f"--spm_model_file={TINY_VOCAB}",
+                      f"--output_dir={run}", f"--train_file={small_data_dir / 'ner' / 'wnut17' / 'emerging.dev.conll'}",
+                      "--do_train", f"--max_seq_length={SEQ}", "--train_batch_size=8", "--num_train_steps=2",
+                      "--num_warmup_steps=1", "--doc_stride=4", "--nojit_compile", "--progress_bar=false"])
+    code, out, err = console_script(export_cli.run, ["albert-export", f"--preset={run}",
+                                                     f"--output_dir={tmp_path / 'exported'}",
+                                                     f"--max_seq_length={SEQ}"], monkeypatch, capsys)
+    assert code == 0, err
+    ours, tools = tf.saved_model.load(str(tmp_path / "exported")), tf.saved_model.load(str(run / "export"))
+    assert sorted(ours.signatures) == sorted(tools.signatures)
+    assert int(ours.doc_stride.numpy()) == int(tools.doc_stride.numpy()) == 4  # the run's, from its task.json
+    texts = tf.constant(["Alice met Bob in Paris last week and they went to the museum by the river",
+                         "nothing here"])
+    got, want = ours.signatures["serve_text"](text=texts), tools.signatures["serve_text"](text=texts)
+    assert sorted(got) == sorted(want) and "tags" in got
+    for name in got:
+        if got[name].dtype.is_floating:
+            np.testing.assert_allclose(got[name].numpy(), want[name].numpy(), rtol=0, atol=1e-6, err_msg=name)
+        else:
+            assert got[name].numpy().tolist() == want[name].numpy().tolist(), name

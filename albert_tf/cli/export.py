@@ -112,11 +112,10 @@ def main(argv):
 
 def _which_model(source) -> str:
     """--model, or by default the fine-tuned task model a run holds, else the encoder."""
-    from albert_tf.serving.task_exports import EXPORTED_BY, SAVED_MODELS, check_exportable
+    from albert_tf.serving.task_exports import check_exportable, is_task_model
 
     task_class = source.task["class"] if source.task else None
-    which = FLAGS.model or ("task" if task_class in {*SAVED_MODELS, *EXPORTED_BY} - {"AlbertEncoder",
-                                                                                     "AlbertPretrainer"} else "encoder")
+    which = FLAGS.model or ("task" if is_task_model(task_class) else "encoder")
     if which == "task":
         if task_class is None:
             raise FlagError(f"--model=task: {source.name} holds an encoder, no fine-tuned model")

@@ -83,6 +83,12 @@ EXPORTED_BY = {"AlbertSpanLabeler": "albert-finetune-squad", "AlbertSquadV2": "a
                "AlbertMultipleChoice": "albert-finetune-race"}
 
 
+def is_task_model(class_name: Optional[str]) -> bool:
+    """Whether a source holding `class_name`'s weights holds a fine-tuned task model (what
+    albert-export exports from it by default), not an encoder or a pretrainer."""
+    return class_name in {*SAVED_MODELS, *EXPORTED_BY} - {"AlbertEncoder", "AlbertPretrainer"}
+
+
 def check_exportable(class_name: str) -> None:
     """A one-line UserError unless `export_task_saved_model` exports a model of `class_name`."""
     if class_name in SAVED_MODELS:

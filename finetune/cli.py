@@ -59,6 +59,9 @@ _OPTION_HELP = {
     "classifier_dropout": "Dropout on the head's input while training (default: the task's hparams, the release's 0.1).",
     "encoder_dropout": "The encoder's hidden and attention dropout while fine-tuning, in place of the model "
                        "config's (default: the task's hparams, the paper's ALBERT DR; --hparams=release keeps the config's).",
+    "optimizer": "adamw_release (the release's AdamW, no bias correction: the paper's GLUE, SQuAD and RACE recipes), "
+                 "adamw (torch's bias-corrected AdamW: recipes taken from Hugging Face, NER's hf) or lamb "
+                 "(default: the task's hparams).",
     "seed": "Seed of the head's initialisation (and the encoder's when it starts from random weights), "
             "dropout and shuffling.",
 }
@@ -141,6 +144,8 @@ def options_from_flags(flag_values: flags.FlagValues, task):
     hparams = task.default_options(**given)
     values = option_values(flag_values, [field.name for field in dataclasses.fields(FinetuneOptions)])
     values.update(hparams)
+    if values["optimizer"] is None:  # a recipe that names none: the field's, the release's AdamW
+        del values["optimizer"]
     return FinetuneOptions(**values)
 
 
@@ -155,7 +160,7 @@ def run_task(flag_values: flags.FlagValues, task, actions: Actions | None = None
     """Runs what the parsed `flag_values` ask of `task` (`actions`, default: as the flags name
     them); returns a summary: `train` (the result of `finetune.trainer.train` or None), `eval`
     (what eval_results.json holds or None), `predictions` (the paths written), `export_dir` (or
-    None) and `model` (the task model)."""
+    None), `model` (the task model) and `optimizer` (its name: the task's recipe's or --optimizer)."""
     F = flag_values
     actions = actions or actions_of_flags(F)
     check_export_flags(F, task)
@@ -249,7 +254,8 @@ def print_summary(summary: dict):
         from albert_tf.training.summaries import train_summary
 
         train = summary["train"]
-        print(f"trained to step {train['step']}: {train_summary(train['train'], train['step'])}; {train['started']}"
+        print(f"trained to step {train['step']}: {train_summary(train['train'], train['step'])}; "
+              f"optimizer {summary['optimizer']}; {train['started']}"
               + (f"; curves {train['curves']}" if train["curves"] else ""), flush=True)
     if summary["eval"]:
         print(json.dumps(summary["eval"], indent=2), flush=True)

@@ -218,7 +218,8 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     run.restore_or_initialize(initialize or _initialize_from(source))
     if actions.train:  # once the folder is known to be this run's: a refused run changes nothing in it
         keep_run_vocabulary(spm_model_file, output_dir)
-    summary = {"train": None, "eval": None, "predictions": [], "export_dir": None, "model": run.model}
+    summary = {"train": None, "eval": None, "predictions": [], "export_dir": None, "model": run.model,
+               "optimizer": options.optimizer}
     evaluation = None
     if actions.eval:
         evaluation = Evaluation(run, task, {split: features(task, split, tokenizer, options.max_seq_length, cache_dir)

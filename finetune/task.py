@@ -104,6 +104,9 @@ class Hparams:
         classifier_dropout: dropout on the head's input.
         encoder_dropout: the encoder's hidden and attention dropout while fine-tuning; None keeps
             the model config's.
+        optimizer: the optimizer the recipe was tuned on (`albert_tf.training.options.OPTIMIZERS`):
+            the release's AdamW for the paper's and the release's recipes, torch's bias-corrected
+            "adamw" for a recipe taken from Hugging Face (the same rate moves it less early on).
     """
 
     learning_rate: float
@@ -113,6 +116,7 @@ class Hparams:
     max_seq_length: int = 512
     classifier_dropout: float = 0.1
     encoder_dropout: Optional[float] = None
+    optimizer: str = "adamw_release"
 
     def __post_init__(self):
         if not self.learning_rate > 0:

@@ -127,6 +127,32 @@ def head_weight_names(config, naming: str) -> list[WeightName]:
     return names
 
 
+# Hugging Face's ALBERT task models (transformers' models/albert/modeling_albert.py): the one dense
+# layer each puts on `albert`, its name there and ours, and whether the model keeps the pooler
+# (`AlbertModel(config, add_pooling_layer=False)` in the token classifier and question answering).
+@dataclasses.dataclass(frozen=True)
+class TaskHead:
+    ours: str
+    hf: str
+    pooler: bool
+
+
+HF_TASK_HEADS = {
+    "AlbertForSequenceClassification": TaskHead("classifier", "classifier", pooler=True),
+    "AlbertForMultipleChoice": TaskHead("classifier", "classifier", pooler=True),
+    "AlbertForTokenClassification": TaskHead("classifier", "classifier", pooler=False),
+    "AlbertForQuestionAnswering": TaskHead("span", "qa_outputs", pooler=False),
+}
+
+
+def task_head_weight_names(config, architecture: str, outputs: int) -> list[WeightName]:
+    """The dense head of a Hugging Face task model (`HF_TASK_HEADS`) of `outputs` outputs: our
+    `<ours>/kernel` [H, outputs] is its `<hf>.weight` [outputs, H] transposed."""
+    _check(config, "hf")
+    head = HF_TASK_HEADS[architecture]
+    return _dense(head.ours, "", head.hf, "hf", (config.hidden_size, outputs))
+
+
 def to_ours(names: list[WeightName], tensors: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray]:
     """Our weights (by our name, float32) from an external checkpoint's tensors; a missing or
     misshapen tensor is an error naming it."""

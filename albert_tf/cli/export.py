@@ -20,6 +20,13 @@ writes a LiteRT model instead (DIR/model.tflite, model_io.json, spiece.model; `a
 docs/on_device.md): int32 ids [1, max_seq_length] in, builtin ops only; the encoder only (a
 fine-tuned task's comes from its fine-tuning tool's --format=litert).
 
+    albert-export --preset albert_base_v2 --output_dir serving/albert --serving_version 1
+    albert-export --preset hf://<a sequence classifier> --model text_classifier --output_dir serving/sst2 \
+        --serving_version 1
+
+writes TF Serving's layout: version 1 of the model at serving/albert (serving/albert/1/, beside the
+versions there, never over one) with its warmup file (`albert_tf.serving.tf_serving`, docs/serving.md).
+
 The SavedModel's signatures are `serving_default` (token ids), `serve_examples` (serialized
 tf.Examples), `serve_text` (raw strings) and `tokenize`; see `albert_tf.serving.export`.
 """
@@ -39,8 +46,10 @@ FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see 
 define_weights_source_flags(FLAGS, "The model")
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (default: the one the source "
                     "holds).", flag_values=FLAGS)
-flags.DEFINE_enum("model", None, ["encoder", "pretrainer", "task"], "Which model to export: task is the "
-                  "fine-tuned model a run holds (default: that, for a fine-tuning run; else the encoder).",
+flags.DEFINE_enum("model", None, ["encoder", "pretrainer", "task", "text_classifier"], "Which model to export: "
+                  "task is the fine-tuned model a fine-tuning run's output_dir holds (the default there; "
+                  "elsewhere the encoder); text_classifier: the sequence classifier the source holds, e.g. a "
+                  "Hugging Face AlbertForSequenceClassification, serving probabilities and labels.",
                   flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Output folder of the SavedModel (must not exist or be empty).",
                     flag_values=FLAGS)
@@ -57,6 +66,9 @@ flags.DEFINE_enum("precision", "float32", list(PRECISIONS), "The SavedModel's we
                   "models are float32, made smaller by --quantization.", flag_values=FLAGS)
 flags.DEFINE_string("representative_texts", None, "--quantization=full_int8: a text file of training texts to "
                     "calibrate on, one a line (a tab between the two texts of a pair).", flag_values=FLAGS)
+flags.DEFINE_integer("serving_version", None, "Write TF Serving's layout: --output_dir is the model base path "
+                     "and the SavedModel goes to <output_dir>/<serving_version>/ (a new version, beside the others) "
+                     "with its warmup requests in assets.extra/.", flag_values=FLAGS)
 flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for the released English models).",
                   flag_values=FLAGS)
 
@@ -99,23 +111,46 @@ def _representative_texts(path: str) -> list:
     return [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines]
 
 
+def _check_serving_version():
+    """--serving_version: a positive integer, for a SavedModel, naming a version not there yet."""
+    from albert_tf.serving.tf_serving import version_folder
+    from albert_tf.utils.errors import UserError
+
+    if FLAGS.format != "saved_model":
+        raise FlagError("--serving_version writes TF Serving's layout of a SavedModel: drop --format=litert")
+    if FLAGS.serving_version < 1:
+        raise FlagError(f"--serving_version {FLAGS.serving_version}: a TF Serving version is a positive integer")
+    prepare_output_dir(FLAGS.output_dir, create=False)  # the model base: other versions may be there
+    try:
+        version_folder(FLAGS.output_dir, FLAGS.serving_version)
+    except UserError as error:
+        raise FlagError(f"--serving_version {FLAGS.serving_version}: {error}") from None
+
+
 def main(argv):
     del argv
     weights_source(FLAGS, required=True)
     if not FLAGS.output_dir:
         raise FlagError("--output_dir is required")
     _check_litert_flags()
-    prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before the model is built
+    if FLAGS.model == "text_classifier" and (FLAGS.precision != "float32" or FLAGS.spm_model_file):
+        raise FlagError("--model=text_classifier exports the classifier as it is, with its own vocabulary: drop "
+                        "--precision and --spm_model_file")
+    if FLAGS.serving_version is not None:
+        _check_serving_version()
+    else:
+        prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before the model is built
     with locked_run_folder(FLAGS.output_dir):  # one run a folder; a failed one leaves nothing
         export()
 
 
 def _which_model(source) -> str:
     """--model, or by default the fine-tuned task model a run holds, else the encoder."""
-    from albert_tf.serving.task_exports import check_exportable, is_task_model
+    from albert_tf.serving.task_exports import check_exportable, is_task_model, run_info
 
     task_class = source.task["class"] if source.task else None
-    which = FLAGS.model or ("task" if is_task_model(task_class) else "encoder")
+    fine_tuned = is_task_model(task_class) and bool(run_info(source).get("task"))  # a run's output_dir
+    which = FLAGS.model or ("task" if fine_tuned else "encoder")
     if which == "task":
         if task_class is None:
             raise FlagError(f"--model=task: {source.name} holds an encoder, no fine-tuned model")
@@ -134,6 +169,8 @@ def export():
     from albert_tf.serving.task_exports import export_task_saved_model, run_info
     from albert_tf.presets.loader import open_source
 
+    if FLAGS.model == "text_classifier":
+        return _export_text_classifier()
     source = open_source(weights_source(FLAGS))
     which = _which_model(source)
     model_class = {"encoder": AlbertEncoder, "pretrainer": AlbertPretrainer}.get(which)
@@ -154,10 +191,33 @@ def export():
         print(f"wrote the {which} LiteRT model ({FLAGS.quantization}) to {FLAGS.output_dir}")
         return
     info = run_info(source) if which == "task" else {}
-    export_task_saved_model(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length, info,
-                            max_predictions_per_seq=FLAGS.max_predictions_per_seq, do_lower_case=FLAGS.do_lower_case)
+
+    def write(folder):
+        export_task_saved_model(model, folder, spm_model_file, FLAGS.max_seq_length, info,
+                                max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+                                do_lower_case=FLAGS.do_lower_case)
+
     what = info.get("task") or source.task["class"] if which == "task" else which
-    print(f"wrote the {what} SavedModel ({FLAGS.precision}) to {FLAGS.output_dir}")
+    print(f"wrote the {what} SavedModel ({FLAGS.precision}) to {_write(write)}")
+
+
+def _export_text_classifier():
+    """The text classifier a source holds (its head and labels, by the task rule), exported with
+    `AlbertTextClassifier.export`: serve_text gives `probabilities` and `label` (a regressor: `score`)."""
+    from albert_tf.tasks.text_classifier import AlbertTextClassifier
+
+    model = AlbertTextClassifier.from_preset(weights_source(FLAGS), sequence_length=FLAGS.max_seq_length)
+    print(f"wrote the text classifier SavedModel ({model.num_classes} classes) to {_write(model.export)}")
+
+
+def _write(write) -> str:
+    """`write(folder)` into --output_dir, or as version --serving_version of TF Serving's layout there."""
+    if FLAGS.serving_version is None:
+        write(FLAGS.output_dir)
+        return FLAGS.output_dir
+    from albert_tf.serving.tf_serving import write_version
+
+    return write_version(FLAGS.output_dir, FLAGS.serving_version, write)
 
 
 def run():

@@ -285,7 +285,9 @@ def convert_hf(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
 
     A checkpoint with the heads gives a pretrainer's preset: both (`AlbertForPreTraining`), or the
     masked-LM head alone (`AlbertForMaskedLM`, as the Hub's), whose pretrainer starts a new
-    sentence-order head; `encoder_only` deliberately drops the heads."""
+    sentence-order head. A task model (`AlbertForSequenceClassification`, `...ForQuestionAnswering`,
+    `...ForMultipleChoice`, `...ForTokenClassification`) gives the preset of our matching task
+    (`albert_tf.presets.hf_heads`). `encoder_only` deliberately drops the heads."""
     input_dir = os.fspath(input_dir)
     _check_output_dir(output_dir)  # before the slow part
     config_path = os.path.join(input_dir, HF_CONFIG)
@@ -301,8 +303,15 @@ def convert_hf(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
     preset_folder.check_vocabulary(spm_model_file, config)
     source = f"Hugging Face checkpoint {input_dir}"
     tensors = read_hf_weights(input_dir)
-    if TOKEN_CLASSIFICATION in (values.get("architectures") or []):
-        return _token_classifier_from_hf(config, values, tensors, source, spm_model_file, output_dir)
+    from albert_tf.presets import hf_heads
+
+    architecture = hf_heads.task_architecture(values)
+    if architecture is not None:
+        tensors, heads, task = hf_heads.split_task(architecture, config, values, tensors, source, encoder_only)
+        # position_ids is a buffer of positions 0..T-1 that older transformers saved; nothing to load.
+        encoder, _ = _split_source(config, "hf", tensors, source, False,
+                                   lambda name: name == "albert.embeddings.position_ids")
+        return preset_folder.write(output_dir, config, encoder, spm_model_file, task, heads if task else None)
     if not any(k.startswith("albert.") for k in tensors):
         # AlbertModel saves its tensors without the "albert." prefix of the task models.
         tensors = {f"albert.{k}": v for k, v in tensors.items()}
@@ -318,9 +327,8 @@ def convert_hf(input_dir: str | os.PathLike, output_dir: str | os.PathLike,
 
 def convert_preset_to_hf(preset_dir: str | os.PathLike, output_dir: str | os.PathLike) -> str:
     """A preset folder -> a Hugging Face folder that `AlbertForPreTraining.from_pretrained` (or
-    `AlbertModel`, for an encoder's preset; `AlbertForSequenceClassification` for a classifier
-    of `AlbertTextClassifier.save_to_preset`; `AlbertForTokenClassification` for a tagger of
-    `AlbertEntityRecognizer` or `AlbertTokenClassifier`) loads: config.json, model.safetensors, spiece.model."""
+    `AlbertModel`, for an encoder's preset; for a task's, the Hugging Face class of the same head:
+    `albert_tf.presets.hf_heads.ARCHITECTURE_OF`) loads: config.json, model.safetensors, spiece.model."""
     preset_dir, output_dir = os.fspath(preset_dir), _check_output_dir(output_dir)
     config = preset_folder.read_config(preset_dir)
     config_to_hf(config)  # fails early for configs HF cannot hold
@@ -328,16 +336,14 @@ def convert_preset_to_hf(preset_dir: str | os.PathLike, output_dir: str | os.Pat
     task = preset_folder.read_task(preset_dir)
     vocab = os.path.join(preset_dir, preset_folder.VOCAB)
     kind = task["class"] if task else None
-    if kind == preset_folder.TEXT_CLASSIFIER_TASK:
-        head = preset_weights.read(os.path.join(preset_dir, preset_folder.TASK_WEIGHTS))
-        arguments = task["arguments"]
-        return classifier_to_hf(config, encoder, head["classifier/kernel"], head["classifier/bias"], vocab,
-                                output_dir, labels=arguments.get("labels"), dropout_rate=arguments["dropout"])
-    if kind in (preset_folder.ENTITY_RECOGNIZER_TASK, preset_folder.TOKEN_CLASSIFIER_TASK):
-        head = preset_weights.read(os.path.join(preset_dir, preset_folder.TASK_WEIGHTS))
-        arguments = task["arguments"]
-        return token_classifier_to_hf(config, encoder, head["classifier/kernel"], head["classifier/bias"], vocab,
-                                      output_dir, labels=arguments.get("labels"), dropout_rate=arguments["dropout"])
+    from albert_tf.presets import hf_heads
+
+    if kind in hf_heads.ARCHITECTURE_OF:
+        heads = preset_weights.read(os.path.join(preset_dir, preset_folder.TASK_WEIGHTS))
+        with open(os.path.join(preset_dir, preset_folder.TASK_CONFIG), encoding="utf-8") as f:
+            recorded = json.load(f)  # beside the class and arguments: problem_type, a tagger's labels
+        tensors, keys = hf_heads.task_to_hf(recorded, config, encoder, heads)
+        return _write_hf(output_dir, tensors, {**config_to_hf(config), **keys}, vocab)
     if kind not in (None, preset_folder.PRETRAINER_TASK):
         raise ValueError(f"preset {preset_dir} holds an {kind}, which has no Hugging Face counterpart here; "
                          "convert its encoder from an encoder's preset")
@@ -364,94 +370,15 @@ def _write_hf(output_dir: str, tensors: dict, hf_config: dict, spm_model_file) -
 
 def classifier_to_hf(config: AlbertConfig, encoder: dict[str, np.ndarray], kernel: np.ndarray, bias: np.ndarray,
                      spm_model_file: str | os.PathLike, output_dir: str | os.PathLike, labels=None,
-                     dropout_rate: float = 0.1) -> str:
+                     dropout_rate: float = 0.1, problem_type: str | None = None) -> str:
     """A classifier (its encoder's tensors by name, the output layer's `kernel` [H, N] and `bias`)
     -> a Hugging Face folder that `AlbertForSequenceClassification.from_pretrained` loads, with the
-    same logits; one output is a regressor (`problem_type` "regression"). `labels` names the classes
-    (`id2label`)."""
-    return _labelled_head_to_hf("AlbertForSequenceClassification", config, encoder, kernel, bias, spm_model_file,
-                                output_dir, labels, dropout_rate)
+    same logits; one output is a regressor (`problem_type` "regression" unless given). `labels`
+    names the classes (`id2label`)."""
+    from albert_tf.presets import hf_heads
 
-
-def _labelled_head_to_hf(architecture: str, config: AlbertConfig, encoder: dict[str, np.ndarray], kernel, bias,
-                         spm_model_file, output_dir, labels, dropout_rate: float) -> str:
-    """The Hugging Face folder of an encoder and one dense head named `classifier` with named
-    outputs: a sequence classifier, or a token classifier (whose class has no pooler: left out)."""
-    output_dir = _check_output_dir(output_dir)
-    hf_config = config_to_hf(config)
-    names = encoder_weight_names(config, "hf")
-    if architecture == TOKEN_CLASSIFICATION:
-        names = [n for n in names if not n.ours.startswith(_POOLER)]
-    tensors = to_source(names, encoder)
-    num_labels = int(np.shape(kernel)[1])
-    # torch's Linear holds [out, in]: the Keras kernel transposed.
-    tensors["classifier.weight"] = np.ascontiguousarray(np.asarray(kernel, np.float32).T)
-    tensors["classifier.bias"] = np.asarray(bias, np.float32)
-    labels = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
-    if len(labels) != num_labels:
-        what = "a token classifier" if architecture == TOKEN_CLASSIFICATION else "a classifier"
-        raise ValueError(f"{len(labels)} labels for {what} of {num_labels} outputs")
-    hf_config.update(
-        architectures=[architecture],
-        num_labels=num_labels,
-        id2label={str(i): label for i, label in enumerate(labels)},
-        label2id={label: i for i, label in enumerate(labels)},
-        classifier_dropout_prob=dropout_rate,
-    )
-    if architecture != TOKEN_CLASSIFICATION:
-        hf_config["problem_type"] = "regression" if num_labels == 1 else "single_label_classification"
-    return _write_hf(output_dir, tensors, hf_config, spm_model_file)
-
-
-# ---- token classification (named entities) -----------------------------------------------------
-
-TOKEN_CLASSIFICATION = "AlbertForTokenClassification"
-_POOLER = "pooler/"
-
-
-def _labels_of_hf(values: dict, num_labels: int, source: str) -> list[str]:
-    """The tag names of a Hugging Face config's `id2label`, in id order (LABEL_<i> where it has none)."""
-    id2label = values.get("id2label") or {}
-    try:
-        names = {int(k): str(v) for k, v in id2label.items()}
-    except (TypeError, ValueError):
-        raise ValueError(f"{source}: id2label keys must be the label ids, got {sorted(id2label)[:5]}") from None
-    return [names.get(i, f"LABEL_{i}") for i in range(num_labels)]
-
-
-def _token_classifier_from_hf(config: AlbertConfig, values: dict, tensors: dict, source: str, spm_model_file,
-                              output_dir) -> str:
-    """An `AlbertForTokenClassification` checkpoint -> the preset of an `AlbertEntityRecognizer` (its
-    `id2label` as the labels), or of an `AlbertTokenClassifier` when those are not BIO tags.
-
-    Hugging Face's token classifier has no pooler (`add_pooling_layer=False`): the preset's encoder
-    gets a pooler of zeros, which no token classifier reads (an encoder loaded from the preset
-    gives a pooled output of 0)."""
-    from albert_tf.data.tagging import check_labels
-
-    if "classifier.weight" not in tensors or "classifier.bias" not in tensors:
-        raise ValueError(f"{source}: an {TOKEN_CLASSIFICATION} without classifier.weight and classifier.bias")
-    names = encoder_weight_names(config, "hf")
-    tensors = dict(tensors)
-    for name in names:
-        if name.ours.startswith(_POOLER) and name.source not in tensors:
-            tensors[name.source] = np.zeros(name.source_shape, np.float32)
-    kernel = np.asarray(tensors["classifier.weight"], np.float32).T
-    head = {"classifier/kernel": np.ascontiguousarray(kernel),
-            "classifier/bias": np.asarray(tensors["classifier.bias"], np.float32)}
-    encoder, _ = _split_source(config, "hf", tensors, source, False,
-                               lambda name: name == "albert.embeddings.position_ids" or name.startswith("classifier."))
-    num_labels = kernel.shape[1]
-    labels = _labels_of_hf(values, num_labels, source)
-    dropout = values.get("classifier_dropout_prob")
-    arguments = {"num_classes": int(num_labels), "dropout": float(config.hidden_dropout_prob if dropout is None
-                                                                  else dropout)}
-    try:
-        check_labels(labels)
-        task = {"class": preset_folder.ENTITY_RECOGNIZER_TASK, "arguments": {**arguments, "labels": labels}}
-    except ValueError:
-        task = {"class": preset_folder.TOKEN_CLASSIFIER_TASK, "arguments": arguments}
-    return preset_folder.write(output_dir, config, encoder, spm_model_file, task, head)
+    return _head_to_hf(hf_heads.SEQUENCE_CLASSIFICATION, config, encoder, kernel, bias, spm_model_file, output_dir,
+                       labels=labels, dropout_rate=dropout_rate, problem_type=problem_type)
 
 
 def token_classifier_to_hf(config: AlbertConfig, encoder: dict[str, np.ndarray], kernel: np.ndarray,
@@ -460,5 +387,16 @@ def token_classifier_to_hf(config: AlbertConfig, encoder: dict[str, np.ndarray],
     """A token classifier (its encoder's tensors by name, the output layer's `kernel` [H, N] and
     `bias`) -> a Hugging Face folder that `AlbertForTokenClassification.from_pretrained` loads, with
     the same logits and `labels` as `id2label`; the pooler, which that class lacks, is left out."""
-    return _labelled_head_to_hf(TOKEN_CLASSIFICATION, config, encoder, kernel, bias, spm_model_file, output_dir,
-                                labels, dropout_rate)
+    from albert_tf.presets import hf_heads
+
+    return _head_to_hf(hf_heads.TOKEN_CLASSIFICATION, config, encoder, kernel, bias, spm_model_file, output_dir,
+                       labels=labels, dropout_rate=dropout_rate)
+
+
+def _head_to_hf(architecture, config, encoder, kernel, bias, spm_model_file, output_dir, **keys) -> str:
+    from albert_tf.presets import hf_heads
+
+    output_dir = _check_output_dir(output_dir)
+    tensors, hf_keys = hf_heads.head_to_hf(architecture, config, encoder,
+                                           {"classifier/kernel": kernel, "classifier/bias": bias}, **keys)
+    return _write_hf(output_dir, tensors, {**config_to_hf(config), **hf_keys}, spm_model_file)

@@ -22,8 +22,11 @@ STRATEGIES = ("tpu", "mirrored", "multi_worker", "one_device", "default")
 # TensorFlow's own default of 10 s would end a job on a long pause of a busy host).
 WORKER_TIMEOUT_S = 60.0
 
-# The optimizers `albert_tf.training.optimization` builds.
-OPTIMIZERS = ("lamb", "adamw")
+# The optimizers `albert_tf.training.optimization` builds: the release's LAMB and AdamW, and torch's
+# bias-corrected AdamW (what recipes taken from Hugging Face were tuned on).
+OPTIMIZERS = ("lamb", "adamw_release", "adamw")
+OPTIMIZER_HELP = ("lamb (the release's pretraining), adamw_release (the release's fine-tuning AdamW: no bias "
+                  "correction) or adamw (torch's AdamW, bias-corrected, for recipes tuned on it).")
 
 MIXED_PRECISION_POLICIES = {"none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 MIXED_PRECISION_HELP = ("bf16 (TPU, GPUs from Ampere on, recent CPUs), fp16 with dynamic loss scaling "
@@ -72,7 +75,8 @@ class TrainingOptions:
     task whose options declare `grad_accum_steps`, each replica's share into that many
     micro-batches whose gradients are summed before the one update). The learning rate warms up
     linearly over `num_warmup_steps` to `learning_rate` and decays linearly to 0 at
-    `num_train_steps`. A checkpoint is written every `save_checkpoints_steps` and at the end, the
+    `num_train_steps`, on `optimizer` (`OPTIMIZERS`; a fine-tuning recipe names the one it was
+    tuned on). A checkpoint is written every `save_checkpoints_steps` and at the end, the
     newest `keep_checkpoint_max` kept; `steps_per_loop` updates run in one compiled call.
     """
 
@@ -85,6 +89,7 @@ class TrainingOptions:
     num_train_steps: int = option_field(800, "Updates in all; the learning rate reaches 0 there.")
     num_warmup_steps: int = option_field(200, "Updates of linear warmup.")
     weight_decay: float = option_field(0.01, "Weight decay of the non-LayerNorm, non-bias weights.")
+    optimizer: str = option_field("adamw_release", OPTIMIZER_HELP)
     save_checkpoints_steps: int = option_field(1000, "Updates between checkpoints.")
     keep_checkpoint_max: int = option_field(3, "Checkpoints kept.")
     steps_per_loop: int = option_field(50, "Updates per call to the compiled loop (TPUs want many); also the "
@@ -108,6 +113,8 @@ class TrainingOptions:
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
             raise FlagError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
         check_warmup(self.num_train_steps, self.num_warmup_steps)
+        if self.optimizer not in OPTIMIZERS:
+            raise FlagError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.mixed_precision not in MIXED_PRECISION_POLICIES:
             raise FlagError(
                 f"mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}, "
@@ -139,7 +146,7 @@ class PretrainingOptions(TrainingOptions):
     learning_rate: float = option_field(0.00176, "Peak learning rate (after warmup).")
     num_train_steps: int = option_field(PRETRAINING_STEPS, "Updates in all; the learning rate reaches 0 there.")
     num_warmup_steps: int = option_field(PRETRAINING_WARMUP_STEPS, "Updates of linear warmup.")
-    optimizer: str = option_field("lamb", "lamb (pretraining, as released) or adamw.")
+    optimizer: str = option_field("lamb", OPTIMIZER_HELP)
     save_checkpoints_steps: int = option_field(5000, "Updates between checkpoints.")
     keep_checkpoint_max: int = option_field(5, "Checkpoints kept.")
     steps_per_loop: int = option_field(100, "Updates per call to the compiled loop (TPUs want many); also the "
@@ -154,7 +161,3 @@ class PretrainingOptions(TrainingOptions):
 
     _positive = TrainingOptions._positive + ("max_predictions_per_seq",)
 
-    def __post_init__(self):
-        super().__post_init__()
-        if self.optimizer not in OPTIMIZERS:
-            raise FlagError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")

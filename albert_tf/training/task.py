@@ -22,7 +22,8 @@ class TrainingTask:
 
     - `build_model(config, options, dtype)`: the Keras model, of `model_config(config, options)`
       (by default the run's config, which the run folder records);
-    - `optimizer_name(options)`: one of `albert_tf.training.optimization.OPTIMIZERS`;
+    - `optimizer_name(options)`: one of `albert_tf.training.optimization.OPTIMIZERS` (by default
+      `options.optimizer`, whose default the recipe gives);
     - `denominators(ctx, batch, options)`: the normalisers of the global batch (an all-reduce over
       the replicas where one needs every replica's batch), passed to `loss_parts`;
     - `loss_parts(model, batch, denominators)`: this replica's (micro-)batch share of each metric
@@ -49,7 +50,7 @@ class TrainingTask:
         raise NotImplementedError
 
     def optimizer_name(self, options) -> str:
-        return "adamw"
+        return options.optimizer
 
     def check_output_dir(self, output_dir: str, write: bool) -> None:
         """Refuses an output_dir holding another task's run; records this one's (if `write`)."""

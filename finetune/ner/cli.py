@@ -7,9 +7,10 @@ The files are CoNLL-style: a token and its tag a line (tab- or space-separated, 
 blank line between sentences, `-DOCSTART-` lines skipped; `--tag_scheme` says how their tags are
 written (bio, iob1 or bioes; the model learns BIO). The entity types are those of `--train_file`
 unless `--labels` names them; a type that only the evaluation file holds is an error naming its
-line. The learning rate, batch, steps, warmup and length default to Hugging Face's
+line. The learning rate, batch, steps, warmup, length and optimizer default to Hugging Face's
 token-classification guide (`--hparams hf`: 2e-5, 16, 424 steps = 2 epochs of WNUT-17, no warmup,
-128 tokens); each flag overrides its value.
+128 tokens, on torch's bias-corrected AdamW: `--optimizer=adamw`); each flag overrides its value
+(`--optimizer=adamw_release`: the release's AdamW, without bias correction).
 
 Outputs in `--output_dir`: checkpoints, TensorBoard summaries, curves.png, `eval_results.json`
 (entity precision, recall and F1 overall and per type, as conlleval and seqeval count them, and
@@ -38,7 +39,7 @@ flags.DEFINE_integer("doc_stride", DOC_STRIDE, "Pieces between the starts of two
                      flag_values=FLAGS)
 skeleton.define_flags(FLAGS, hparams=("hf",), hparams_help=(
     "Hugging Face's token-classification guide: learning rate 2e-5, batch 16, 424 steps (2 epochs of "
-    "WNUT-17), no warmup, 128 tokens."))
+    "WNUT-17), no warmup, 128 tokens, torch's bias-corrected AdamW (--optimizer=adamw)."))
 
 
 def make_task(flag_values):

@@ -157,6 +157,28 @@ def hub_files(name: str, seed: int = 0) -> dict[str, bytes]:
     }
 
 
+def hub_task_files(saved: pathlib.Path) -> dict[str, bytes]:
+    """The files of a Hub repository of a task model fine-tuned in PyTorch with transformers'
+    Trainer, in the older layout (config.json, pytorch_model.bin without model.safetensors,
+    spiece.model, special_tokens_map.json, tokenizer_config.json, training_args.bin; docs/presets.md
+    says what of it was not re-checked), from a `save_pretrained` folder `saved` of a tiny
+    transformers model; the files no loader reads hold stand-in bytes."""
+    import safetensors.torch
+
+    buffer = io.BytesIO()
+    import torch
+
+    torch.save(safetensors.torch.load_file(saved / "model.safetensors"), buffer)
+    return {
+        "config.json": (saved / "config.json").read_bytes(),
+        "pytorch_model.bin": buffer.getvalue(),
+        "spiece.model": (saved / "spiece.model").read_bytes(),
+        "special_tokens_map.json": b'{"stand-in": "not read by albert_tf"}',
+        "tokenizer_config.json": b'{"do_lower_case": true, "keep_accents": false}',
+        "training_args.bin": b"stand-in: not read by albert_tf",
+    }
+
+
 class LoopbackServer:
     """Serves release tarballs (`/albert_models/<name>.tar.gz`, as storage.googleapis.com) and Hub
     repositories (the API above) from memory on 127.0.0.1; counts the requests of each path."""

@@ -50,7 +50,7 @@ def test_exclusion_rule_names_every_layer_norm_and_bias():
     assert optimization.is_excluded_variable(release)
 
 
-@pytest.mark.parametrize("name,adaptation", [("lamb", True), ("adamw", False)])
+@pytest.mark.parametrize("name,adaptation", [("lamb", True), ("adamw_release", False)])
 def test_two_updates_match_numpy_transcription_of_release(name, adaptation):
     model = tiny_model()
     rng = np.random.default_rng(0)
@@ -84,7 +84,7 @@ def test_update_k_uses_the_release_rate_at_step_k_warmup_included():
     rng = np.random.default_rng(5)
     for v in model.trainable_variables:
         v.assign(rng.normal(size=v.shape).astype("float32"))
-    optimizer = optimization.create_optimizer("adamw", 0.05, num_train_steps=20, num_warmup_steps=5,
+    optimizer = optimization.create_optimizer("adamw_release", 0.05, num_train_steps=20, num_warmup_steps=5,
                                               clip_norm=None)
     variables = model.trainable_variables
     weights = [v.numpy().astype("float64") for v in variables]

@@ -48,18 +48,21 @@ RELEASE = {
 }
 
 
-def presets(hparams):
+def presets(hparams, columns=COLUMNS):
     found = {task: GlueTask(task, hparams=hparams).default_options() for task in TABLE_14 if "SQuAD" not in task
              and task != "RACE"}
     found["SQuAD v1.1"] = SquadTask(hparams=hparams).default_options()
     found["SQuAD v2.0"] = SquadTask(version_2_with_negative=True, hparams=hparams).default_options()
     found["RACE"] = RaceTask(hparams="v1" if hparams == "paper" else "v2").default_options()
-    return {task: tuple(options[c] for c in COLUMNS) for task, options in found.items()}
+    return {task: tuple(options[c] for c in columns) for task, options in found.items()}
 
 
 def test_every_preset_is_the_papers_table_column_for_column():
-    assert set(COLUMNS) == set(HPARAM_FIELDS)
+    # The table's columns, and the optimizer each recipe was tuned on (issue 55).
+    assert set(COLUMNS) | {"optimizer"} == set(HPARAM_FIELDS)
     assert presets("paper") == TABLE_14
+    for hparams in ("paper", "release"):
+        assert set(presets(hparams, ("optimizer",)).values()) == {("adamw_release",)}  # the release's AdamW
     # The GLUE rows through the library function too, with one field overridden.
     assert glue_hparams("QQP").encoder_dropout == 0.1 and glue_hparams("QQP", encoder_dropout=0.0).encoder_dropout == 0.0
 

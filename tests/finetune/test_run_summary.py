@@ -39,6 +39,7 @@ def test_a_rerun_after_a_kill_says_where_it_resumed_and_plots_the_whole_run(tmp_
     (fresh,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("trained to step")]
     assert fresh.startswith("trained to step 4: train loss "), fresh
     assert fresh.endswith(f"; started fresh; curves {output_dir / 'curves.png'}"), fresh
+    assert "; optimizer adamw_release; " in fresh  # GLUE's recipe: the release's AdamW (issue 55)
     accuracy = json.loads((output_dir / skeleton.EVAL_RESULTS).read_text())["dev"]["accuracy"]
     drawn = curve_series(str(output_dir))
     assert [step for step, _ in drawn["accuracy and metrics"]["eval dev/accuracy"]] == [2, 4]

@@ -84,11 +84,12 @@ def _serve(export_dir, examples, tmp_path, fresh_process):
 @pytest.mark.slow
 def test_chain_learns_v1_and_serves_its_answers(tmp_path, small_data_dir, fresh_process):
     data = _first_questions(small_data_dir / "squad" / "dev-v1.1.articles1-2.json", 200, tmp_path / "v1.json")
-    # 450 steps at 3e-3, as the v2.0 chain below: exact 85.3 here (600 steps: 91.2; 750 at 2e-3:
-    # 99.5), against 3.4 after 250 steps at 4e-3, a model that has not yet learnt to read spans.
+    # 600 steps at 3e-3 (exact 91.2 when measured; 750 at 2e-3: 99.5), against 3.4 after 250 steps at
+    # 4e-3, a model that has not yet learnt to read spans. 450 steps gave 85.3 once but 71.6 with
+    # today's wheels (TF 2.21.0, Keras 3.15.1, numpy 2.4.6): too near the bound of 80 to stand.
     summary = cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={data}", f"--predict_file={data}",
                                  "--do_train", "--do_predict", *TRAINING,
-                                 "--num_train_steps=450", "--num_warmup_steps=45", "--learning_rate=3e-3"))
+                                 "--num_train_steps=600", "--num_warmup_steps=60", "--learning_rate=3e-3"))
     run = tmp_path / "run"
     results = json.loads((run / "eval_results.json").read_text())["dev"]
     print("v1.1 chain:", results)

@@ -30,6 +30,7 @@ from typing import Callable, Sequence
 
 from absl import app, flags
 
+from albert_tf.serving.formats import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS, check_export_settings
 from albert_tf.training import options as run_options
 from albert_tf.training.options import EXPORT_DIR  # noqa: F401 (a name callers use)
 from albert_tf.cli import entry_point
@@ -97,11 +98,11 @@ def define_flags(flag_values: flags.FlagValues, hparams: Sequence[str] = (), hpa
            "(or when there is none yet).")
     define("enum", "format", "saved_model", "The export's format: saved_model, or litert: a LiteRT (TFLite) model "
            "for phones, <output_dir>/export/model.tflite beside spiece.model and model_io.json (docs/on_device.md).",
-           enum_values=list(run_options.EXPORT_FORMATS))
+           enum_values=list(EXPORT_FORMATS))
     define("enum", "quantization", "none", "--format=litert: the weights' (and for full_int8 the activations', "
-           "calibrated on the training split's texts) type.", enum_values=list(run_options.QUANTIZATIONS))
+           "calibrated on the training split's texts) type.", enum_values=list(QUANTIZATIONS))
     define("enum", "precision", "float32", "The SavedModel's weights and matmuls: bfloat16 serves 1.5-2x faster "
-           "where the CPU has AVX512_BF16 or AMX (docs/serving.md).", enum_values=list(run_options.PRECISIONS))
+           "where the CPU has AVX512_BF16 or AMX (docs/serving.md).", enum_values=list(PRECISIONS))
     define("integer", "max_eval_examples", None, "Evaluate on the first N examples of each evaluation split only "
            "(short runs; the metrics are over those N).")
     define("integer", "max_predict_examples", None, "Predict the first N examples of each prediction split only "
@@ -120,11 +121,7 @@ def check_export_flags(flag_values: flags.FlagValues, task):
         given = [f"--{name}={F[name].value}" for name in ("format", "quantization") if F[name].present]
         raise app.UsageError(f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} for the export, and "
                              "--noexport exports nothing: drop one of them")
-    if F.format != "litert" and F.quantization != "none":
-        raise app.UsageError("--quantization is for --format=litert")
-    if F.format == "litert" and F.precision != "float32":
-        raise app.UsageError(f"--precision={F.precision} is for SavedModels: LiteRT has no {F.precision} kernels "
-                             "(pick --quantization=float16 or dynamic_int8 for smaller weights)")
+    check_export_settings(F.format, F.quantization, F.precision)
     if F.export and F.quantization == "full_int8" and not task.train_split:
         raise app.UsageError(f"--quantization=full_int8 calibrates on {task.name}'s training texts: give its "
                              "training data too")

@@ -79,7 +79,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 import numpy as np
 
 from albert_tf.tokenizers.tokenizer import check_seq_length
-from albert_tf.training.options import EXPORT_FORMATS, check_warmup
+from albert_tf.training.options import check_warmup
 from albert_tf.training.task import TrainingTask
 
 if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not load it
@@ -277,12 +277,11 @@ class FinetuningTask(TrainingTask):
         """
         import tensorflow as tf
 
-        from albert_tf.serving.export import at_precision, check_precision
+        from albert_tf.serving.export import at_precision
+        from albert_tf.serving.formats import check_export_settings
         from albert_tf.utils.atomic import atomic_folder
 
-        if format not in EXPORT_FORMATS:
-            raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {format!r}")
-        check_precision(precision, format)
+        check_export_settings(format, quantization, precision)  # the one line every door refuses with
         model = at_precision(model, precision)
         with atomic_folder(export_dir, replace=True) as folder:
             if format == "saved_model":

@@ -222,3 +222,35 @@ def test_the_utils_rules_import_no_tensorflow_and_nothing_above_utils():
         top += [node.module or "" for node in tree.body if isinstance(node, ast.ImportFrom)]
         assert not [m for m in top if m.split(".")[0] in ("tensorflow", "keras")], (name, top)
         assert all(not m.startswith("albert_tf.") or m.startswith("albert_tf.utils.") for m in top), (name, top)
+
+
+# The export's formats, quantizations and precisions, and the check of a combination of them.
+_EXPORT_CHOICES = ("EXPORT_FORMATS", "QUANTIZATIONS", "PRECISIONS")
+
+
+def test_only_serving_defines_export_formats():
+    """Issue 51: the formats lived in training/options.py (the only reason serving sat above
+    training) and "LiteRT has no bf16" was written at three doors. Now albert_tf/serving/formats.py
+    defines the choices and checks them, free of TensorFlow (the tools' --help), and every door
+    calls it."""
+    defined, refusals = {}, set()
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id in _EXPORT_CHOICES:
+                        defined.setdefault(target.id, set()).add(name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                    "is for SavedModels" in node.value or node.value.endswith("LiteRT has no ")):  # the refusal's words
+                refusals.add(name)
+    assert defined == {choice: {"albert_tf.serving.formats"} for choice in _EXPORT_CHOICES}, defined
+    assert refusals == {"albert_tf.serving.formats"}, sorted(refusals)
+    graph = import_graph()
+    assert not {t for t in graph["albert_tf.serving.formats"] if not t.startswith("albert_tf.utils")}
+    formats = ast.parse((REPO_ROOT / "albert_tf" / "serving" / "formats.py").read_text(encoding="utf-8"))
+    assert not [n for n in ast.walk(formats) if isinstance(n, (ast.Import, ast.ImportFrom))
+                and "tensorflow" in ast.unparse(n)]
+    for door in ("albert_tf.cli.export", "finetune.cli", "finetune.task", "albert_tf.serving.export"):
+        assert "albert_tf.serving.formats" in graph[door], door

@@ -3,6 +3,10 @@ for serving and reuse.
 
     albert-export --preset albert_base_v2 --model encoder --output_dir DIR [--max_seq_length 128]
     albert-export --preset runs/demo/model --model pretrainer --output_dir DIR
+    albert-export --preset runs/rte --output_dir DIR
+
+exports a fine-tuning run's task model (GLUE's classifier, NER's tagger) as its fine-tuning tool's
+--export does, through the same function (`albert_tf.serving.task_exports`).
 
     albert-export --preset albert_base_v2 --precision bfloat16 --output_dir DIR
 
@@ -32,8 +36,8 @@ import os
 from absl import flags
 
 from albert_tf.cli.option_flags import define_weights_source_flags, weights_source
-from albert_tf.training.options import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS
 from albert_tf.cli.entry_point import run_main
+from albert_tf.serving.formats import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS, check_export_settings
 from albert_tf.utils.errors import FlagError
 from albert_tf.utils.locks import locked_run_folder
 from albert_tf.utils.output_dirs import prepare_output_dir
@@ -42,9 +46,11 @@ FLAGS = flags.FlagValues()  # its own: other scripts define the same names (see 
 define_weights_source_flags(FLAGS, "The model")
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (default: the one the source "
                     "holds).", flag_values=FLAGS)
-flags.DEFINE_enum("model", "encoder", ["encoder", "pretrainer", "text_classifier"], "Which model to export "
-                  "(text_classifier: the sequence classifier the source holds, e.g. a Hugging Face "
-                  "AlbertForSequenceClassification, serving probabilities and labels).", flag_values=FLAGS)
+flags.DEFINE_enum("model", None, ["encoder", "pretrainer", "task", "text_classifier"], "Which model to export: "
+                  "task is the fine-tuned model a fine-tuning run's output_dir holds (the default there; "
+                  "elsewhere the encoder); text_classifier: the sequence classifier the source holds, e.g. a "
+                  "Hugging Face AlbertForSequenceClassification, serving probabilities and labels.",
+                  flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Output folder of the SavedModel (must not exist or be empty).",
                     flag_values=FLAGS)
 flags.DEFINE_integer("max_seq_length", 128, "Length serve_text pads/truncates to and serve_examples parses.",
@@ -67,17 +73,18 @@ flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for t
                   flag_values=FLAGS)
 
 
-def _check_litert_flags():
-    if FLAGS.format == "litert" and FLAGS.precision != "float32":
-        raise FlagError(f"--precision={FLAGS.precision} is for SavedModels: LiteRT has no {FLAGS.precision} kernels "
-                        "(pick --quantization=float16 or dynamic_int8 for smaller weights)")
-    if FLAGS.format != "litert":
-        if FLAGS.quantization != "none" or FLAGS.representative_texts:
-            raise FlagError("--quantization and --representative_texts are for --format=litert")
-        return
-    if FLAGS.model != "encoder":
-        raise FlagError("--format=litert exports the encoder (--model=encoder); a fine-tuned task's LiteRT model "
+_LITERT_ENCODER_ONLY = ("--format=litert exports the encoder (--model=encoder); a fine-tuned task's LiteRT model "
                         "comes from its fine-tuning tool's --format=litert")
+
+
+def _check_litert_flags():
+    if FLAGS.format != "litert" and (FLAGS.quantization != "none" or FLAGS.representative_texts):
+        raise FlagError("--quantization and --representative_texts are for --format=litert")
+    check_export_settings(FLAGS.format, FLAGS.quantization, FLAGS.precision)
+    if FLAGS.format != "litert":
+        return
+    if FLAGS.model not in (None, "encoder"):
+        raise FlagError(_LITERT_ENCODER_ONLY)
     if (FLAGS.quantization == "full_int8") != bool(FLAGS.representative_texts):
         raise FlagError("--representative_texts goes with --quantization=full_int8, which needs it (training "
                         "texts to calibrate the activations on)")
@@ -137,17 +144,37 @@ def main(argv):
         export()
 
 
+def _which_model(source) -> str:
+    """--model, or by default the fine-tuned task model a run holds, else the encoder."""
+    from albert_tf.serving.task_exports import check_exportable, is_task_model, run_info
+
+    task_class = source.task["class"] if source.task else None
+    fine_tuned = is_task_model(task_class) and bool(run_info(source).get("task"))  # a run's output_dir
+    which = FLAGS.model or ("task" if fine_tuned else "encoder")
+    if which == "task":
+        if task_class is None:
+            raise FlagError(f"--model=task: {source.name} holds an encoder, no fine-tuned model")
+        check_exportable(task_class)  # a task whose signatures are its tool's: one line naming the tool
+    if which != "encoder" and FLAGS.format == "litert":
+        raise FlagError(_LITERT_ENCODER_ONLY)
+    return which
+
+
 def export():
     """The SavedModel (or LiteRT model) the flags ask for, written into the locked --output_dir."""
-    from albert_tf.serving.export import at_precision, export_encoder, export_pretrainer
-    from albert_tf.presets.loader import open_source
+    from albert_tf import models
     from albert_tf.models.encoder import AlbertEncoder
     from albert_tf.models.pretrainer import AlbertPretrainer
+    from albert_tf.serving.export import at_precision
+    from albert_tf.serving.task_exports import export_task_saved_model, run_info
+    from albert_tf.presets.loader import open_source
 
     if FLAGS.model == "text_classifier":
         return _export_text_classifier()
     source = open_source(weights_source(FLAGS))
-    model_class = AlbertPretrainer if FLAGS.model == "pretrainer" else AlbertEncoder
+    which = _which_model(source)
+    model_class = {"encoder": AlbertEncoder, "pretrainer": AlbertPretrainer}.get(which)
+    model_class = model_class or getattr(models, source.task["class"])
     model = at_precision(model_class.from_preset(source), FLAGS.precision)
     spm_model_file = FLAGS.spm_model_file or source.vocabulary()
     if FLAGS.format == "litert":
@@ -161,17 +188,17 @@ def export():
         export_litert(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
                       quantization=FLAGS.quantization, representative_data=calibration,
                       do_lower_case=FLAGS.do_lower_case)
-        print(f"wrote the {FLAGS.model} LiteRT model ({FLAGS.quantization}) to {FLAGS.output_dir}")
+        print(f"wrote the {which} LiteRT model ({FLAGS.quantization}) to {FLAGS.output_dir}")
         return
+    info = run_info(source) if which == "task" else {}
 
     def write(folder):
-        if FLAGS.model == "pretrainer":
-            export_pretrainer(model, folder, spm_model_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
-                              do_lower_case=FLAGS.do_lower_case)
-        else:
-            export_encoder(model, folder, spm_model_file, FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case)
+        export_task_saved_model(model, folder, spm_model_file, FLAGS.max_seq_length, info,
+                                max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+                                do_lower_case=FLAGS.do_lower_case)
 
-    print(f"wrote the {FLAGS.model} SavedModel ({FLAGS.precision}) to {_write(write)}")
+    what = info.get("task") or source.task["class"] if which == "task" else which
+    print(f"wrote the {what} SavedModel ({FLAGS.precision}) to {_write(write)}")
 
 
 def _export_text_classifier():

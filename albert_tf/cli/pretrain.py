@@ -165,7 +165,7 @@ def encoder_export(run_options):
         if not run_options.spm_model_file:
             return None
         from albert_tf.serving.export import export_encoder
-        from albert_tf.utils.files import atomic_folder
+        from albert_tf.utils.atomic import atomic_folder
 
         # The run's own export, as every tool's: the previous one is replaced once this one is complete.
         with atomic_folder(export_dir, replace=True) as folder:

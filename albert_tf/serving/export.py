@@ -40,7 +40,7 @@ from typing import Callable, Mapping, Sequence
 import keras
 import tensorflow as tf
 
-from albert_tf.training.options import PRECISIONS
+from albert_tf.serving.formats import check_export_settings
 from albert_tf.data.features import classification_feature_spec, pretraining_feature_spec
 from albert_tf.utils.atomic import atomic_folder
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
@@ -72,16 +72,6 @@ def serving_variables(model) -> tuple[list, list]:
     return trainable, others
 
 
-def check_precision(precision: str, format: str = "saved_model") -> None:
-    """`precision` is one of `PRECISIONS`, and float32 for a LiteRT model: LiteRT has no bfloat16
-    kernels (its smaller weights are `--quantization`'s float16 and int8)."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision != "float32" and format != "saved_model":
-        raise ValueError(f"LiteRT has no {precision} kernels: export LiteRT models in float32 and pick "
-                         f"their --quantization (float16, dynamic_int8, full_int8)")
-
-
 def at_precision(model, precision: str):
     """`model` to serve at `precision`: itself for "float32"; for "bfloat16" a copy under Keras'
     "bfloat16" policy holding its weights rounded to bf16 (bf16 weights and matmuls; LayerNorm,
@@ -92,7 +82,7 @@ def at_precision(model, precision: str):
     The model must be a Keras model whose `get_config` rebuilds it (every model of albert_tf and
     of finetune/ does). A text classifier converts as its classifier.
     """
-    check_precision(precision)
+    check_export_settings(precision=precision)
     if precision == "float32":
         return model
     model = getattr(model, "classifier", None) if _is_text_classifier(model) else model

@@ -39,7 +39,7 @@ import tensorflow as tf
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from albert_tf.serving import export
-from albert_tf.training.options import QUANTIZATIONS
+from albert_tf.serving.formats import QUANTIZATIONS
 from albert_tf.utils.validation import require_choice
 from albert_tf.layers import common
 

@@ -32,17 +32,14 @@ MIXED_PRECISION_POLICIES = {"none": None, "bf16": "mixed_bfloat16", "fp16": "mix
 MIXED_PRECISION_HELP = ("bf16 (TPU, GPUs from Ampere on, recent CPUs), fp16 with dynamic loss scaling "
                         "(older GPUs), or none.")
 
-# The exports' formats and a LiteRT model's quantizations (albert_tf.serving.export, albert_tf.serving.litert).
-EXPORT_FORMATS = ("saved_model", "litert")
-QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
-PRECISIONS = ("float32", "bfloat16")  # a SavedModel's serving precision (albert_tf.serving.export.at_precision)
-
 # The paper's pretraining schedule: 3,125 warmup updates of 125,000.
 PRETRAINING_STEPS, PRETRAINING_WARMUP_STEPS = 125_000, 3_125
 
 
 TRAIN_BATCH_HELP = "Global batch of one update, over all replicas and accumulated micro-batches."
 # <output_dir>/export: the SavedModel a run exports (pretraining's encoder, a fine-tuned task's model).
+# Here, not with the formats (albert_tf.serving.formats): it is where a run writes, and pretraining
+# (below serving) writes there.
 EXPORT_DIR = "export"
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-import tensorflow as tf
-
 from albert_tf.data.features import EXAMPLE_WEIGHT, classification_feature_spec
 from albert_tf.models import AlbertClassifier, classifier_sums
 from albert_tf.tokenizers.length_buckets import bucket_lengths
@@ -89,26 +87,16 @@ class GlueTask(FinetuningTask):
         return [str(submission.write_predictions_with_labels(self.glue, split, predictions["logits"],
                                                              predictions["label_ids"], output_dir))]
 
-    def serving_outputs(self, model):
-        label_names = None if self.glue.is_regression else tf.constant(self.glue.labels)
+    def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir, results):
+        # The one export of a classifier, which albert-export calls too on this run's task.json.
+        from albert_tf.serving.task_exports import export_task_saved_model
 
-        def outputs_fn(inputs, training):
-            logits = model(inputs, training=training)
-            if label_names is None:
-                return {"score": logits[:, 0]}
-            probabilities = tf.nn.softmax(logits, axis=-1)
-            batch = tf.shape(logits)[0]
-            return {
-                "probabilities": probabilities,
-                "label": tf.gather(label_names, tf.argmax(probabilities, axis=-1)),
-                # One row per example so that every output has the batch dimension (TF Serving's rows).
-                "label_names": tf.tile(label_names[None, :], [batch, 1]),
-            }
-
-        return outputs_fn
+        return export_task_saved_model(model, export_dir, spm_model_file, max_seq_length, self.run_info())
 
     def recipe(self):
         return glue_hparams(self.name, self.hparams)
 
     def run_info(self):
-        return {"task": self.name, "labels": self.glue.labels}
+        # What albert-export needs to export this run as the tool does (albert_tf.serving.task_exports).
+        labels = None if self.glue.is_regression else list(self.glue.labels)
+        return {"task": self.name, "labels": labels, "text_segments": self.text_segments}

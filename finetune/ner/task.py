@@ -182,9 +182,10 @@ class NerTask(FinetuningTask):
     # ---- serving and runs --------------------------------------------------------------------
 
     def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir, results):
-        from albert_tf.serving.tagging import export_tagger
+        # The one export of a tagger, which albert-export calls too on this run's task.json.
+        from albert_tf.serving.task_exports import export_task_saved_model
 
-        return export_tagger(model, export_dir, spm_model_file, max_seq_length, self.labels, self.doc_stride)
+        return export_task_saved_model(model, export_dir, spm_model_file, max_seq_length, self.run_info())
 
     def litert_outputs(self, model, max_seq_length):
         from albert_tf.serving.litert import INPUTS, TaskOutputs, logits_and_probability
@@ -196,5 +197,5 @@ class NerTask(FinetuningTask):
         return HPARAMS[self.hparams]
 
     def run_info(self):
-        return {"task": self.name, "labels": self.labels}
+        return {"task": self.name, "labels": self.labels, "doc_stride": self.doc_stride}
 

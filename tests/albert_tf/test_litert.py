@@ -441,7 +441,7 @@ def test_a_fine_tuning_export_replaces_the_previous_one_only_once_complete(tmp_p
         task.export(model, TINY_VOCAB, SEQ, export_dir, "litert")
     assert sorted(p.relative_to(export_dir).as_posix() for p in export_dir.rglob("*")) == before
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["export"]  # nothing left beside it
-    with pytest.raises(ValueError, match="^LiteRT has no bfloat16 kernels"):
+    with pytest.raises(ValueError, match="LiteRT has no bfloat16 kernels"):  # the one line of every door
         task.export(model, TINY_VOCAB, SEQ, export_dir, "litert", precision="bfloat16")
     monkeypatch.undo()
     task.export(model, TINY_VOCAB, SEQ, export_dir, "litert")

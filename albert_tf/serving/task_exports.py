@@ -1,0 +1,128 @@
+"""The one map from a model to its SavedModel, and the one function every door exports through
+(Model Garden's export_savedmodel.py: a map from task to serving module, one export call).
+
+`SAVED_MODELS` maps a model's class to the export of its signatures (`albert_tf.serving.export`'s
+token-level module, `albert_tf.serving.tagging`'s tagger); `export_task_saved_model` looks the model
+up there. albert-export calls it on any source (an encoder, a pretrainer, a fine-tuning run's
+output_dir), and the fine-tuning tools' GLUE and NER tasks call it from their `export_saved_model`,
+so `albert-export --preset runs/rte` writes what `albert-finetune-glue --export` wrote: the same
+signatures and outputs.
+
+What an export needs beyond the weights is the run's `info`: what a fine-tuning run records in its
+task.json (`finetune.task.FinetuningTask.run_info`): `labels` (the class or tag names, None for a
+regression), `text_segments` (1 or 2: `serve_text` refuses the other) and `doc_stride` (a tagger's
+windows). A model whose serving module lives with its task (SQuAD's span labeler, RACE's multiple
+choice: `finetune/squad/serving.py`, `finetune/race/export.py`; albert_tf never imports finetune)
+is refused in one line naming the tool that exports it (`EXPORTED_BY`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping, Optional
+
+import tensorflow as tf
+
+from albert_tf.data.tagging import DOC_STRIDE
+from albert_tf.serving import export
+from albert_tf.utils.errors import UserError
+
+
+def classifier_outputs(model, labels: Optional[list]):
+    """`outputs_fn` of a sentence (pair) classifier: `probabilities`, the predicted `label` and the
+    `label_names` [B, num_labels] (one row per example: TF Serving's rows); `score` [B] for a
+    regressor (`labels` None)."""
+    label_names = None if labels is None else tf.constant(list(labels))
+
+    def outputs_fn(inputs, training):
+        logits = model(inputs, training=training)
+        if label_names is None:
+            return {"score": logits[:, 0]}
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        batch = tf.shape(logits)[0]
+        return {
+            "probabilities": probabilities,
+            "label": tf.gather(label_names, tf.argmax(probabilities, axis=-1)),
+            "label_names": tf.tile(label_names[None, :], [batch, 1]),
+        }
+
+    return outputs_fn
+
+
+def _encoder(model, output_dir, spm_model_file, max_seq_length, info, **kwargs):
+    kwargs.pop("max_predictions_per_seq", None)
+    return export.export_encoder(model, output_dir, spm_model_file, max_seq_length, **kwargs)
+
+
+def _pretrainer(model, output_dir, spm_model_file, max_seq_length, info, **kwargs):
+    return export.export_pretrainer(model, output_dir, spm_model_file, max_seq_length, **kwargs)
+
+
+def _classifier(model, output_dir, spm_model_file, max_seq_length, info, **kwargs):
+    kwargs.pop("max_predictions_per_seq", None)
+    return export.export_saved_model(model, output_dir, spm_model_file, max_seq_length,
+                                     outputs_fn=classifier_outputs(model, info.get("labels")),
+                                     text_segments=info.get("text_segments"), **kwargs)
+
+
+def _tagger(model, output_dir, spm_model_file, max_seq_length, info, **kwargs):
+    from albert_tf.serving.tagging import export_tagger
+
+    if not info.get("labels"):
+        raise UserError("a token classifier's export needs its tag names: the run's task.json records none "
+                        "(export it with albert-finetune-ner --export)")
+    return export_tagger(model, output_dir, spm_model_file, max_seq_length, info["labels"],
+                         info.get("doc_stride") or DOC_STRIDE, do_lower_case=kwargs.get("do_lower_case", True))
+
+
+# A model's class -> the export of its SavedModel.
+SAVED_MODELS = {"AlbertEncoder": _encoder, "AlbertPretrainer": _pretrainer, "AlbertClassifier": _classifier,
+                "AlbertTokenClassifier": _tagger}
+# The models whose serving module is their fine-tuning task's, and the tool that exports them.
+EXPORTED_BY = {"AlbertSpanLabeler": "albert-finetune-squad", "AlbertSquadV2": "albert-finetune-squad",
+               "AlbertMultipleChoice": "albert-finetune-race"}
+
+
+def is_task_model(class_name: Optional[str]) -> bool:
+    """Whether a source holding `class_name`'s weights holds a fine-tuned task model (what
+    albert-export exports from it by default), not an encoder or a pretrainer."""
+    return class_name in {*SAVED_MODELS, *EXPORTED_BY} - {"AlbertEncoder", "AlbertPretrainer"}
+
+
+def check_exportable(class_name: str) -> None:
+    """A one-line UserError unless `export_task_saved_model` exports a model of `class_name`."""
+    if class_name in SAVED_MODELS:
+        return
+    tool = EXPORTED_BY.get(class_name)
+    where = f"its fine-tuning tool exports it: {tool} --export" if tool else (
+        f"albert-export exports {', '.join(SAVED_MODELS)}")
+    raise UserError(f"a {class_name} has its own serving signatures: {where}")
+
+
+def export_task_saved_model(model, output_dir: str | os.PathLike, spm_model_file: str | os.PathLike,
+                            max_seq_length: int, info: Optional[Mapping] = None, **kwargs) -> str:
+    """Writes `model` as the SavedModel of its class (`SAVED_MODELS`), with the settings of `info`
+    (a fine-tuning run's task.json, see the module docstring); `kwargs` go to the export
+    (`do_lower_case`, a pretrainer's `max_predictions_per_seq`). Returns `output_dir`."""
+    name = type(model).__name__
+    check_exportable(name)
+    return SAVED_MODELS[name](model, output_dir, spm_model_file, max_seq_length, dict(info or {}), **kwargs)
+
+
+def run_info(source) -> dict:
+    """What `source` (an `albert_tf.presets.model_source.ModelSource`) records of its task: its
+    task.json (a fine-tuning run's, an export's) where it has one, through TensorFlow's filesystem
+    (a run on gs://); else the labels its task names; {} for an encoder."""
+    import json
+
+    from albert_tf.presets.folder import TASK_CONFIG
+
+    info = {"labels": source.task["labels"]} if source.task and source.task.get("labels") else {}
+    path = os.fspath(source.path) if source.path else ""
+    for folder in (path, os.path.dirname(path)) if path else ():  # a run's folder, or its checkpoint's
+        recorded = os.path.join(folder, TASK_CONFIG)
+        if folder and tf.io.gfile.exists(recorded):
+            with tf.io.gfile.GFile(recorded) as f:
+                recorded = json.load(f)
+            return {**info, **recorded} if isinstance(recorded, dict) else info
+    return info

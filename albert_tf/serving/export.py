@@ -43,6 +43,7 @@ import tensorflow as tf
 from albert_tf.serving.formats import check_export_settings
 from albert_tf.data.features import classification_feature_spec, pretraining_feature_spec
 from albert_tf.utils.atomic import atomic_folder
+from albert_tf.presets.folder import record_task
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 from albert_tf.tokenizers.length_buckets import bucket_lengths, check_bucket_lengths
 from albert_tf.tokenizers.tokenizer import check_seq_length
@@ -175,6 +176,7 @@ def write(model, output_dir: str | os.PathLike, serving: ServingModule, tokenize
         with disk_refusals_named(os.path.join(folder, "variables", "variables"), shown=output_dir):
             tf.saved_model.save(root, folder, signatures=dict(signatures))
         write_config(model, folder)
+        record_task(folder, model)  # which model's heads its variables hold: the export is a model source
     return output_dir
 
 
@@ -186,10 +188,8 @@ def write_config(model, folder: str) -> None:
     if config is not None:
         from albert_tf.utils.atomic import write_json
         from albert_tf.checkpoints.run_folder import CONFIG_FILE
-        from albert_tf.presets.folder import record_task
 
         write_json(os.path.join(folder, CONFIG_FILE), config.to_dict())
-        record_task(folder, model)  # which model's heads its variables hold
 
 
 class TokenServing(ServingModule):

@@ -204,17 +204,24 @@ def test_the_run_folder_remembers_its_config_and_vocabulary(mrpc_run, mrpc_dir, 
 
 @pytest.mark.slow
 def test_a_saved_model_initialises_the_encoder(mrpc_run):
-    # The exported classifier is a reusable SavedModel too: its encoder weights seed a new run.
+    # The exported classifier is a reusable SavedModel too: its encoder weights seed a new run, and by
+    # the one task rule (issue 50) a classifier of its head size resumes from its head; another size
+    # gets a new one.
     _, summary = mrpc_run
     assert init_vocab_size(summary["export_dir"]) == CONFIG.vocab_size
     keras.utils.set_random_seed(3)
     classifier = GlueClassifier(CONFIG, 2)
     classifier.build()
-    head = classifier.classifier.kernel.numpy().copy()
     initialize_encoder(classifier, summary["export_dir"])
     for ours, trained in zip(classifier.encoder.weights, summary["model"].encoder.weights, strict=True):
         np.testing.assert_array_equal(ours.numpy(), trained.numpy(), err_msg=ours.path)
-    np.testing.assert_array_equal(classifier.classifier.kernel.numpy(), head)
+    np.testing.assert_array_equal(classifier.classifier.kernel.numpy(), summary["model"].classifier.kernel.numpy())
+    three = GlueClassifier(CONFIG, 3)
+    three.build()
+    head = three.classifier.kernel.numpy().copy()
+    initialize_encoder(three, summary["export_dir"])
+    np.testing.assert_array_equal(three.classifier.kernel.numpy(), head)
+    np.testing.assert_array_equal(three.encoder.weights[0].numpy(), summary["model"].encoder.weights[0].numpy())
 
 
 @pytest.mark.slow

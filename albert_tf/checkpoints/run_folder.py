@@ -30,6 +30,7 @@ from albert_tf.utils.atomic import write_json
 from albert_tf.utils.output_dirs import prepare_output_dir
 
 CONFIG_FILE = "albert_config.json"
+TASK_FILE = "task.json"  # a run's, an export's and a preset's task (albert_tf.presets.model_source reads it)
 RUN_VOCAB = "spiece.model"  # a run folder's vocabulary: albert-pretrain's, a fine-tuning run's
 
 
@@ -133,3 +134,33 @@ def weight_name(stored: str) -> str | None:
     if "/" in escaped:  # a nested object of the checkpoint, not one entry of the weights' dict
         return None
     return re.sub(r"\.([.S])", lambda m: "." if m.group(1) == "." else "/", escaped)
+
+
+def model_task(model) -> dict | None:
+    """A task model's task.json (its class and constructor arguments); None for an encoder."""
+    if not hasattr(model, "encoder"):
+        return None
+    return {"class": type(model).__name__,
+            "arguments": {name: getattr(model, name) for name in getattr(model, "config_arguments", ())}}
+
+
+def record_task(folder: str | os.PathLike, model) -> None:
+    """Records `model`'s class and arguments in `folder`'s task.json (a run's output_dir, an export),
+    beside what a fine-tuning run keeps there (its task's name and labels), so that every door loads
+    the folder's heads into the model they belong to (`albert_tf.presets.model_source`)."""
+    import tensorflow as tf
+
+    task = model_task(model)
+    if task is None:
+        return
+    path = os.path.join(os.fspath(folder), TASK_FILE)
+    recorded = {}
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            try:
+                recorded = json.load(f)
+            except json.JSONDecodeError:
+                recorded = {}
+    if not isinstance(recorded, dict) or {k: recorded.get(k) for k in task} == task:
+        return
+    write_json(path, {**recorded, **task}, sort_keys=False)

@@ -24,7 +24,8 @@ from albert_tf.checkpoints import weights as weights_module
 CONFIG = "config.json"
 WEIGHTS = "model.weights.h5"
 VOCAB = "spiece.model"
-TASK_CONFIG = "task.json"
+from albert_tf.checkpoints.run_folder import TASK_FILE as TASK_CONFIG  # noqa: E402 (one name for the file)
+from albert_tf.checkpoints.run_folder import model_task, record_task  # noqa: F401 (the model a folder holds)
 TASK_WEIGHTS = "task.weights.h5"
 # The task classes that conversion reads and writes without importing them.
 PRETRAINER_TASK = "AlbertPretrainer"
@@ -146,34 +147,3 @@ def read_weights(folder: str | os.PathLike, name: str) -> dict:
 # The pretrainer's sentence-order head's weights (albert_tf.presets.loader).
 SENTENCE_ORDER_HEAD = "seq_relationship/"
 
-
-def model_task(model) -> dict | None:
-    """A task model's task.json (its class and constructor arguments); None for an encoder."""
-    if not hasattr(model, "encoder"):
-        return None
-    return {"class": type(model).__name__,
-            "arguments": {name: getattr(model, name) for name in getattr(model, "config_arguments", ())}}
-
-
-def record_task(folder: str | os.PathLike, model) -> None:
-    """Records `model`'s class and arguments in `folder`'s task.json (a run's output_dir, an export),
-    beside what a fine-tuning run keeps there (its task's name and labels), so that every door loads
-    the folder's heads into the model they belong to (`albert_tf.presets.model_source`)."""
-    import tensorflow as tf
-
-    from albert_tf.utils.atomic import write_json
-
-    task = model_task(model)
-    if task is None:
-        return
-    path = os.path.join(os.fspath(folder), TASK_CONFIG)
-    recorded = {}
-    if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            try:
-                recorded = json.load(f)
-            except json.JSONDecodeError:
-                recorded = {}
-    if not isinstance(recorded, dict) or {k: recorded.get(k) for k in task} == task:
-        return
-    write_json(path, {**recorded, **task}, sort_keys=False)

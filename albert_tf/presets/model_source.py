@@ -102,6 +102,8 @@ def open_source(source: str | os.PathLike, albert_config_file: Optional[str] = N
     # Runs and exports may sit on any filesystem TensorFlow knows (a TPU's gs://): looked at through it.
     if is_saved_model(name):
         return _saved_model(name, albert_config_file)
+    if not is_url(name) and os.path.isfile(os.path.join(name, TF1_VOCAB)):
+        return _preset(name, sources.resolve(name))  # a release's folder: converted once, into the cache
     prefix = _checkpoint_prefix(name)
     if prefix is not None:
         return _checkpoint(name, prefix, albert_config_file)

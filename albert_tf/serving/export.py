@@ -43,7 +43,7 @@ import tensorflow as tf
 from albert_tf.serving.formats import check_export_settings
 from albert_tf.data.features import classification_feature_spec, pretraining_feature_spec
 from albert_tf.utils.atomic import atomic_folder
-from albert_tf.presets.folder import record_task
+from albert_tf.checkpoints.run_folder import record_task
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 from albert_tf.tokenizers.length_buckets import bucket_lengths, check_bucket_lengths
 from albert_tf.tokenizers.tokenizer import check_seq_length

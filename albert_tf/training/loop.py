@@ -42,9 +42,8 @@ from albert_tf.training.curves import plot_curves
 from albert_tf.utils.errors import UserError, reason
 from albert_tf.training.options import MIXED_PRECISION_POLICIES, TrainingOptions
 from albert_tf.training.preemption import PreemptionWatcher
-from albert_tf.checkpoints.run_folder import (check_output_dir, checkpoint_key, disk_refusals_named,
+from albert_tf.checkpoints.run_folder import (check_output_dir, checkpoint_key, disk_refusals_named, record_task,
                                               remove_partial_writes)
-from albert_tf.presets.folder import record_task
 from albert_tf.checkpoints.weights import check_match, model_weights
 from albert_tf.training.replicas import replica_batch_size, share_overflow, worker_id
 from albert_tf.training.strategies import lost_workers_named

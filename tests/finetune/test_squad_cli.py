@@ -159,4 +159,4 @@ def test_task_features_are_cached_once_with_every_window(tmp_path, small_data_di
     assert again.path == cached.path and len(list((tmp_path / "cache").glob("*.tfrecord"))) == 1
     assert task.default_options(learning_rate=None, num_train_steps=10) == {
         "learning_rate": 3e-5, "train_batch_size": 48, "num_train_steps": 10, "num_warmup_steps": 814,
-        "max_seq_length": 512, "classifier_dropout": 0.1, "encoder_dropout": 0.0}
+        "max_seq_length": 512, "classifier_dropout": 0.1, "encoder_dropout": 0.0, "optimizer": "adamw_release"}

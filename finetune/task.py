@@ -86,7 +86,8 @@ if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not 
     import tensorflow as tf
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
-TASK_FILE = "task.json"  # in a run's output_dir: the task that wrote it (`FinetuningTask.run_info`)
+# In a run's output_dir: the task that wrote it (`FinetuningTask.run_info`) beside the model it holds.
+from albert_tf.checkpoints.run_folder import TASK_FILE  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)

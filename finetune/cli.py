@@ -34,8 +34,9 @@ from albert_tf.serving.formats import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS,
 from albert_tf.training import options as run_options
 from albert_tf.training.options import EXPORT_DIR  # noqa: F401 (a name callers use)
 from albert_tf.cli import entry_point
-from albert_tf.cli.option_flags import (check_values, define_option_flags, define_strategy_flags,
-                                        define_weights_source_flags, option_values, weights_source)
+from albert_tf.cli.option_flags import (check_values, define_allow_changed_flags, define_option_flags,
+                                        define_strategy_flags, define_weights_source_flags, option_values,
+                                        weights_source)
 from albert_tf.cli.release_flags import apply_release_flags
 from albert_tf.utils.errors import FlagError
 from albert_tf.utils.locks import locked_run_folder
@@ -94,6 +95,7 @@ def define_flags(flag_values: flags.FlagValues, hparams: Sequence[str] = (), hpa
     define("bool", "do_eval", False, "Evaluate on the labelled split(s); writes eval_results.json.")
     define("bool", "do_predict", False, "Predict the unlabelled split(s); writes the task's prediction files.")
     define_strategy_flags(flag_values)
+    define_allow_changed_flags(flag_values)
     define("bool", "export", True, "Export the task model as a SavedModel to <output_dir>/export after training "
            "(or when there is none yet).")
     define("enum", "format", "saved_model", "The export's format: saved_model, or litert: a LiteRT (TFLite) model "
@@ -224,7 +226,8 @@ def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
     return run_finetuning(
         task, options, source, spm_model_file, actions=actions, cache_dir=F.cache_dir, strategy=strategy,
         initialize=lambda model: initialization.initialize_encoder(model, F.init_checkpoint, F.preset),
-        export=ExportSettings(F.format, F.quantization, F.precision) if F.export else None)
+        export=ExportSettings(F.format, F.quantization, F.precision) if F.export else None,
+        allow_changed_flags=F.allow_changed_flags)
 
 
 def finetune(argv, flag_values: flags.FlagValues, make_task: Callable, required=(),

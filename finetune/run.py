@@ -182,7 +182,8 @@ def _initialize_from(source) -> Callable:
 
 def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optional[str] = None, *,
                    actions: Actions, cache_dir: Optional[str] = None, strategy=None,
-                   initialize: Optional[Callable] = None, export: Optional[ExportSettings] = ExportSettings()) -> dict:
+                   initialize: Optional[Callable] = None, export: Optional[ExportSettings] = ExportSettings(),
+                   allow_changed_flags: bool = False) -> dict:
     """Runs `actions` of `task` in `options.output_dir` (see the module's docstring).
 
     Args:
@@ -198,12 +199,15 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
         initialize: `initialize(model)` loading a fresh run's starting weights, returning where from
             (default: the encoder of `source`); a resumed run does not call it.
         export: the export's settings, or None for no export.
+        allow_changed_flags: train on from `output_dir`'s checkpoints with other training settings
+            than theirs (the learning rate, batch, ...: `albert_tf.checkpoints.run_folder.check_run_settings`),
+            which is refused otherwise. Evaluating and predicting compare none.
 
     Returns a summary: `train` (`finetune.trainer.train`'s result or None), `eval` (what
     eval_results.json holds or None), `predictions` (the paths written), `export_dir` (or None) and
     `model` (the task model).
     """
-    from albert_tf.checkpoints.run_folder import keep_run_vocabulary
+    from albert_tf.checkpoints.run_folder import check_run_settings, keep_run_vocabulary
     from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from finetune import trainer
 
@@ -215,6 +219,8 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     output_dir = options.output_dir
     cache_dir = cache_dir or os.path.join(output_dir, "features")
     run = trainer.Finetuning(source.config, task, options, strategy)
+    if actions.train:  # the settings of training: an evaluation at another length is no resume
+        check_run_settings(output_dir, options, write=run.is_chief, allow_changed=allow_changed_flags)
     run.restore_or_initialize(initialize or _initialize_from(source))
     if actions.train:  # once the folder is known to be this run's: a refused run changes nothing in it
         keep_run_vocabulary(spm_model_file, output_dir)

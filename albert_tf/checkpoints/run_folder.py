@@ -4,6 +4,9 @@
 
 - `check_output_dir`: a folder holding checkpoints of another config is refused; a run records
   its config there.
+- `check_run_settings`: a run that resumes with other training settings (learning rate, batch,
+  length, optimizer, ...: `RUN_SETTINGS`) is refused, naming each, unless allowed; a run records
+  its settings there.
 - `keep_run_vocabulary`: the run's vocabulary is copied in, so that later tools need no
   --spm_model_file.
 - `checkpoint_key`: a weight's name in a run's checkpoint (read as a model source by
@@ -25,13 +28,25 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
-from albert_tf.utils.errors import UserError
+from albert_tf.utils.errors import FlagError, UserError
 from albert_tf.utils.atomic import write_json
 from albert_tf.utils.output_dirs import prepare_output_dir
 
 CONFIG_FILE = "albert_config.json"
 TASK_FILE = "task.json"  # a run's, an export's and a preset's task (albert_tf.presets.model_source reads it)
 RUN_VOCAB = "spiece.model"  # a run folder's vocabulary: albert-pretrain's, a fine-tuning run's
+SETTINGS_FILE = "settings.json"  # the training settings of the run's checkpoints (check_run_settings)
+
+# The options (albert_tf.training.options, finetune.options) that make a run's training what it is:
+# its peak learning rate, global batch, sequence length, masked positions, optimizer, weight decay,
+# seed (initialisation, dropout and the data's order), precision, dropout and training examples. A
+# run resumed with another of these would go on as another run than its checkpoints'. The others
+# may change on a resume: the schedule's length (num_train_steps and num_warmup_steps: a finished
+# run is trained on, run_demo.sh's DEMO_STEPS) and how the run is carried out (checkpoints, loops,
+# XLA, evaluation, input paths, gradient accumulation of the same global batch).
+RUN_SETTINGS = ("learning_rate", "train_batch_size", "max_seq_length", "max_predictions_per_seq", "optimizer",
+                "weight_decay", "seed", "mixed_precision", "classifier_dropout", "encoder_dropout",
+                "max_train_examples", "group_by_length")
 
 
 def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
@@ -67,6 +82,49 @@ def check_output_dir(output_dir: str, config: AlbertConfig, write: bool):
         )
     if write:  # written aside and renamed: other workers check the same file and must never read half
         write_json(path, config.to_dict())
+
+
+def run_settings(options) -> dict:
+    """The `RUN_SETTINGS` of a run's options (those its options class has)."""
+    return {name: getattr(options, name) for name in RUN_SETTINGS if hasattr(options, name)}
+
+
+def check_run_settings(output_dir: str, options, write: bool, allow_changed: bool = False) -> None:
+    """Refuses to resume the checkpoints of `output_dir` with settings (`run_settings(options)`)
+    other than those the run recorded in its `SETTINGS_FILE`: a FlagError (exit code 2) naming every
+    difference, old and new, before anything is written; with `allow_changed`, a warning instead.
+    Records the settings (if `write`): on a first start, on a resume allowed to change them, and in
+    a run folder from before this file (whose checkpoints resume as before). As with the config, a
+    record without checkpoints beside it (a first run that failed before its first save) protects
+    nothing: it is replaced."""
+    settings = run_settings(options)
+    path = os.path.join(output_dir, SETTINGS_FILE)
+    recorded = {}
+    if tf.train.latest_checkpoint(output_dir) and tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            try:
+                recorded = json.load(f)
+            except json.JSONDecodeError:
+                logging.warning("%s is not JSON: recording this run's settings anew", path)
+        recorded = recorded if isinstance(recorded, dict) else {}
+    changed = [name for name, value in settings.items() if name in recorded and recorded[name] != value]
+    if changed:
+        was = " ".join(_as_flag(name, recorded[name]) for name in changed)
+        now = " ".join(_as_flag(name, settings[name]) for name in changed)
+        message = f"{output_dir}: this run was started with {was}; resuming with {now}"
+        if not allow_changed:
+            raise FlagError(f"{message} (pass --allow_changed_flags to go on with the new values)")
+        logging.warning("%s (--allow_changed_flags: going on with the new values)", message)
+    if write and {**recorded, **settings} != recorded:
+        write_json(path, {**recorded, **settings})
+
+
+def _as_flag(name: str, value) -> str:
+    if value is None:
+        return f"no --{name}"
+    if isinstance(value, bool):
+        return f"--{name}={str(value).lower()}"
+    return f"--{name}={value}"
 
 
 # TensorFlow writes a checkpoint (or a SavedModel's variables) as `<prefix>_temp/part-*` files, then

@@ -57,6 +57,17 @@ def option_values(flag_values: flags.FlagValues, names) -> dict:
     return {name: flag_values[name].value for name in names}
 
 
+def define_allow_changed_flags(flag_values: flags.FlagValues) -> None:
+    """--allow_changed_flags, of every tool that trains: resume a run with other training settings
+    (`albert_tf.checkpoints.run_folder.check_run_settings`)."""
+    flags.DEFINE_bool("allow_changed_flags", False, "Resume the run in --output_dir although the flags that make its "
+                      "training what it is (learning rate, batch, sequence length, optimizer, weight decay, seed, "
+                      "precision, dropout, training examples: docs/reliability.md) differ from those it was started "
+                      "with: train on with the new values, a warning naming each. Without it such a resume is "
+                      "refused; a longer or shorter --num_train_steps (and its warmup) needs no such flag.",
+                      flag_values=flag_values)
+
+
 def define_strategy_flags(flag_values: flags.FlagValues, worker_timeout: bool = False) -> None:
     """--strategy, --cpu_devices and --tpu (and --worker_timeout_s): the arguments of
     `albert_tf.training.strategies.get_strategy`."""

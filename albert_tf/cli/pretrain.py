@@ -21,8 +21,8 @@ from absl import flags
 from albert_tf.training import options
 from albert_tf.cli.entry_point import run_main
 from albert_tf.utils.quiet import quiet_device_start, set_tensorflow_log_level, verbose
-from albert_tf.cli.option_flags import (define_option_flags, define_strategy_flags, define_weights_source_flags,
-                                        option_values, weights_source)
+from albert_tf.cli.option_flags import (define_allow_changed_flags, define_option_flags, define_strategy_flags,
+                                        define_weights_source_flags, option_values, weights_source)
 from albert_tf.utils.errors import FlagError
 from albert_tf.utils.locks import locked_run_folder
 from albert_tf.utils.output_dirs import prepare_output_dir
@@ -50,6 +50,7 @@ flags.DEFINE_string("size", None, "A released size without weights, such as albe
                     "pretraining from scratch.", flag_values=FLAGS)
 define_weights_source_flags(FLAGS, "The encoder, its pretraining heads and its config (start from its weights)")
 define_strategy_flags(FLAGS, worker_timeout=True)
+define_allow_changed_flags(FLAGS)
 
 
 def load_config():
@@ -152,7 +153,8 @@ def pretrain(strategies, pretraining):
 
         initialize = lambda model: initialize_pretrainer(model, source)  # noqa: E731
     result = pretraining.run_pretraining(config, run_options, strategy=strategy, initialize=initialize,
-                                         export_fn=encoder_export(run_options))
+                                         export_fn=encoder_export(run_options),
+                                         allow_changed_flags=FLAGS.allow_changed_flags)
     for line in [*eval_lines(result, run_options.spm_model_file), summary_line(result)]:
         print(line, flush=True)
 

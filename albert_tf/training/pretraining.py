@@ -170,6 +170,7 @@ def run_pretraining(
     eval_dataset_fn: Optional[DatasetFn] = None,
     export_fn: Optional[Callable[[AlbertPretrainer, str], Optional[str]]] = None,
     initialize: Optional[Callable[[AlbertPretrainer], str]] = None,
+    allow_changed_flags: bool = False,
 ) -> dict:
     """Pretrains (or resumes pretraining) to `options.num_train_steps`; returns the last metrics.
 
@@ -180,7 +181,9 @@ def run_pretraining(
     caller's, as the starting weights are). `initialize(model)`,
     if given, loads a fresh run's starting weights and returns where from (albert-pretrain's:
     `albert_tf.presets.loader.initialize_pretrainer` of --init_checkpoint or --preset); a resumed
-    run does not call it.
+    run does not call it. A run resumed with other training settings than its checkpoints' (the
+    learning rate, batch, ...: `albert_tf.checkpoints.run_folder.check_run_settings`) is refused
+    unless `allow_changed_flags`.
 
     Returns what `run_loop` returns (`step`, `train`, `eval`, `resumed_from`,
     `resumed_checkpoint`, `curves`, `examples_per_second`), `eval_baselines` (`eval_baselines()`
@@ -197,11 +200,12 @@ def run_pretraining(
         check_record_shapes(eval_files, options.max_seq_length, options.max_predictions_per_seq)
         eval_dataset_fn = file_dataset_fn(eval_files, options, is_training=False, vocab_size=config.vocab_size)
 
-    run = Trainer(config, PretrainingTask(), options, strategy)
-    if options.spm_model_file and run.is_chief:
-        # Only now that the folder's check has passed: a run refused there overwrites nothing.
-        from albert_tf.checkpoints.run_folder import keep_run_vocabulary
+    from albert_tf.checkpoints.run_folder import check_run_settings, keep_run_vocabulary
 
+    run = Trainer(config, PretrainingTask(), options, strategy)
+    check_run_settings(options.output_dir, options, write=run.is_chief, allow_changed=allow_changed_flags)
+    if options.spm_model_file and run.is_chief:
+        # Only now that the folder's checks have passed: a run refused there overwrites nothing.
         keep_run_vocabulary(options.spm_model_file, options.output_dir)
     run.restore_or_initialize(initialize)
     evaluate = None

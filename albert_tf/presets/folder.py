@@ -99,15 +99,16 @@ def check_vocabulary(spm_model_file: str | os.PathLike, config: AlbertConfig):
 
 
 def write(folder: str | os.PathLike, config: AlbertConfig, encoder: dict, spm_model_file: str | os.PathLike,
-          task: dict | None = None, task_weights: dict | None = None) -> str:
+          task: dict | None = None, task_weights: dict | None = None, argument: str | None = None) -> str:
     """Writes a preset folder from tensors by name (`encoder`: below the encoder; `task_weights`:
-    the task's others). `folder` must be new or empty."""
+    the task's others). `folder` must be new or empty: else a FlagError names --output_dir, or the
+    library call's `argument` that gave it."""
     from albert_tf.utils.atomic import write_json
     from albert_tf.utils.locks import locked_run_folder
     from albert_tf.utils.output_dirs import prepare_output_dir
 
     folder = os.fspath(folder)
-    prepare_output_dir(folder, create=False, empty=True)
+    prepare_output_dir(folder, create=False, empty=True, argument=argument)
     check_vocabulary(spm_model_file, config)
     with locked_run_folder(folder):  # a write that fails (a full disk) leaves the folder as it was
         weights_module.save(os.path.join(folder, WEIGHTS), encoder)
@@ -119,14 +120,16 @@ def write(folder: str | os.PathLike, config: AlbertConfig, encoder: dict, spm_mo
     return folder
 
 
-def save_model(model, folder: str | os.PathLike, spm_model_file: str | os.PathLike, task: dict | None = None) -> str:
+def save_model(model, folder: str | os.PathLike, spm_model_file: str | os.PathLike, task: dict | None = None,
+               argument: str = "preset_dir") -> str:
     """Writes `model` (an encoder, or a task model with `.encoder`) as a preset; `task` is its
-    task.json (required when the model has weights beside the encoder's)."""
+    task.json (required when the model has weights beside the encoder's). A folder refused names
+    `argument`, the caller's name for it (`save_to_preset`'s)."""
     encoder, others = weights_module.split(model)
     if others and task is None:
         raise ValueError(f"{type(model).__name__} has weights beside its encoder's: give its task")
     return write(folder, model.config, weights_module.values(encoder), spm_model_file, task,
-                 weights_module.values(others))
+                 weights_module.values(others), argument)
 
 
 def read_weights(folder: str | os.PathLike, name: str) -> dict:

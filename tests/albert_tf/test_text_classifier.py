@@ -2,6 +2,7 @@
 strings; its preprocessor gives the Python tokenizer's ids; save_to_preset and from_preset give the
 same model back; the export answers raw text with the probabilities of predict."""
 
+import os
 import pathlib
 
 import keras
@@ -66,6 +67,23 @@ def test_from_preset_loads_the_encoder_and_a_new_head(preset):
     assert classifier.predict((["A pair"], ["of sentences."]), verbose=0).shape == (1, 3)
     with pytest.raises(ValueError, match="give num_classes"):
         AlbertTextClassifier.from_preset(preset)
+
+
+def test_save_to_preset_into_a_file_or_a_full_folder_names_the_argument(preset, tmp_path):
+    """Issue 52 item 5: the message named `--output_dir`, a flag the Python caller never gave."""
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "kept.txt").write_text("x")
+    classifier = AlbertTextClassifier.from_preset(preset, num_classes=2, sequence_length=SEQ)
+    for model, save in ((classifier, classifier.save_to_preset),
+                        (classifier.classifier.encoder, lambda path: classifier.classifier.encoder.save_to_preset(
+                            path, TINY_VOCAB))):
+        for path, reason in ((tmp_path / "a_file", "is a file, not a folder"), (tmp_path / "full", "is not empty")):
+            with pytest.raises(ValueError) as error:
+                save(path)
+            assert str(error.value) == f"preset_dir {path} {reason}", type(model).__name__
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "full"]
+    assert os.listdir(tmp_path / "full") == ["kept.txt"]
 
 
 def test_fit_on_raw_text_learns(trained):

@@ -34,9 +34,9 @@ from albert_tf.serving.formats import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS,
 from albert_tf.training import options as run_options
 from albert_tf.training.options import EXPORT_DIR  # noqa: F401 (a name callers use)
 from albert_tf.cli import entry_point
-from albert_tf.cli.option_flags import (check_values, define_allow_changed_flags, define_option_flags,
-                                        define_strategy_flags, define_weights_source_flags, option_values,
-                                        weights_source)
+from albert_tf.cli.option_flags import (check_serving_version, check_values, define_allow_changed_flags,
+                                        define_option_flags, define_serving_version_flag, define_strategy_flags,
+                                        define_weights_source_flags, option_values, weights_source)
 from albert_tf.cli.release_flags import apply_release_flags
 from albert_tf.utils.errors import FlagError
 from albert_tf.utils.locks import locked_run_folder
@@ -105,6 +105,7 @@ def define_flags(flag_values: flags.FlagValues, hparams: Sequence[str] = (), hpa
            "calibrated on the training split's texts) type.", enum_values=list(QUANTIZATIONS))
     define("enum", "precision", "float32", "The SavedModel's weights and matmuls: bfloat16 serves 1.5-2x faster "
            "where the CPU has AVX512_BF16 or AMX (docs/serving.md).", enum_values=list(PRECISIONS))
+    define_serving_version_flag(flag_values, "<output_dir>/export")
     define("integer", "max_eval_examples", None, "Evaluate on the first N examples of each evaluation split only "
            "(short runs; the metrics are over those N).")
     define("integer", "max_predict_examples", None, "Predict the first N examples of each prediction split only "
@@ -115,15 +116,19 @@ def define_flags(flag_values: flags.FlagValues, hparams: Sequence[str] = (), hpa
 
 
 def check_export_flags(flag_values: flags.FlagValues, task):
-    """--format, --quantization and --precision agree with --export and with each other, and full
-    int8 has training texts to calibrate on."""
+    """--format, --quantization, --precision and --serving_version agree with --export and with each
+    other (a version not there yet: albert-export's check), and full int8 has training texts to
+    calibrate on."""
     F = flag_values
-    if not F.export and (F["format"].present or F["quantization"].present):
+    if not F.export and (F["format"].present or F["quantization"].present or F["serving_version"].present):
         # Else the run would train and export nothing, without a word of the format it was given.
-        given = [f"--{name}={F[name].value}" for name in ("format", "quantization") if F[name].present]
+        given = [f"--{name}={F[name].value}" for name in ("format", "quantization", "serving_version")
+                 if F[name].present]
         raise app.UsageError(f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} for the export, and "
                              "--noexport exports nothing: drop one of them")
     check_export_settings(F.format, F.quantization, F.precision)
+    if F.export and F.output_dir:
+        check_serving_version(F, f"{F.output_dir.rstrip('/')}/{EXPORT_DIR}")
     if F.export and F.quantization == "full_int8" and not task.train_split:
         raise app.UsageError(f"--quantization=full_int8 calibrates on {task.name}'s training texts: give its "
                              "training data too")
@@ -226,7 +231,7 @@ def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
     return run_finetuning(
         task, options, source, spm_model_file, actions=actions, cache_dir=F.cache_dir, strategy=strategy,
         initialize=lambda model: initialization.initialize_encoder(model, F.init_checkpoint, F.preset),
-        export=ExportSettings(F.format, F.quantization, F.precision) if F.export else None,
+        export=ExportSettings(F.format, F.quantization, F.precision, F.serving_version) if F.export else None,
         allow_changed_flags=F.allow_changed_flags)
 
 

@@ -51,11 +51,13 @@ class Actions:
 @dataclasses.dataclass(frozen=True)
 class ExportSettings:
     """The export of a run: `format` ("saved_model" or "litert"), a LiteRT model's `quantization`
-    (full int8 calibrates on the task's training split) and a SavedModel's `precision`."""
+    (full int8 calibrates on the task's training split), a SavedModel's `precision` and, for TF
+    Serving's layout, its `serving_version` (`<output_dir>/export/<version>/`, beside the others)."""
 
     format: str = "saved_model"
     quantization: str = "none"
     precision: str = "float32"
+    serving_version: Optional[int] = None
 
 
 def check_actions(task, actions: Actions, output_dir: str) -> tuple[str, ...]:
@@ -256,12 +258,13 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
                 summary["predictions"] += task.write_predictions(split, predictions, cached, output_dir)
 
     export_dir = os.path.join(output_dir, EXPORT_DIR)
-    if export is not None and run.is_chief and (actions.train or not os.path.exists(export_dir)):
+    if export is not None and run.is_chief and (actions.train or not os.path.exists(export_dir)
+                                                or export.serving_version is not None):
         calibration = None  # full int8 calibrates on the task's own training texts
         if export.quantization == "full_int8":
             calibration = features(task, task.train_split, tokenizer, options.max_seq_length, cache_dir)
         summary["export_dir"] = task.export(run.model, spm_model_file, options.max_seq_length, export_dir,
                                             export.format, export.quantization, calibration, export.precision,
-                                            results=summary["eval"])
+                                            results=summary["eval"], serving_version=export.serving_version)
         logging.info("exported the %s model to %s", task.name, summary["export_dir"])
     return summary

@@ -266,7 +266,7 @@ class FinetuningTask(TrainingTask):
 
     def export(self, model, spm_model_file: str, max_seq_length: int, export_dir: str, format: str = "saved_model",
                quantization: str = "none", calibration=None, precision: str = "float32",
-               results: Mapping[str, Mapping[str, float]] | None = None) -> str:
+               results: Mapping[str, Mapping[str, float]] | None = None, serving_version: int | None = None) -> str:
         """The task model as a SavedModel (`export_saved_model`) or, with `format="litert"`, a LiteRT
         model of `quantization` (`albert_tf.serving.litert.export_litert`; full int8 calibrated on
         `calibration`, the `CachedFeatures` of the training split); returns the folder.
@@ -274,7 +274,10 @@ class FinetuningTask(TrainingTask):
         `precision`: the SavedModel's weights and matmuls, "float32" or "bfloat16"
         (`albert_tf.serving.export.at_precision`). `results`: this run's evaluation results by split, which
         a task may read settings of its export from (SQuAD v2.0's null-score threshold). What
-        `export_dir` held is replaced only once the new export is complete.
+        `export_dir` held is replaced only once the new export is complete; with `serving_version`
+        the SavedModel is instead version `serving_version` of TF Serving's layout at `export_dir`
+        with its warmup requests, beside the versions there (`albert_tf.serving.tf_serving.write_version`):
+        returns the version's folder.
         """
         import tensorflow as tf
 
@@ -284,6 +287,13 @@ class FinetuningTask(TrainingTask):
 
         check_export_settings(format, quantization, precision)  # the one line every door refuses with
         model = at_precision(model, precision)
+        if serving_version is not None:
+            from albert_tf.serving.tf_serving import write_version
+
+            if format != "saved_model":
+                raise ValueError(f"serving_version is TF Serving's layout of a SavedModel, not of {format}")
+            return write_version(export_dir, serving_version, pairs=self.text_segments == 2, export=lambda folder: (
+                self.export_saved_model(model, spm_model_file, max_seq_length, folder, results or {})))
         with atomic_folder(export_dir, replace=True) as folder:
             if format == "saved_model":
                 self.export_saved_model(model, spm_model_file, max_seq_length, folder, results or {})

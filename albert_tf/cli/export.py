@@ -17,12 +17,17 @@ serves bf16 weights and matmuls (1.5-2x faster where the CPU has AVX512_BF16 or 
         --representative_texts train_texts.txt --output_dir DIR
 
 writes a LiteRT model instead (DIR/model.tflite, model_io.json, spiece.model; `albert_tf.serving.litert`,
-docs/on_device.md): int32 ids [1, max_seq_length] in, builtin ops only; the encoder only (a
-fine-tuned task's comes from its fine-tuning tool's --format=litert).
+docs/on_device.md): int32 ids [1, max_seq_length] in, builtin ops only; the encoder, or a text
+classifier (a fine-tuning run's other tasks come from its tool's --format=litert).
+
+    albert-export --preset hf://<a sequence classifier> --output_dir serving/sst2 --serving_version 1
+    albert-export --preset hf://<a sequence classifier> --output_dir on_device/sst2 --format=litert \
+        --quantization=dynamic_int8
+
+A source that holds a text classifier (a Hugging Face AlbertForSequenceClassification, a Keras
+classifier's preset) exports it by default (--model=text_classifier): its head and its labels.
 
     albert-export --preset albert_base_v2 --output_dir serving/albert --serving_version 1
-    albert-export --preset hf://<a sequence classifier> --model text_classifier --output_dir serving/sst2 \
-        --serving_version 1
 
 writes TF Serving's layout: version 1 of the model at serving/albert (serving/albert/1/, beside the
 versions there, never over one) with its warmup file (`albert_tf.serving.tf_serving`, docs/serving.md).
@@ -35,7 +40,8 @@ import os
 
 from absl import flags
 
-from albert_tf.cli.option_flags import define_weights_source_flags, weights_source
+from albert_tf.cli.option_flags import (check_serving_version, define_serving_version_flag,
+                                       define_weights_source_flags, weights_source)
 from albert_tf.cli.entry_point import run_main
 from albert_tf.serving.formats import EXPORT_FORMATS, PRECISIONS, QUANTIZATIONS, check_export_settings
 from albert_tf.utils.errors import FlagError
@@ -49,7 +55,8 @@ flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (
 flags.DEFINE_enum("model", None, ["encoder", "pretrainer", "task", "text_classifier"], "Which model to export: "
                   "task is the fine-tuned model a fine-tuning run's output_dir holds (the default there; "
                   "elsewhere the encoder); text_classifier: the sequence classifier the source holds, e.g. a "
-                  "Hugging Face AlbertForSequenceClassification, serving probabilities and labels.",
+                  "Hugging Face AlbertForSequenceClassification, serving probabilities and labels (the default "
+                  "for a source that holds one).",
                   flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Output folder of the SavedModel (must not exist or be empty).",
                     flag_values=FLAGS)
@@ -58,7 +65,8 @@ flags.DEFINE_integer("max_seq_length", 128, "Length serve_text pads/truncates to
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Length of masked_lm_positions in serve_examples "
                      "(pretrainer only).", flag_values=FLAGS)
 flags.DEFINE_enum("format", "saved_model", list(EXPORT_FORMATS), "saved_model, or litert: a LiteRT "
-                  "(TFLite) model of the encoder for phones (albert_tf.serving.litert).", flag_values=FLAGS)
+                  "(TFLite) model of the encoder or a text classifier for phones (albert_tf.serving.litert).",
+                  flag_values=FLAGS)
 flags.DEFINE_enum("quantization", "none", list(QUANTIZATIONS), "--format=litert: "
                   "the weights' (and for full_int8 the activations') type.", flag_values=FLAGS)
 flags.DEFINE_enum("precision", "float32", list(PRECISIONS), "The SavedModel's weights and matmuls: bfloat16 "
@@ -66,15 +74,15 @@ flags.DEFINE_enum("precision", "float32", list(PRECISIONS), "The SavedModel's we
                   "models are float32, made smaller by --quantization.", flag_values=FLAGS)
 flags.DEFINE_string("representative_texts", None, "--quantization=full_int8: a text file of training texts to "
                     "calibrate on, one a line (a tab between the two texts of a pair).", flag_values=FLAGS)
-flags.DEFINE_integer("serving_version", None, "Write TF Serving's layout: --output_dir is the model base path "
-                     "and the SavedModel goes to <output_dir>/<serving_version>/ (a new version, beside the others) "
-                     "with its warmup requests in assets.extra/.", flag_values=FLAGS)
+define_serving_version_flag(FLAGS, "--output_dir")
 flags.DEFINE_bool("do_lower_case", True, "Lowercase in the tokenizer (True for the released English models).",
                   flag_values=FLAGS)
 
 
-_LITERT_ENCODER_ONLY = ("--format=litert exports the encoder (--model=encoder); a fine-tuned task's LiteRT model "
-                        "comes from its fine-tuning tool's --format=litert")
+_LITERT_ENCODER_ONLY = ("--format=litert exports the encoder or a text classifier (--model=encoder, "
+                        "text_classifier); a fine-tuning run's other tasks' LiteRT model comes from its tool's "
+                        "--format=litert")
+_LITERT_MODELS = ("encoder", "text_classifier")
 
 
 def _check_litert_flags():
@@ -83,7 +91,7 @@ def _check_litert_flags():
     check_export_settings(FLAGS.format, FLAGS.quantization, FLAGS.precision)
     if FLAGS.format != "litert":
         return
-    if FLAGS.model not in (None, "encoder"):
+    if FLAGS.model not in (None, *_LITERT_MODELS):
         raise FlagError(_LITERT_ENCODER_ONLY)
     if (FLAGS.quantization == "full_int8") != bool(FLAGS.representative_texts):
         raise FlagError("--representative_texts goes with --quantization=full_int8, which needs it (training "
@@ -111,22 +119,6 @@ def _representative_texts(path: str) -> list:
     return [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines]
 
 
-def _check_serving_version():
-    """--serving_version: a positive integer, for a SavedModel, naming a version not there yet."""
-    from albert_tf.serving.tf_serving import version_folder
-    from albert_tf.utils.errors import UserError
-
-    if FLAGS.format != "saved_model":
-        raise FlagError("--serving_version writes TF Serving's layout of a SavedModel: drop --format=litert")
-    if FLAGS.serving_version < 1:
-        raise FlagError(f"--serving_version {FLAGS.serving_version}: a TF Serving version is a positive integer")
-    prepare_output_dir(FLAGS.output_dir, create=False)  # the model base: other versions may be there
-    try:
-        version_folder(FLAGS.output_dir, FLAGS.serving_version)
-    except UserError as error:
-        raise FlagError(f"--serving_version {FLAGS.serving_version}: {error}") from None
-
-
 def main(argv):
     del argv
     weights_source(FLAGS, required=True)
@@ -137,7 +129,8 @@ def main(argv):
         raise FlagError("--model=text_classifier exports the classifier as it is, with its own vocabulary: drop "
                         "--precision and --spm_model_file")
     if FLAGS.serving_version is not None:
-        _check_serving_version()
+        prepare_output_dir(FLAGS.output_dir, create=False)  # the model base: other versions may be there
+        check_serving_version(FLAGS, FLAGS.output_dir)
     else:
         prepare_output_dir(FLAGS.output_dir, create=False, empty=True)  # before the model is built
     with locked_run_folder(FLAGS.output_dir):  # one run a folder; a failed one leaves nothing
@@ -145,17 +138,20 @@ def main(argv):
 
 
 def _which_model(source) -> str:
-    """--model, or by default the fine-tuned task model a run holds, else the encoder."""
+    """--model, or by default the text classifier a source holds, the fine-tuned task model a run
+    holds, else the encoder."""
+    from albert_tf.presets.folder import TEXT_CLASSIFIER_TASK
     from albert_tf.serving.task_exports import check_exportable, is_task_model, run_info
 
     task_class = source.task["class"] if source.task else None
     fine_tuned = is_task_model(task_class) and bool(run_info(source).get("task"))  # a run's output_dir
-    which = FLAGS.model or ("task" if fine_tuned else "encoder")
+    default = "text_classifier" if task_class == TEXT_CLASSIFIER_TASK else "task" if fine_tuned else "encoder"
+    which = FLAGS.model or default
     if which == "task":
         if task_class is None:
             raise FlagError(f"--model=task: {source.name} holds an encoder, no fine-tuned model")
         check_exportable(task_class)  # a task whose signatures are its tool's: one line naming the tool
-    if which != "encoder" and FLAGS.format == "litert":
+    if which not in _LITERT_MODELS and FLAGS.format == "litert":
         raise FlagError(_LITERT_ENCODER_ONLY)
     return which
 
@@ -169,27 +165,16 @@ def export():
     from albert_tf.serving.task_exports import export_task_saved_model, run_info
     from albert_tf.presets.loader import open_source
 
-    if FLAGS.model == "text_classifier":
-        return _export_text_classifier()
     source = open_source(weights_source(FLAGS))
     which = _which_model(source)
+    if which == "text_classifier":
+        return _export_text_classifier(source)
     model_class = {"encoder": AlbertEncoder, "pretrainer": AlbertPretrainer}.get(which)
     model_class = model_class or getattr(models, source.task["class"])
     model = at_precision(model_class.from_preset(source), FLAGS.precision)
     spm_model_file = FLAGS.spm_model_file or source.vocabulary()
     if FLAGS.format == "litert":
-        from albert_tf.serving.litert import export_litert, tokenized_texts
-
-        calibration = None
-        if FLAGS.representative_texts:
-            texts = _representative_texts(FLAGS.representative_texts)
-            calibration = lambda: tokenized_texts(texts, spm_model_file, FLAGS.max_seq_length,  # noqa: E731
-                                                  FLAGS.do_lower_case)
-        export_litert(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length,
-                      quantization=FLAGS.quantization, representative_data=calibration,
-                      do_lower_case=FLAGS.do_lower_case)
-        print(f"wrote the {which} LiteRT model ({FLAGS.quantization}) to {FLAGS.output_dir}")
-        return
+        return _export_litert(model, which, spm_model_file)
     info = run_info(source) if which == "task" else {}
 
     def write(folder):
@@ -201,12 +186,32 @@ def export():
     print(f"wrote the {what} SavedModel ({FLAGS.precision}) to {_write(write)}")
 
 
-def _export_text_classifier():
+def _export_litert(model, which: str, spm_model_file: str):
+    """`model` as a LiteRT model into --output_dir, calibrated on --representative_texts for full int8."""
+    from albert_tf.serving.litert import export_litert, tokenized_texts
+
+    calibration = None
+    if FLAGS.representative_texts:
+        texts = _representative_texts(FLAGS.representative_texts)
+        calibration = lambda: tokenized_texts(texts, spm_model_file, FLAGS.max_seq_length,  # noqa: E731
+                                              FLAGS.do_lower_case)
+    export_litert(model, FLAGS.output_dir, spm_model_file, FLAGS.max_seq_length, quantization=FLAGS.quantization,
+                  representative_data=calibration, do_lower_case=FLAGS.do_lower_case)
+    print(f"wrote the {which} LiteRT model ({FLAGS.quantization}) to {FLAGS.output_dir}")
+
+
+def _export_text_classifier(source):
     """The text classifier a source holds (its head and labels, by the task rule), exported with
-    `AlbertTextClassifier.export`: serve_text gives `probabilities` and `label` (a regressor: `score`)."""
+    `AlbertTextClassifier.export` (serve_text gives `probabilities` and `label`; a regressor: `score`)
+    or as a LiteRT model (`logits`, `probability`; its labels in model_io.json)."""
     from albert_tf.tasks.text_classifier import AlbertTextClassifier
 
+    if FLAGS.precision != "float32" or FLAGS.spm_model_file:
+        raise FlagError("--model=text_classifier exports the classifier as it is, with its own vocabulary: drop "
+                        "--precision and --spm_model_file")
     model = AlbertTextClassifier.from_preset(weights_source(FLAGS), sequence_length=FLAGS.max_seq_length)
+    if FLAGS.format == "litert":
+        return _export_litert(model, "text classifier", source.vocabulary())
     print(f"wrote the text classifier SavedModel ({model.num_classes} classes) to {_write(model.export)}")
 
 

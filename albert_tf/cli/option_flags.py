@@ -132,3 +132,31 @@ def _distinct_names(values) -> bool:
         if values.index(value) < index:
             raise flags.ValidationError(f"{value!r} is given twice")
     return True
+
+
+def define_serving_version_flag(flag_values: flags.FlagValues, model_base: str) -> None:
+    """--serving_version, TF Serving's layout of the export (albert-export's and every fine-tuning
+    tool's): `model_base` names the model base path in the help."""
+    flags.DEFINE_integer("serving_version", None, f"Write TF Serving's layout: {model_base} is the model base path "
+                         f"and the SavedModel goes to {model_base}/<serving_version>/ (a new version, beside the "
+                         "others, never over one) with its warmup requests in assets.extra/ (docs/serving.md).",
+                         flag_values=flag_values)
+
+
+def check_serving_version(flag_values: flags.FlagValues, model_base: str) -> None:
+    """--serving_version, if given: a positive integer, for a SavedModel, naming a version not at
+    `model_base` yet (`albert_tf.serving.tf_serving.version_folder`); else a FlagError naming it."""
+    version = flag_values.serving_version
+    if version is None:
+        return
+    from albert_tf.serving.tf_serving import version_folder
+    from albert_tf.utils.errors import UserError
+
+    if flag_values.format != "saved_model":
+        raise FlagError("--serving_version writes TF Serving's layout of a SavedModel: drop --format=litert")
+    if version < 1:
+        raise FlagError(f"--serving_version {version}: a TF Serving version is a positive integer")
+    try:
+        version_folder(model_base, version)
+    except UserError as error:
+        raise FlagError(f"--serving_version {version}: {error}") from None

@@ -42,6 +42,14 @@ ARCHITECTURE_OF = {
 # What the sequence classifier's outputs mean (transformers' `problem_type`): kept in task.json
 # beside the class, as our classifier has one head for all three (docs/presets.md).
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
+# How a span labeler's logits become an answer, kept in task.json (`ANSWER_RULE`) beside the class:
+# the release's (`squad_utils.write_predictions`: start + end logit, the n-best list) for a model of
+# ours, transformers' question-answering pipeline's (a softmax over each window's context and
+# [CLS], the span of the highest start x end probability aligned to whole words, the null answer
+# from [CLS]) for a model trained in transformers. `finetune.squad.serving` answers by it.
+ANSWER_RULE = "answer_rule"
+RELEASE_ANSWERS, HF_ANSWERS = "release", "huggingface"
+ANSWER_RULES = (RELEASE_ANSWERS, HF_ANSWERS)
 _POOLER = "pooler/"
 
 
@@ -79,7 +87,7 @@ def _task(architecture: str, values: dict, outputs: int, dropout: float, source:
         raise ValueError(f"{source}: an {architecture} whose {HF_TASK_HEADS[architecture].hf}.weight has {outputs} "
                          f"outputs; it has {expected}")
     if architecture == QUESTION_ANSWERING:
-        return {"class": SPAN_LABELER_TASK, "arguments": {}}
+        return {"class": SPAN_LABELER_TASK, "arguments": {}, ANSWER_RULE: HF_ANSWERS}
     if architecture == MULTIPLE_CHOICE:
         # Hugging Face's model takes any number of choices; ours is told it (num_choices=, 4 by default).
         return {"class": MULTIPLE_CHOICE_TASK, "arguments": {"dropout": dropout}}
@@ -93,6 +101,15 @@ def _task(architecture: str, values: dict, outputs: int, dropout: float, source:
         return {"class": preset_folder.ENTITY_RECOGNIZER_TASK, "arguments": {**arguments, "labels": labels}}
     except ValueError:  # not BIO tags: a tagger, its label names kept beside (as a run's task.json keeps them)
         return {"class": preset_folder.TOKEN_CLASSIFIER_TASK, "arguments": arguments, "labels": labels}
+
+
+def answer_rule(recorded: dict | None) -> str:
+    """The answer rule a source's task.json records (`ANSWER_RULES`; `recorded` as
+    `albert_tf.serving.task_exports.run_info` reads it): the release's unless it names one."""
+    rule = (recorded or {}).get(ANSWER_RULE) or RELEASE_ANSWERS
+    if rule not in ANSWER_RULES:
+        raise ValueError(f"task.json's {ANSWER_RULE} {rule!r} is none of {list(ANSWER_RULES)}")
+    return rule
 
 
 def split_task(architecture: str, config, values: dict, tensors: dict, source: str,

@@ -5,6 +5,7 @@
     model.tflite     the model: int32 `input_ids`, `input_mask`, `segment_ids` [1, max_seq_length]
                      ([1, num_choices, max_seq_length] for multiple choice) -> the task's outputs
     model_io.json    its inputs and outputs in the interpreter's order: name, dtype, shape, index
+                     (and a text classifier's `labels`, the names of its outputs in order)
     spiece.model     the SentencePiece model the ids come from (the on-device tokenizer's)
     albert_config.json  the encoder's AlbertConfig (every export's config: `export.write_config`)
 
@@ -356,6 +357,7 @@ def export_litert(model, output_dir: str | os.PathLike, spm_model_file: str | os
     from albert_tf.utils.atomic import atomic_folder, write_json
     from albert_tf.presets.folder import VOCAB
 
+    labels = getattr(model, "labels", None)  # a text classifier's class names: the app's labels
     model = _unwrap(model)
     outputs = outputs or task_outputs(model, max_seq_length)
     export.prepare(model, spm_model_file, max_seq_length, do_lower_case)  # the checks of every export
@@ -367,6 +369,8 @@ def export_litert(model, output_dir: str | os.PathLike, spm_model_file: str | os
         export.write_config(model, folder)
         description = {"task": outputs.task, "quantization": quantization, "max_seq_length": max_seq_length,
                        "do_lower_case": do_lower_case, "vocab_file": VOCAB, **io_description(flatbuffer)}
+        if labels:
+            description["labels"] = list(labels)
         write_json(os.path.join(folder, IO_FILE), description, sort_keys=False)
         with open(os.path.join(folder, MODEL_FILE), "wb") as f:
             f.write(flatbuffer)

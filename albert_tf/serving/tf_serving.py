@@ -70,19 +70,28 @@ def version_folder(model_base: str | os.PathLike, version: int) -> str:
     return path
 
 
-def warmup_requests(texts=WARMUP_TEXTS, model_name: str = "", pairs: bool = False, extra_inputs=()) -> list:
+def warmup_requests(texts=WARMUP_TEXTS, model_name: str = "", pairs: bool = False, specs=None) -> list:
     """`PredictionLog` records of `serve_text` requests: each text alone, then all of them as one
-    batch; with `pairs`, each text is both segments of a pair (a model fine-tuned on pairs). The
-    `extra_inputs` a model's `serve_text` takes beside the text (the pretrainer's
-    `masked_lm_positions`) are int32 zeros [B, 1]."""
+    batch. The inputs are those of `specs` (the signature's `TensorSpec`s by name; `text` alone
+    without them): a string input gets the text ([B, k] inputs, as RACE's options, k times; with
+    `pairs`, `text` is both segments of a pair, for a model fine-tuned on pairs), an integer one
+    zeros [B, 1] (the pretrainer's `masked_lm_positions`)."""
     model_pb2, predict_pb2, prediction_log_pb2 = _protos()
-    rows = [[text, text] if pairs else text for text in texts]
+    specs = specs or {"text": tf.TensorSpec(None, tf.string)}
+
+    def column(spec, batch, name):
+        if spec.dtype != tf.string:
+            return tf.make_tensor_proto([[0]] * len(batch), dtype=spec.dtype)
+        if name == "text" and pairs:
+            return tf.make_tensor_proto([[text, text] for text in batch], dtype=tf.string)
+        width = spec.shape[-1] if spec.shape.rank == 2 else None
+        return tf.make_tensor_proto([[text] * width if width else text for text in batch], dtype=tf.string)
+
     logs = []
-    for batch in [[row] for row in rows] + [rows]:
+    for batch in [[text] for text in texts] + [list(texts)]:
         request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name=model_name, signature_name=SIGNATURE))
-        request.inputs["text"].CopyFrom(tf.make_tensor_proto(batch, dtype=tf.string))
-        for name in extra_inputs:
-            request.inputs[name].CopyFrom(tf.make_tensor_proto([[0]] * len(batch), dtype=tf.int32))
+        for name, spec in sorted(specs.items()):
+            request.inputs[name].CopyFrom(column(spec, batch, name))
         logs.append(prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request)))
     return logs
 
@@ -115,7 +124,7 @@ def write_warmup(saved_model_dir: str | os.PathLike, texts=WARMUP_TEXTS, model_n
     saved_model_dir = os.fspath(saved_model_dir)
     loaded = tf.saved_model.load(saved_model_dir)
     _, specs = loaded.signatures[SIGNATURE].structured_input_signature
-    logs = warmup_requests(texts, model_name, pairs, extra_inputs=sorted(set(specs) - {"text"}))
+    logs = warmup_requests(texts, model_name, pairs, specs)
     replay(loaded, logs)
     path = os.path.join(saved_model_dir, WARMUP_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -19,6 +19,19 @@ string tensors [B] and returns, per pair:
   `no_answer_probability` [B] (its sigmoid: the head's probability that the question has no
   answer in its most answerable window).
 
+A span labeler trained in transformers answers by its rule (`answer_rule="huggingface"`, what
+`albert_tf.presets.hf_heads` records in the task.json of an `AlbertForQuestionAnswering`): the
+question-answering pipeline's `select_starts_ends` (transformers v4's pipelines/question_answering.py,
+kept in v5 by document_question_answering.py). Each window's start and end logits are a softmax
+over its context pieces and [CLS]; a span's score is its start x end probability (`score`, and its
+rank); the answer is widened to the whole words it touches (the pipeline's `align_to_words`, words
+as transformers' ALBERT tokenizer makes them: `SquadServer._words`);
+`no_answer_probability` is the smallest [CLS] start x end probability over the windows, and with
+`handle_impossible_answer` the answer is "" (offsets 0, `score` that probability) where it is
+higher than the best span's. Windows are cut as the release cuts them (`doc_stride` pieces between
+starts; the pipeline overlaps windows by `doc_stride` and does not keep a piece to the window of its
+maximum context), so the answers are the pipeline's for a context that fits one window.
+
 Inside the graph the question keeps its first `max_query_length` pieces, the context is cut into
 windows exactly as `finetune.squad.features` cuts it (stride, max-context rule), every window
 runs through the model, and post-processing is the one of `finetune.squad.postprocess`: the
@@ -31,6 +44,7 @@ import os
 
 import tensorflow as tf
 
+from albert_tf.presets.hf_heads import ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
 from albert_tf.serving import export
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 from finetune.squad.features import FeatureSettings
@@ -69,14 +83,35 @@ class SquadServer(export.ServingModule):
         n_best_size, max_answer_length: post-processing's settings.
         null_score_diff_threshold: v2.0: answer "" where the null odds reach it (None: never).
         top_k: the answers of the n-best list returned (`top_k_*`), at most `n_best_size`.
+        answer_rule: the release's ("release") or transformers' pipeline's ("huggingface", a
+            v1.1-style span head; see the module).
+        handle_impossible_answer: "huggingface": answer "" where [CLS] scores above the best span.
     """
 
     def __init__(self, outputs_fn, tokenizer: AlbertGraphTokenizer, settings: FeatureSettings,
                  version_2: bool, n_best_size: int = 20, max_answer_length: int = 30,
-                 null_score_diff_threshold: float | None = None, top_k: int = 5):
+                 null_score_diff_threshold: float | None = None, top_k: int = 5,
+                 answer_rule: str = RELEASE_ANSWERS, handle_impossible_answer: bool = False):
         super().__init__()
         if not 1 <= top_k <= n_best_size:
             raise ValueError(f"top_k must be between 1 and n_best_size ({n_best_size}), got {top_k}")
+        if answer_rule not in ANSWER_RULES:
+            raise ValueError(f"answer_rule {answer_rule!r} is none of {list(ANSWER_RULES)}")
+        if answer_rule == HF_ANSWERS and version_2:
+            raise ValueError("transformers' answer rule reads a start and an end logit (AlbertForQuestionAnswering), "
+                             "not the v2.0 answerability head's beam")
+        if handle_impossible_answer and answer_rule != HF_ANSWERS:
+            raise ValueError("handle_impossible_answer is transformers' null rule: v2.0's is null_score_diff_threshold")
+        self._hf = answer_rule == HF_ANSWERS
+        if self._hf:  # per piece id: does it start a word (see `_words`)
+            from sentencepiece import sentencepiece_model_pb2
+
+            proto = sentencepiece_model_pb2.ModelProto.FromString(
+                tf.io.read_file(tokenizer.model_asset.asset_path).numpy())
+            user_defined = proto.SentencePiece.Type.USER_DEFINED
+            self._user_defined = tf.constant([p.type == user_defined for p in proto.pieces])
+            self._word_initial = tf.constant([p.piece.startswith("\u2581") for p in proto.pieces])
+        self._handle_impossible_answer = handle_impossible_answer
         self._top_k = top_k
         self._outputs_fn = outputs_fn
         self._tokenizer = tokenizer
@@ -204,6 +239,9 @@ class SquadServer(export.ServingModule):
         order = tf.argsort(score, direction="DESCENDING", stable=True)
         order = tf.gather(order, tf.argsort(tf.gather(example, order), stable=True))
         record, start, end, score, example = (tf.gather(t, order) for t in (record, start, end, score, example))
+        if self._hf:  # the span widened to the whole words it touches (the pipeline's align_to_words)
+            start = tf.gather_nd(spans["word_first"], tf.stack([record, start], 1))
+            end = tf.gather_nd(spans["word_last"], tf.stack([record, end], 1))
         text, char_start, char_end = self._span_text(
             tf.gather(context, example),
             tf.gather_nd(spans["char_starts"], tf.stack([record, start], 1)),
@@ -225,6 +263,22 @@ class SquadServer(export.ServingModule):
         probability = exp / tf.gather(tf.math.unsorted_segment_sum(exp, example, batch), example)
         return {"example": example, "rank": rank, "text": text, "char_start": char_start, "char_end": char_end,
                 "score": score, "probability": probability}
+
+    def _words(self, input_ids, context):
+        """Each position's word [R, T]: its first and its last position. A word is what transformers'
+        ALBERT tokenizer calls one (`token_to_word`): it starts at a piece that starts with "▁", at a
+        user-defined piece of the SentencePiece model (which transformers splits as an added token)
+        and after one; every position outside the context is a word of its own."""
+        user = tf.gather(self._user_defined, input_ids)
+        after = lambda t: tf.pad(t[:, :-1], [[0, 0], [1, 0]], constant_values=True)  # noqa: E731
+        begins = tf.gather(self._word_initial, input_ids) | user | after(user) | ~context | after(~context)
+        length = self._settings.max_seq_length
+        rows = tf.shape(input_ids, out_type=tf.int64)[0]
+        key = tf.range(rows)[:, None] * length + tf.cumsum(tf.cast(begins, tf.int64), axis=1) - 1
+        position = tf.broadcast_to(tf.range(length, dtype=tf.int64)[None], tf.shape(key))
+        first = tf.math.unsorted_segment_min(position, key, rows * length)
+        last = tf.math.unsorted_segment_max(position, key, rows * length)
+        return tf.gather(first, key), tf.gather(last, key)
 
     def _top(self, nbest, batch, name, fill, k=None):
         """`nbest[name]` as [batch, k] by (example, rank), `fill` where an example has fewer."""
@@ -260,6 +314,20 @@ class SquadServer(export.ServingModule):
             start_scores = tf.repeat(outputs["start_top_log_probs"], e, axis=1)
             ends = tf.cast(outputs["end_top_index"], tf.int64)
             end_scores = outputs["end_top_log_probs"]
+        elif self._hf:
+            # Every span of at most max_answer_length pieces: the pipeline's argmax is over all of them.
+            p_mask = features["p_mask"] == 1
+            spans["word_first"], spans["word_last"] = self._words(features["input_ids"], spans["char_starts"] >= 0)
+            start_log_probs = tf.nn.log_softmax(tf.where(p_mask, -10000.0, outputs["start_logits"]), axis=-1)
+            end_log_probs = tf.nn.log_softmax(tf.where(p_mask, -10000.0, outputs["end_logits"]), axis=-1)
+            rows = tf.shape(start_log_probs, out_type=tf.int64)[0]
+            width = min(self._max_answer_length, length)
+            # [CLS] is the null answer, never a span's end (past the end: the last place, never context).
+            first = tf.range(1, length, dtype=tf.int64)
+            starts = tf.tile(tf.repeat(first, width)[None], [rows, 1])
+            ends = tf.minimum(starts + tf.tile(tf.range(width, dtype=tf.int64), [length - 1])[None], length - 1)
+            start_scores = tf.gather(start_log_probs, starts, batch_dims=1)
+            end_scores = tf.gather(end_log_probs, ends, batch_dims=1)
         else:
             n = min(self._n_best_size, length)
             top_starts = tf.math.top_k(outputs["start_logits"], k=n).indices
@@ -287,6 +355,19 @@ class SquadServer(export.ServingModule):
             if self._threshold is not None:
                 text = tf.where(null_odds < self._threshold, text, "")
             result.update(null_odds=null_odds, no_answer_probability=tf.sigmoid(null_odds))
+        elif self._hf:
+            # The pipeline's min_null_score: the smallest [CLS] start x end probability of the windows.
+            null = tf.exp(tf.math.unsorted_segment_min(start_log_probs[:, 0] + end_log_probs[:, 0], spans["example"],
+                                                       batch))
+            score = tf.where(found, tf.exp(score), 0.0)
+            text = top_text = tf.where(found, text, "")
+            if self._handle_impossible_answer:
+                no_answer = null > score
+                text = tf.where(no_answer, "", text)
+                char_start, char_end = tf.where(no_answer, zero, char_start), tf.where(no_answer, zero, char_end)
+                score = tf.where(no_answer, null, score)
+                result.update(char_start=char_start, char_end=char_end)
+            result.update(no_answer_probability=null)
         else:
             text = tf.where(found, text, tf.where(empty, "", "empty"))
             top_text = text
@@ -307,8 +388,10 @@ class SquadServer(export.ServingModule):
 def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.PathLike,
                  settings: FeatureSettings, version_2: bool, n_best_size: int = 20,
                  max_answer_length: int = 30, null_score_diff_threshold: float | None = None,
-                 do_lower_case: bool = True, top_k: int = 5) -> str:
-    """Writes the SQuAD model as a SavedModel with `serve_text(question, context)`.
+                 do_lower_case: bool = True, top_k: int = 5, answer_rule: str = RELEASE_ANSWERS,
+                 handle_impossible_answer: bool = False) -> str:
+    """Writes the SQuAD model as a SavedModel with `serve_text(question, context)`, answering by
+    `answer_rule` (a source's: `hf_heads.answer_rule(task_exports.run_info(source))`).
 
     Besides `serve_text` it has `serving_default` on int32 `input_ids`, `input_mask`,
     `segment_ids`, `p_mask` [B, T] (the model's raw outputs). The SentencePiece model is stored as
@@ -324,5 +407,5 @@ def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.
         return {k: tf.cast(v, tf.float32) if v.dtype.is_floating else v for k, v in outputs.items()}
 
     server = SquadServer(outputs_fn, tokenizer, settings, version_2, n_best_size, max_answer_length,
-                         null_score_diff_threshold, top_k)
+                         null_score_diff_threshold, top_k, answer_rule, handle_impossible_answer)
     return export.write(model, output_dir, server, tokenizer)

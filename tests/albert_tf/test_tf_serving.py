@@ -111,3 +111,22 @@ def test_a_pretrainers_warmup_gives_its_extra_inputs(tmp_path):
     assert sorted(logs[0].predict_log.request.inputs) == ["masked_lm_positions", "text"]
     replies = tf_serving.replay(tf.saved_model.load(path), logs)
     assert replies[-1]["mlm_logits"].shape[:2] == (2, 1)
+
+
+def test_warmup_requests_fill_every_input_of_a_tasks_serve_text():
+    """SQuAD's (question, context), RACE's (article, question, options [B, 4]), a pair model's text
+    [B, 2], the pretrainer's positions: each request holds every input, one row a text."""
+    string = lambda *shape: tf.TensorSpec(shape or None, tf.string)  # noqa: E731
+    texts = ["one", "two words"]
+    cases = {"race": {"article": string(None), "question": string(None), "options": string(None, 4)},
+             "squad": {"question": string(None), "context": string(None)},
+             "pretrainer": {"text": string(), "masked_lm_positions": tf.TensorSpec([None, None], tf.int32)}}
+    for name, specs in cases.items():
+        request = tf_serving.warmup_requests(texts, specs=specs)[-1].predict_log.request
+        inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+        assert sorted(inputs) == sorted(specs), name
+        expected = {"options": (2, 4), "masked_lm_positions": (2, 1)}
+        assert {k: v.shape for k, v in inputs.items()} == {k: expected.get(k, (2,)) for k in specs}, name
+    assert inputs["text"].tolist() == [t.encode() for t in texts]
+    pairs = tf_serving.warmup_requests(texts, pairs=True)[-1].predict_log.request.inputs["text"]
+    assert tf.make_ndarray(pairs).tolist() == [[t.encode()] * 2 for t in texts]

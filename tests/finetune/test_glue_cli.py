@@ -184,6 +184,29 @@ def test_a_predict_only_run_does_not_export_again(mrpc_run, mrpc_dir, config_fil
     assert (output_dir / "MRPC.tsv").read_text() == submitted  # the same model, restored, predicts the same
 
 
+def test_serving_versions_sit_beside_each_other_with_their_warmup(mrpc_run, mrpc_dir, config_file, tmp_path):
+    """--serving_version (albert-export's flag, defined once): <output_dir>/export/<version>/, TF
+    Serving's layout, a second version beside the first, an existing one refused in one line."""
+    from albert_tf.serving import tf_serving
+    from albert_tf.utils.errors import FlagError
+
+    output_dir = tmp_path / "run"
+    shutil.copytree(mrpc_run[0], output_dir, ignore=shutil.ignore_patterns("export"))
+    for version in (1, 2):
+        summary = cli.finetune(_args("MRPC", mrpc_dir, output_dir, config_file, "--do_eval", "--max_eval_examples=4",
+                                     f"--serving_version={version}"))
+        assert summary["export_dir"] == str(output_dir / "export" / str(version))
+    assert tf_serving.versions(output_dir / "export") == [1, 2]
+    version = output_dir / "export" / "2"
+    logs = tf_serving.read_warmup(version)
+    assert tf.make_ndarray(logs[0].predict_log.request.inputs["text"]).shape == (1, 2)  # MRPC's pairs
+    replies = tf_serving.replay(tf.saved_model.load(str(version)), logs)
+    assert [len(r["probabilities"]) for r in replies] == [1] * (len(logs) - 1) + [len(logs) - 1]
+    np.testing.assert_allclose(replies[-1]["probabilities"].sum(-1), 1.0, atol=1e-5)
+    with pytest.raises(FlagError, match=r"--serving_version 1: .*1 exists: version 1 is there already"):
+        cli.finetune(_args("MRPC", mrpc_dir, output_dir, config_file, "--do_eval", "--serving_version=1"))
+
+
 def test_the_run_folder_remembers_its_config_and_vocabulary(mrpc_run, mrpc_dir, capsys):
     """Predicting from a fine-tuning run folder needs neither --albert_config_file nor
     --spm_model_file again: the run kept albert_config.json and its vocabulary as spiece.model."""

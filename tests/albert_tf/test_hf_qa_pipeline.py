@@ -1,0 +1,124 @@
+"""A question-answering model of transformers answers here as transformers' pipeline answers (issue 54, item 2).
+
+An `AlbertForQuestionAnswering` made with transformers (every parameter random, saved by
+`save_pretrained`, the release's 30k-clean.model as spiece.model) comes in through the one loader
+(`AlbertSpanLabeler.from_preset`, whose task.json records transformers' answer rule) and goes out
+as the SQuAD export (`finetune.squad.serving.export_squad`, the source's rule): its `serve_text`
+gives the answer text, its character span and its score of transformers' question-answering
+pipeline on the same files, on 20 (question, context) pairs.
+
+transformers 5 removed that pipeline (`REMOVED_TASKS["question-answering"]`) but keeps its decoding,
+`select_starts_ends`, in document_question_answering.py; `_pipeline` below is v4's
+`QuestionAnsweringPipeline` on a fast tokenizer (pipelines/question_answering.py, v4.57: the pair
+tokenized question first, `p_mask` the non-context tokens but [CLS], `select_starts_ends`, the span
+widened to whole words by `token_to_word` / `word_to_chars`, the null answer appended with
+`handle_impossible_answer` and the answers sorted by score). The contexts fit one window: windows
+of longer ones are cut differently (finetune/squad/serving.py's docstring).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+import torch
+import transformers
+from transformers.pipelines.document_question_answering import select_starts_ends
+
+from albert_tf.models.span_labeler import AlbertSpanLabeler
+from albert_tf.presets.hf_heads import answer_rule
+from albert_tf.presets.model_source import load_saved_model, open_source
+from albert_tf.serving.task_exports import run_info
+from albert_tf.tokenizers.tokenizer import AlbertTokenizer
+from finetune.squad.features import FeatureSettings
+from finetune.squad.serving import export_squad
+from tests.albert_tf.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
+from tests.albert_tf.test_hf_pipelines import CONFIG, SPM
+
+MAX_SEQ_LENGTH, MAX_ANSWER_LEN = 96, 6
+PAIRS = [
+    ("Who wrote the book?", "The book was written by Jane Austen in 1813."),
+    ("Where is the tower?", "The Eiffel Tower stands in Paris, on the Champ de Mars."),
+    ("When did it open?", "The bridge opened to traffic in May 1937 after four years of work."),
+    ("What colour is the sky?", "On a clear day the sky is blue;  at sunset it turns red."),
+    ("How many legs has a spider?", "A spider has eight legs and, usually, eight eyes."),
+    ("Who painted it?", "It was painted by a young artist from Delft, whose name is lost."),
+    ("What does the cat eat?", "Our cat eats fish, rice and the occasional moth."),
+    ("Which river flows there?", "The Thames flows through London to the North Sea."),
+    ("What is water made of?", "Water is made of hydrogen and oxygen atoms."),
+    ("Who won the race?", "After a long chase, the youngest runner won the race by a metre."),
+    ("Why was he late?", "He was late because the train stopped twice between stations."),
+    ("What instrument does she play?", "She plays the cello in a string quartet every Sunday."),
+    ("How old is the tree?", "Scientists think the oak is about four hundred years old."),
+    ("Where do penguins live?", "Most penguins live in the southern hemisphere, many in Antarctica."),
+    ("What is the capital?", "Canberra, not Sydney, is the capital of Australia."),
+    ("Who discovered penicillin?", "Penicillin was discovered by Alexander Fleming in 1928."),
+    ("What did they build?", "The villagers built a stone wall to keep the sheep in."),
+    ("How far is the moon?", "The moon is roughly 384,400 kilometres from the Earth."),
+    ("What language is spoken?", "In Quebec most people speak French at home."),
+    ("When does the shop close?", "The shop closes at six o'clock, except on Fridays."),
+]
+
+
+def _pipeline(folder) -> list[dict]:
+    """transformers v4's question-answering pipeline (the module docstring), top_k=1, per pair:
+    its answer (`span`) and its answer with `handle_impossible_answer` (`with_null`, whose score is
+    the null one where that wins)."""
+    tokenizer = transformers.AlbertTokenizer.from_pretrained(folder)
+    pieces = AlbertTokenizer(str(SPM))
+    model = transformers.AlbertForQuestionAnswering.from_pretrained(folder).eval()
+    answers = []
+    for question, context in PAIRS:
+        encoding = tokenizer(question, context, truncation="only_second", max_length=MAX_SEQ_LENGTH,
+                             return_token_type_ids=True, return_overflowing_tokens=True, return_offsets_mapping=True)
+        assert len(encoding["input_ids"]) == 1, "the context fits one window"
+        ids = np.array(encoding["input_ids"])
+        # transformers' pieces are the release's on these texts (not after a user-defined piece inside
+        # a word: "well-meaning" is "▁meaning" there, "meaning" in SentencePiece), so the logits agree.
+        segments = np.array([-1 if s is None else s for s in encoding.sequence_ids(0)])
+        assert [ids[0][segments == 0].tolist(), ids[0][segments == 1].tolist()] == [
+            pieces.encode(question), pieces.encode(context)], (question, context)
+        p_mask = np.array([[token != 1 for token in encoding.sequence_ids(0)]], np.int64)
+        p_mask[ids == tokenizer.cls_token_id] = 0
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(encoding["attention_mask"]),
+                        token_type_ids=torch.tensor(encoding["token_type_ids"]))
+        # With handle_impossible_answer the spans are the same; the null score is computed besides.
+        (s,), (e,), (score,), null = select_starts_ends(
+            out.start_logits.numpy(), out.end_logits.numpy(), p_mask, np.array(encoding["attention_mask"]),
+            top_k=1, handle_impossible_answer=True, max_answer_len=MAX_ANSWER_LEN)
+        start = encoding.word_to_chars(encoding.token_to_word(0, int(s)), sequence_index=1).start
+        end = encoding.word_to_chars(encoding.token_to_word(0, int(e)), sequence_index=1).end
+        span = {"score": float(score), "start": start, "end": end, "answer": context[start:end]}
+        null_answer = {"score": null, "start": 0, "end": 0, "answer": ""}
+        answers.append({"span": span, "with_null": sorted([span, null_answer], key=lambda a: a["score"], reverse=True)[0],
+                        "null": null, "widened": (start, end) != (encoding["offset_mapping"][0][s][0],
+                                                                  encoding["offset_mapping"][0][e][1])})
+    return answers
+
+
+def test_question_answering_answers_equal_the_pipelines(tmp_path):
+    _hf_model("AlbertForQuestionAnswering", tmp_path / "hf", config=CONFIG, vocab=SPM)
+    theirs = _pipeline(tmp_path / "hf")
+    source = open_source(str(tmp_path / "hf"))
+    assert answer_rule(run_info(source)) == "huggingface"
+    export_squad(AlbertSpanLabeler.from_preset(source), tmp_path / "export", source.vocabulary(),
+                 FeatureSettings(MAX_SEQ_LENGTH, 32, 32), version_2=False, max_answer_length=MAX_ANSWER_LEN,
+                 answer_rule=answer_rule(run_info(source)), handle_impossible_answer=True)
+    questions, contexts = zip(*PAIRS)
+    ours = load_saved_model(str(tmp_path / "export")).signatures["serve_text"](
+        question=tf.constant(questions), context=tf.constant(contexts))
+    ours = {k: v.numpy() for k, v in ours.items()}
+
+    for i, (pair, answer) in enumerate(zip(PAIRS, theirs)):
+        with_null, span = answer["with_null"], answer["span"]
+        assert ours["answer_text"][i].decode() == with_null["answer"], pair
+        assert (ours["char_start"][i], ours["char_end"][i]) == (with_null["start"], with_null["end"]), pair
+        np.testing.assert_allclose(ours["score"][i], with_null["score"], rtol=1e-4, atol=1e-7, err_msg=str(pair))
+        # Without the null rule the pipeline answers the best span: the first of the n-best list.
+        assert ours["top_k_text"][i][0].decode() == span["answer"], pair
+        assert (ours["top_k_char_start"][i][0], ours["top_k_char_end"][i][0]) == (span["start"], span["end"]), pair
+    np.testing.assert_allclose(ours["no_answer_probability"], [a["null"] for a in theirs], rtol=1e-4, atol=1e-7)
+    # Not one answer for all; some widened from a piece inside a word to the whole word; some null.
+    assert len({a["span"]["answer"] for a in theirs}) == len(PAIRS)
+    assert any(a["widened"] for a in theirs)
+    assert 0 < sum(a["with_null"]["answer"] == "" for a in theirs) < len(PAIRS)

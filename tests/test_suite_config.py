@@ -28,7 +28,7 @@ def pytest_sessionstart(session):
     import pathlib
     option = session.config.option
     if not hasattr(session.config, "workerinput"):
-        values = [getattr(option, name, "absent") for name in ("dist", "loadscopereorder", "maxworkerrestart")]
+        values = [getattr(option, name, "absent") for name in ("dist", "loadscopereorder", "maxworkerrestart", "timeout")]
         pathlib.Path(__file__).with_name("options.txt").write_text(" ".join(map(str, values)))
 '''
 
@@ -67,15 +67,15 @@ def test_with_workers_each_takes_whole_modules_in_the_given_order(tmp_path):
     _suite(tmp_path, "def test_one():\n    pass\n", report_options=True)
     result, output = _pytest(tmp_path, "-n", "2")
     assert result.returncode == 0, output[-3000:]
-    assert (tmp_path / "options.txt").read_text() == "loadscope False 0"
+    assert (tmp_path / "options.txt").read_text() == "loadscope False 0 1800"
     # A --dist or --max-worker-restart given on the command line is kept.
-    result, output = _pytest(tmp_path, "-n", "2", "--dist=load", "--max-worker-restart=3")
+    result, output = _pytest(tmp_path, "-n", "2", "--dist=load", "--max-worker-restart=3", "--timeout=60")
     assert result.returncode == 0, output[-3000:]
-    assert (tmp_path / "options.txt").read_text() == "load True 3"
+    assert (tmp_path / "options.txt").read_text() == "load True 3 60.0"
     # Without -n, nothing is distributed.
     result, output = _pytest(tmp_path)
     assert result.returncode == 0, output[-3000:]
-    assert (tmp_path / "options.txt").read_text() == "no True None"
+    assert (tmp_path / "options.txt").read_text() == "no True None None"
 
 
 def test_plain_pytest_runs_without_xdist(tmp_path):
@@ -85,11 +85,11 @@ def test_plain_pytest_runs_without_xdist(tmp_path):
     _suite(tmp_path, "def test_one():\n    pass\n", report_options=True)
     result, output = _pytest(tmp_path, "-p", "no:xdist")
     assert result.returncode == 0 and "1 passed" in output, output[-3000:]
-    assert (tmp_path / "options.txt").read_text() == "absent absent absent"
+    assert (tmp_path / "options.txt").read_text() == "absent absent absent None"  # pytest-timeout, no limit
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     result, output = _pytest(tmp_path, env=env)
     assert result.returncode == 0 and "1 passed" in output, output[-3000:]
-    assert (tmp_path / "options.txt").read_text() == "absent absent absent"
+    assert (tmp_path / "options.txt").read_text() == "absent absent absent absent"
     # -n itself is then unknown, as it should be: a usage error (exit code 4), not a silent serial run.
     result, output = _pytest(tmp_path, "-n", "2", env=env)
     assert result.returncode == 4 and "unrecognized arguments: -n" in output, output[-3000:]

@@ -11,10 +11,15 @@ With `-n` (README: `-n auto --maxprocesses=4`), unless `--dist` is given:
   its test reported as failed (`--max-worker-restart=0`, unless given): pytest-xdist 3.8 replaces a
   crashed worker under loadscope, runs the test that crashed again in the new one, and can then wait
   forever for work it re-queued empty (pytest-xdist issues #1323, #1378, pull request #1371), which
-  would hold CI to its 90-minute limit.
+  would hold CI to its 90-minute limit;
+- a test that waits on something that never comes (a server that never answers, a lost child)
+  fails after HANG_SECONDS, with every thread's stack, and the run goes on (pytest-timeout, a test
+  extra; `--timeout` given wins). It bounds a hang, not a speed: the longest test takes minutes.
 """
 
 import pytest
+
+HANG_SECONDS = 1800
 
 
 @pytest.hookimpl(wrapper=True)
@@ -28,4 +33,6 @@ def pytest_cmdline_main(config):
         option.loadscopereorder = False
         if option.maxworkerrestart is None:
             option.maxworkerrestart = "0"
+        if getattr(option, "timeout", "absent") is None:  # pytest-timeout is loaded; no --timeout given
+            option.timeout = HANG_SECONDS
     return (yield)

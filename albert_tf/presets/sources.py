@@ -229,8 +229,17 @@ def _snapshot(huggingface_hub, repo: str) -> str:
 
     files = [HF_CONFIG, HF_VOCAB]
     timeout = download.timeout()
-    saved = constants.HF_HUB_DOWNLOAD_TIMEOUT
+    # The downloads take HF_HUB_DOWNLOAD_TIMEOUT and etag_timeout, but the repository's listing
+    # (repo_info, list_repo_tree) asks the shared client with `timeout=None`, no limit at all: a Hub
+    # that never answers would hold the call forever. A request hook bounds every request.
+    session = huggingface_hub.get_session()
+    saved, hooks = constants.HF_HUB_DOWNLOAD_TIMEOUT, session.event_hooks
+
+    def bounded(request):
+        request.extensions["timeout"] = dict.fromkeys(("connect", "read", "write", "pool"), timeout)
+
     constants.HF_HUB_DOWNLOAD_TIMEOUT = timeout
+    session.event_hooks = {**hooks, "request": [*hooks["request"], bounded]}
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -242,7 +251,7 @@ def _snapshot(huggingface_hub, repo: str) -> str:
     except Exception as error:  # the Hub client's errors have no common base of their own
         raise UserError(f"could not fetch hf://{repo} ({reason(error)}); {download.HINT}") from None
     finally:
-        constants.HF_HUB_DOWNLOAD_TIMEOUT = saved
+        constants.HF_HUB_DOWNLOAD_TIMEOUT, session.event_hooks = saved, hooks
         hub_logger.removeHandler(kept)
         hub_logger.propagate = propagate
     if _is_hf_folder(local):  # else the caller's one line says what the repository lacks

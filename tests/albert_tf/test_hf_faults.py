@@ -85,7 +85,13 @@ def test_a_repository_without_a_model_is_one_line_and_no_warnings(hub, caplog):
 
 def test_a_hub_that_never_answers_fails_within_albert_tf_timeout(tmp_path, monkeypatch):
     """A server that takes the connection and says nothing: the fetch fails with its one line,
-    as a stalled tarball download does, instead of waiting on huggingface_hub's own minutes."""
+    as a stalled tarball download does, instead of waiting on huggingface_hub's own minutes. The
+    Hub's shared client is built first, with its own settings (no timeout), as any earlier Hub call
+    of the process builds it: the repository listing goes through it, asking for no time limit."""
+    import huggingface_hub
+
+    huggingface_hub.close_session()
+    assert huggingface_hub.get_session().timeout.read is None
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)

@@ -170,6 +170,23 @@ class Evaluation:
                 for name, value in results[split].items() if isinstance(value, (int, float)) and name not in counts}
 
 
+def check_vocabulary(source, spm_model_file: Optional[str] = None):
+    """The run's tokenizer: `spm_model_file`, or the one `source` carries; refused in one line when
+    there is none, or when its pieces do not fit the model's embedding table (or, given, the
+    vocabulary `source` was trained with)."""
+    from albert_tf.presets import folder, loader
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
+
+    vocabulary = spm_model_file or source.spm_model_file
+    if not vocabulary:
+        raise FlagError("--spm_model_file is required (the vocabulary the model was pretrained with)")
+    tokenizer = AlbertTokenizer(vocabulary)
+    folder.check_pieces(vocabulary, tokenizer.vocab_size, source.config.vocab_size)
+    if spm_model_file:
+        loader.check_vocab_size(source, tokenizer.vocab_size, f"--spm_model_file {spm_model_file}")
+    return tokenizer
+
+
 def _initialize_from(source) -> Callable:
     """`initialize(model)` loading the encoder of `source` (`albert_tf.presets.loader.find_source`'s)."""
     from albert_tf.presets import loader
@@ -188,13 +205,16 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     Args:
         task: a `finetune.task.FinetuningTask`.
         options: the run's `FinetuneOptions` (`task.default_options(...)` gives its hparams).
-        source: where the encoder comes from (`albert_tf.presets.loader.find_source`'s result): its
-            config is the model's.
-        spm_model_file: the vocabulary (default: the one `source` carries).
+        source: where the encoder comes from (`albert_tf.presets.loader.find_source`'s result), or a
+            function returning it, called once the actions and data are checked: its config is the
+            model's.
+        spm_model_file: the vocabulary (default: the one `source` carries), checked against the
+            model's embedding table (`check_vocabulary`).
         actions: what to do.
         cache_dir: where tokenized features are cached (default `<output_dir>/features`).
-        strategy: a `tf.distribute.Strategy` (default: TensorFlow's default strategy); made by the
-            caller before any other TensorFlow op, as multi-worker collectives need.
+        strategy: a `tf.distribute.Strategy` (default: TensorFlow's default strategy), or a
+            function making it, called once the actions and data are checked and before the source
+            is read (multi-worker collectives are configured before any other TensorFlow op).
         initialize: `initialize(model)` loading a fresh run's starting weights, returning where from
             (default: the encoder of `source`); a resumed run does not call it.
         export: the export's settings, or None for no export.
@@ -204,14 +224,15 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     `model` (the task model).
     """
     from albert_tf.checkpoints.run_folder import keep_run_vocabulary
-    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from finetune import trainer
 
-    check_actions(task, actions, options.output_dir)
+    check_actions(task, actions, options.output_dir)  # the run's one check, before any device or model
+    if callable(strategy):
+        strategy = strategy()
+    if callable(source):
+        source = source()
+    tokenizer = check_vocabulary(source, spm_model_file)
     spm_model_file = spm_model_file or source.spm_model_file
-    if not spm_model_file:
-        raise FlagError("--spm_model_file is required (the vocabulary the model was pretrained with)")
-    tokenizer = AlbertTokenizer(spm_model_file)
     output_dir = options.output_dir
     cache_dir = cache_dir or os.path.join(output_dir, "features")
     run = trainer.Finetuning(source.config, task, options, strategy)

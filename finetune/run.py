@@ -31,6 +31,7 @@ from absl import logging
 from albert_tf.training.options import EXPORT_DIR
 from albert_tf.utils.atomic import write_json
 from albert_tf.utils.errors import FlagError, UserError
+from albert_tf.utils.files import files_for, is_url
 from finetune.options import FinetuneOptions
 
 EVAL_RESULTS = "eval_results.json"
@@ -140,9 +141,10 @@ class Evaluation:
         return self.scalars_of(self.results(write_summaries=False))
 
     def best(self) -> dict | None:
-        if not os.path.exists(self._best_path):
+        fs = files_for(self._best_path)
+        if not fs.exists(self._best_path):
             return None
-        with open(self._best_path, encoding="utf-8") as f:
+        with fs.open(self._best_path, "r", encoding="utf-8") as f:
             return json.load(f)
 
     def _keep_best(self, results: dict):
@@ -185,6 +187,17 @@ def check_vocabulary(source, spm_model_file: Optional[str] = None):
     if spm_model_file:
         loader.check_vocab_size(source, tokenizer.vocab_size, f"--spm_model_file {spm_model_file}")
     return tokenizer
+
+
+def default_cache_dir(output_dir: str) -> str:
+    """Where a run caches its tokenized features: `<output_dir>/features`; for an output_dir on
+    another filesystem (gs://), a local temporary folder (a cache is only a copy, named by its
+    inputs' fingerprint, and read many times in a run)."""
+    if is_url(output_dir):
+        import tempfile
+
+        return os.path.join(tempfile.gettempdir(), "albert_tf-features")
+    return os.path.join(output_dir, "features")
 
 
 def _initialize_from(source) -> Callable:
@@ -234,7 +247,7 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     tokenizer = check_vocabulary(source, spm_model_file)
     spm_model_file = spm_model_file or source.spm_model_file
     output_dir = options.output_dir
-    cache_dir = cache_dir or os.path.join(output_dir, "features")
+    cache_dir = cache_dir or default_cache_dir(output_dir)
     run = trainer.Finetuning(source.config, task, options, strategy)
     run.restore_or_initialize(initialize or _initialize_from(source))
     if actions.train:  # once the folder is known to be this run's: a refused run changes nothing in it
@@ -271,7 +284,7 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
                 summary["predictions"] += task.write_predictions(split, predictions, cached, output_dir)
 
     export_dir = os.path.join(output_dir, EXPORT_DIR)
-    if export is not None and run.is_chief and (actions.train or not os.path.exists(export_dir)):
+    if export is not None and run.is_chief and (actions.train or not files_for(export_dir).exists(export_dir)):
         calibration = None  # full int8 calibrates on the task's own training texts
         if export.quantization == "full_int8":
             calibration = features(task, task.train_split, tokenizer, options.max_seq_length, cache_dir)

@@ -62,19 +62,15 @@ def test_every_tool_runs_on_an_object_store_filesystem(small_data_dir, tmp_path,
 
     # Data prep: the pretraining records.
     records = f"{ROOT}/records"
-    local_records = str(tmp_path.parent / "records")  # TODO
     create_pretraining_data.FLAGS.unparse_flags()
     create_pretraining_data.FLAGS([
-        "albert-create-pretraining-data", f"--input_file={TINY_CORPUS}", f"--output_dir={local_records}",
-        f"--spm_model_file={TINY_VOCAB}", f"--max_seq_length={SEQ}", "--max_predictions_per_seq=4", "--dupe_factor=2",
+        "albert-create-pretraining-data", f"--input_file={corpus}", f"--output_dir={records}",
+        f"--spm_model_file={vocab}", f"--max_seq_length={SEQ}", "--max_predictions_per_seq=4", "--dupe_factor=2",
         "--noprogress"])
     try:
         assert create_pretraining_data.main(["albert-create-pretraining-data"]) == 0
     finally:
         create_pretraining_data.FLAGS.unparse_flags()
-    for name in os.listdir(local_records):
-        if not os.path.isdir(os.path.join(local_records, name)):
-            _put(os.path.join(local_records, name), f"{records}/{name}")
     assert "pretraining_data.json" in _files(records)
     shards = tf.io.gfile.glob(f"{records}/pretrain-*.tfrecord")
     assert len(shards) == 1 and sum(1 for _ in tf.data.TFRecordDataset(shards)) > 8

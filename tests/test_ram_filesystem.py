@@ -10,7 +10,6 @@ import json
 import os
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig

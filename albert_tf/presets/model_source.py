@@ -27,7 +27,7 @@ import os
 from typing import Callable, Optional
 
 from albert_tf.config import AlbertConfig
-from albert_tf.checkpoints.run_folder import CONFIG_FILE, RUN_VOCAB, weight_name
+from albert_tf.checkpoints.run_folder import CONFIG_FILE, RUN_VOCAB, read_task_file, weight_name
 from albert_tf.utils.errors import UserError
 from albert_tf.utils.files import is_url
 from albert_tf.presets import folder as preset_folder
@@ -195,10 +195,9 @@ def _run_task(folder: str, has_heads: bool) -> Optional[dict]:
     (`albert_tf.presets.folder.record_task`) beside the fine-tuning task's name and labels. A run
     made before the model was recorded: a pretraining run's heads are the pretrainer's, a fine-tuning
     run's are not known (its encoder loads)."""
-    path = os.path.join(folder, preset_folder.TASK_CONFIG)
-    if not _exists(path):
+    recorded = read_task_file(folder)
+    if recorded is None:
         return dict(_PRETRAINER) if has_heads else None
-    recorded = _read_json(path)
     if not (isinstance(recorded, dict) and isinstance(recorded.get("class"), str)):
         return None
     task = {"class": recorded["class"], "arguments": dict(recorded.get("arguments") or {})}

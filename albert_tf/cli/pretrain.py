@@ -126,7 +126,9 @@ def main(argv):
     # Before anything is read or written: an unusable folder is one line naming the flag.
     prepare_output_dir(FLAGS.output_dir, create=False)
     # One run a folder; a run refused or failed before its first checkpoint leaves it as it was.
-    with locked_run_folder(FLAGS.output_dir, keep_on_failure=pretraining.tf.train.latest_checkpoint):
+    import tensorflow as tf  # loaded by the import above
+
+    with locked_run_folder(FLAGS.output_dir, keep_on_failure=tf.train.latest_checkpoint):
         pretrain(strategies, pretraining)
 
 

@@ -1,9 +1,10 @@
 """The CLI skeleton of every fine-tuning task: shared flags named as the option fields, one flow.
 
 A task's console script defines its own flags (GLUE: `--task`, `--data_dir`, `--skip_bad_rows`)
-beside `define_flags(FLAGS)`; `run(__doc__, FLAGS, make_task)` is its entry point (the one of every
-console script, `albert_tf.cli.entry_point.run_main`) and `finetune(argv, FLAGS, make_task)` runs a
-command line in-process through the same parser and `main`, where `make_task(FLAGS)` returns its `finetune.task.FinetuningTask`. A tool
+beside `define_flags(FLAGS)`; `finetune, run = entry_points(__doc__, FLAGS, make_task)` gives its
+two doors: `run()`, its entry point (the one of every console script,
+`albert_tf.cli.entry_point.run_main`), and `finetune(argv)`, a command line run in-process through
+the same parser and `main`, where `make_task(FLAGS)` returns its `finetune.task.FinetuningTask`. A tool
 whose action flags mean otherwise (SQuAD's --do_predict also scores) passes its `actions`. The run
 itself is the library's `finetune.run.run_finetuning`: this module only turns flags into its
 arguments. The flow:
@@ -290,3 +291,17 @@ def run(doc: str, flag_values: flags.FlagValues, make_task: Callable, required=(
         print_summary(run_command_line(argv))
 
     entry_point.run_main(main, flag_values, doc, value_errors_are_users=True)
+
+
+def entry_points(doc: str, flag_values: flags.FlagValues, make_task: Callable, required=(),
+                 actions: Callable[[flags.FlagValues], Actions] = actions_of_flags):
+    """A task's console script's two doors on one parser and one main: `finetune(argv)`, the
+    command line run in this process (its summary returned, a user's error raised), and `run()`,
+    the console script (its summary printed, a user's error one line and its exit code)."""
+    def finetune_command_line(argv) -> dict:
+        return finetune(argv, flag_values, make_task, required, actions, doc)
+
+    def run_console_script():
+        run(doc, flag_values, make_task, required, actions)
+
+    return finetune_command_line, run_console_script

@@ -39,8 +39,10 @@ def _files(folder):
 
 
 def _local_files(*folders):
+    """The files below local `folders`, Python's bytecode caches left out (a module first imported
+    during the run writes its own)."""
     return {os.path.join(parent, name) for folder in folders for parent, _, names in os.walk(folder)
-            for name in names}
+            if "__pycache__" not in parent for name in names}
 
 
 def test_every_tool_runs_on_an_object_store_filesystem(small_data_dir, tmp_path, monkeypatch, capsys):
@@ -49,8 +51,9 @@ def test_every_tool_runs_on_an_object_store_filesystem(small_data_dir, tmp_path,
     from data_prep import create_pretraining_data
     from finetune.glue import cli as glue_cli
 
-    monkeypatch.chdir(tmp_path)  # a relative path written by mistake would land here
-    repo_before = _local_files(REPO_ROOT / "tests", REPO_ROOT / "albert_tf", REPO_ROOT / "finetune")
+    monkeypatch.chdir(tmp_path)  # a URL taken for a relative path ("ram:/...") would land here
+    watched = [REPO_ROOT / name for name in ("albert_tf", "data_prep", "finetune", "tests")]
+    local_before = _local_files(*watched), sorted(os.listdir(REPO_ROOT))
 
     vocab = _put(TINY_VOCAB, f"{ROOT}/in/tiny_vocab.model")
     corpus = _put(TINY_CORPUS, f"{ROOT}/in/corpus.txt")
@@ -108,7 +111,8 @@ def test_every_tool_runs_on_an_object_store_filesystem(small_data_dir, tmp_path,
     assert summary["export_dir"] == f"{rte}/export"
     made = _files(rte)
     assert {"eval_results.json", "best_checkpoint.json", "task.json", "dev_predictions.tsv", "spiece.model",
-            "export/saved_model.pb"} <= set(made), made
+            "curves.png", "model.ckpt-best.index", "export/saved_model.pb"} <= set(made), made
+    assert summary["train"]["curves"] == f"{rte}/curves.png"
     for events in ("train/events.out.tfevents", "eval/events.out.tfevents"):
         assert any(name.startswith(events) for name in made), made
     with tf.io.gfile.GFile(f"{rte}/eval_results.json") as f:
@@ -120,4 +124,4 @@ def test_every_tool_runs_on_an_object_store_filesystem(small_data_dir, tmp_path,
 
     # Nothing on the local disk: the working folder stays empty, the repository as it was.
     assert sorted(os.listdir(tmp_path)) == []
-    assert _local_files(REPO_ROOT / "tests", REPO_ROOT / "albert_tf", REPO_ROOT / "finetune") == repo_before
+    assert (_local_files(*watched), sorted(os.listdir(REPO_ROOT))) == local_before

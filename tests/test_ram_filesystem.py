@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 
 import numpy as np
 import tensorflow as tf
@@ -21,7 +22,7 @@ TINY_CORPUS = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_corpus.txt"
 CONFIG = AlbertConfig(vocab_size=300, embedding_size=8, hidden_size=16, num_hidden_layers=2,
                       num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
 SEQ = 32
-ROOT = "ram://issue51"
+ROOT = f"ram://issue51-{uuid.uuid4().hex[:8]}"  # ram:// outlives a test in its process: a name of its own
 
 
 def _put(local, url):

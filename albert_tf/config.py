@@ -155,7 +155,9 @@ class AlbertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "AlbertConfig":
-        with open(path, encoding="utf-8") as f:
+        from albert_tf.utils.files import files_for  # a path on any filesystem (gs://)
+
+        with files_for(path).open(os.fspath(path), "r", encoding="utf-8") as f:
             try:
                 values = json.load(f)
             except json.JSONDecodeError as e:
@@ -163,9 +165,9 @@ class AlbertConfig:
         return cls.from_dict(values, source=str(path))
 
     def to_json_file(self, path: str | os.PathLike) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-            f.write("\n")
+        from albert_tf.utils.atomic import write_json  # on any filesystem, never half-written
+
+        write_json(path, self.to_dict())
 
     @classmethod
     def named(cls, name: str) -> "AlbertConfig":

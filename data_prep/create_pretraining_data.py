@@ -149,10 +149,13 @@ def main(argv) -> int:
 def holds_shards(folder: str) -> bool:
     """Whether a data-prep folder holds a complete shard or a finished run's description."""
     from albert_tf.utils.atomic import is_partial
+    from albert_tf.utils.files import files_for
+    from data_prep.documents import beam_files
     from data_prep.shards import METADATA_FILE
 
+    names = [os.path.basename(path) for path in files_for(folder, beam_files).glob(os.path.join(folder, "*"))]
     return any(name.endswith((".tfrecord", ".tfrecord.gz")) or name == METADATA_FILE
-               for name in os.listdir(folder) if not is_partial(name))
+               for name in names if not is_partial(name))
 
 
 def generate(beam_args) -> dict:
@@ -177,11 +180,37 @@ def generate(beam_args) -> dict:
         raise
     except ValueError as error:
         raise FlagError(str(error)) from None
+    if FLAGS.runner is None and is_url(FLAGS.output_dir):
+        return generate_staged(config, FLAGS.output_dir)
     if FLAGS.runner is None:
         return run_generation(config, FLAGS.output_dir, FLAGS.num_workers, progress=FLAGS.progress)
     from data_prep.beam.pipeline import run_beam_generation
 
     return run_beam_generation(config, FLAGS.output_dir, beam_args)
+
+
+def generate_staged(config, output_dir: str) -> dict:
+    """The local tool's run for an --output_dir on an object store (gs://, which has no rename for
+    the shards' write-aside): the shards made in a local temporary folder, then each file copied
+    to `output_dir`, pretraining_data.json last (a reader takes the records as complete by it)."""
+    import tempfile
+
+    from albert_tf.utils.files import files_for
+    from data_prep.documents import beam_files
+    from data_prep.shards import METADATA_FILE, SPILL_DIR, run_generation
+
+    fs = files_for(output_dir, beam_files)
+    with tempfile.TemporaryDirectory(prefix="albert_tf-shards-") as staging:
+        result = run_generation(config, staging, FLAGS.num_workers, progress=FLAGS.progress)
+        made = [os.path.relpath(os.path.join(parent, name), staging) for parent, folders, names in os.walk(staging)
+                if os.path.relpath(parent, staging).split(os.sep)[0] != SPILL_DIR for name in names]
+        for name in sorted(made, key=lambda name: name == METADATA_FILE):
+            target = "/".join((output_dir.rstrip("/"), *name.split(os.sep)))
+            fs.makedirs(os.path.dirname(target))
+            with open(os.path.join(staging, name), "rb") as source, fs.open(target, "wb") as out:
+                while block := source.read(1 << 20):
+                    out.write(block)
+    return result
 
 
 def generation_config(input_files):

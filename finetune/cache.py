@@ -35,6 +35,7 @@ from absl import logging
 
 from albert_tf.data.features import serialize_example
 from albert_tf.utils.atomic import atomic_open, atomic_path
+from albert_tf.utils.files import files_for
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
 _DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
@@ -122,7 +123,7 @@ def fingerprint(sources: Sequence[str | os.PathLike], tokenizer: AlbertTokenizer
     digest.update(repr((settings, tokenizer.do_lower_case)).encode("utf-8"))
     digest.update(hashlib.sha256(tokenizer.model_proto).digest())
     for source in sources:
-        with open(source, "rb") as f:
+        with files_for(source).open(os.fspath(source), "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()

@@ -1,9 +1,10 @@
 """The CLI skeleton of every fine-tuning task: shared flags named as the option fields, one flow.
 
 A task's console script defines its own flags (GLUE: `--task`, `--data_dir`, `--skip_bad_rows`)
-beside `define_flags(FLAGS)`; `run(__doc__, FLAGS, make_task)` is its entry point (the one of every
-console script, `albert_tf.cli.entry_point.run_main`) and `finetune(argv, FLAGS, make_task)` runs a
-command line in-process, where `make_task(FLAGS)` returns its `finetune.task.FinetuningTask`. A tool
+beside `define_flags(FLAGS)`; `finetune, run = entry_points(__doc__, FLAGS, make_task)` gives its
+two doors: `run()`, its entry point (the one of every console script,
+`albert_tf.cli.entry_point.run_main`), and `finetune(argv)`, a command line run in-process through
+the same parser and `main`, where `make_task(FLAGS)` returns its `finetune.task.FinetuningTask`. A tool
 whose action flags mean otherwise (SQuAD's --do_predict also scores) passes its `actions`. The run
 itself is the library's `finetune.run.run_finetuning`: this module only turns flags into its
 arguments. The flow:
@@ -11,11 +12,11 @@ arguments. The flow:
 1. the options: each flag named as a field of `finetune.options.FinetuneOptions`; those of the
    task's hparams (`finetune.task.HPARAM_FIELDS`) default to the hparams, the others to the field's
    default;
-2. the data files checked, the strategy made, the encoder source found (`--preset`, or
+2. (`run_finetuning`, from here on) the data files checked, the strategy made, the encoder source found (`--preset`, or
    `--init_checkpoint`, its release's name: any model source, `albert_tf.presets.model_source`; or
    random weights with `--albert_config_file`), and its vocabulary checked against the SentencePiece
    model (`--spm_model_file`, default: the one the source carries);
-3. (`run_finetuning`) `--do_train`: train (resuming from `output_dir`'s latest checkpoint if any);
+3. `--do_train`: train (resuming from `output_dir`'s latest checkpoint if any);
    `--do_eval`: each evaluation split's metrics into `eval_results.json` (and TensorBoard's
    `eval/`); `--do_predict`: each prediction split's files (the task's `write_predictions`);
 4. `--export`: the task's SavedModel in `output_dir/export`, written after training, or when
@@ -37,14 +38,13 @@ from albert_tf.cli import entry_point
 from albert_tf.cli.option_flags import (check_serving_version, check_values, define_allow_changed_flags,
                                         define_option_flags, define_serving_version_flag, define_strategy_flags,
                                         define_weights_source_flags, option_values, weights_source)
-from albert_tf.cli.release_flags import apply_release_flags
 from albert_tf.utils.errors import FlagError
 from albert_tf.utils.locks import locked_run_folder
 from albert_tf.utils.output_dirs import prepare_output_dir
 from albert_tf.utils.quiet import quiet_device_start
 from finetune.options import FinetuneOptions
 from finetune.run import BEST_CHECKPOINT, BEST_RESULTS, EVAL_RESULTS  # noqa: F401 (names callers use)
-from finetune.run import Actions, ExportSettings, check_actions, run_finetuning
+from finetune.run import Actions, ExportSettings, run_finetuning
 from finetune.task import HPARAM_FIELDS
 
 
@@ -195,53 +195,58 @@ def example_limits(flag_values: flags.FlagValues) -> dict[str, int | None]:
 
 
 def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
-    """The flags as `run_finetuning`'s arguments: the options, the strategy, the encoder source and
-    the vocabulary, checked in that order before any model is built."""
-    import tensorflow as tf  # here: --help must not load TensorFlow
-
-    from albert_tf.training import strategies
-
+    """The flags as `run_finetuning`'s arguments: the options, the strategy and the encoder source,
+    the last two made by `run_finetuning` once it has checked the run's actions and data."""
     options = options_from_flags(F, task)
-    check_actions(task, actions, F.output_dir)
-    # Before any other TensorFlow op: multi-worker collectives are configured at startup.
-    with quiet_device_start():
-        strategy = strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
 
-    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
-    from albert_tf.presets import folder as preset_folder
+    def make_strategy():
+        from albert_tf.training import strategies
+
+        with quiet_device_start():
+            return strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
+
     from albert_tf.presets import loader as initialization
 
-    source_given = F.init_checkpoint or F.preset or F.albert_config_file
-    if not source_given and tf.train.latest_checkpoint(F.output_dir):
-        # A fine-tuning run folder remembers its config and vocabulary: resuming, evaluating or
-        # predicting from it repeats neither.
-        source = initialization.find_source(F.output_dir)
-    else:
-        source = initialization.find_source(F.init_checkpoint, F.preset, F.albert_config_file)
-    config = source.config
-    spm_model_file = F.spm_model_file or source.spm_model_file
-    if not spm_model_file:
-        raise app.UsageError("--spm_model_file is required (the vocabulary the model was pretrained with)")
-    tokenizer = AlbertTokenizer(spm_model_file)
-    preset_folder.check_pieces(spm_model_file, tokenizer.vocab_size, config.vocab_size)
-    if F.spm_model_file:
-        initialization.check_vocab_size(source, tokenizer.vocab_size, f"--spm_model_file {spm_model_file}")
-    print(f"encoder: {source.describe()}", flush=True)  # which source --init_checkpoint named, or the run folder
+    def find_source():
+        import tensorflow as tf  # here: --help must not load TensorFlow
+
+        if not (F.init_checkpoint or F.preset or F.albert_config_file) and tf.train.latest_checkpoint(F.output_dir):
+            # A fine-tuning run folder remembers its config and vocabulary: resuming, evaluating or
+            # predicting from it repeats neither.
+            source = initialization.find_source(F.output_dir)
+        else:
+            source = initialization.find_source(F.init_checkpoint, F.preset, F.albert_config_file)
+        print(f"encoder: {source.describe()}", flush=True)  # which source --init_checkpoint named, or the run folder
+        return source
 
     return run_finetuning(
-        task, options, source, spm_model_file, actions=actions, cache_dir=F.cache_dir, strategy=strategy,
+        task, options, find_source, F.spm_model_file, actions=actions, cache_dir=F.cache_dir, strategy=make_strategy,
         initialize=lambda model: initialization.initialize_encoder(model, F.init_checkpoint, F.preset),
         export=ExportSettings(F.format, F.quantization, F.precision, F.serving_version) if F.export else None,
         allow_changed_flags=F.allow_changed_flags)
 
 
 def finetune(argv, flag_values: flags.FlagValues, make_task: Callable, required=(),
-             actions: Callable[[flags.FlagValues], Actions] = actions_of_flags) -> dict:
-    """Parses `argv` (argv[0] is the program name) into `flag_values` and runs it (`run_parsed`)."""
-    flag_values.unparse_flags()
-    flag_values(argv)
-    apply_release_flags(flag_values)
-    return run_parsed(flag_values, make_task, required, actions)
+             actions: Callable[[flags.FlagValues], Actions] = actions_of_flags, doc: str | None = None) -> dict:
+    """Runs the command line `argv` (argv[0] is the program name) in this process, parsed as the
+    console script parses it (`albert_tf.cli.entry_point.parse_command_line`: --help, --verbose,
+    the release's names); returns `run_parsed`'s summary. A user's error is raised, as the console
+    script's `run` reports it: a bad flag as a one-line FlagError."""
+    try:
+        remaining = entry_point.parse_command_line(flag_values, argv, doc)
+    except flags.Error as error:
+        raise FlagError(entry_point.flag_error_line(error)) from None
+    return _main(flag_values, make_task, required, actions)(remaining)
+
+
+def _main(flag_values: flags.FlagValues, make_task: Callable, required, actions) -> Callable[[list], dict]:
+    """The console script's `main(argv)` on parsed `flag_values`: what `run` and `finetune` run."""
+    def main(argv) -> dict:
+        if len(argv) > 1:
+            raise FlagError(f"unexpected arguments: {argv[1:]}")
+        return run_parsed(flag_values, make_task, required, actions)
+
+    return main
 
 
 def run_parsed(flag_values: flags.FlagValues, make_task: Callable, required=(),
@@ -288,9 +293,23 @@ def run(doc: str, flag_values: flags.FlagValues, make_task: Callable, required=(
         actions: Callable[[flags.FlagValues], Actions] = actions_of_flags):
     """A fine-tuning console script on the one entry point (`albert_tf.cli.entry_point.run_main`):
     the readers' and checks' ValueErrors name the file or value, so they are the user's (exit 1)."""
+    run_command_line = _main(flag_values, make_task, required, actions)
+
     def main(argv):
-        if len(argv) > 1:
-            raise FlagError(f"unexpected arguments: {argv[1:]}")
-        print_summary(run_parsed(flag_values, make_task, required, actions))
+        print_summary(run_command_line(argv))
 
     entry_point.run_main(main, flag_values, doc, value_errors_are_users=True)
+
+
+def entry_points(doc: str, flag_values: flags.FlagValues, make_task: Callable, required=(),
+                 actions: Callable[[flags.FlagValues], Actions] = actions_of_flags):
+    """A task's console script's two doors on one parser and one main: `finetune(argv)`, the
+    command line run in this process (its summary returned, a user's error raised), and `run()`,
+    the console script (its summary printed, a user's error one line and its exit code)."""
+    def finetune_command_line(argv) -> dict:
+        return finetune(argv, flag_values, make_task, required, actions, doc)
+
+    def run_console_script():
+        run(doc, flag_values, make_task, required, actions)
+
+    return finetune_command_line, run_console_script

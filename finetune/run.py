@@ -31,6 +31,7 @@ from absl import logging
 from albert_tf.training.options import EXPORT_DIR
 from albert_tf.utils.atomic import write_json
 from albert_tf.utils.errors import FlagError, UserError
+from albert_tf.utils.files import files_for, is_url
 from finetune.options import FinetuneOptions
 
 EVAL_RESULTS = "eval_results.json"
@@ -142,9 +143,10 @@ class Evaluation:
         return self.scalars_of(self.results(write_summaries=False))
 
     def best(self) -> dict | None:
-        if not os.path.exists(self._best_path):
+        fs = files_for(self._best_path)
+        if not fs.exists(self._best_path):
             return None
-        with open(self._best_path, encoding="utf-8") as f:
+        with fs.open(self._best_path, "r", encoding="utf-8") as f:
             return json.load(f)
 
     def _keep_best(self, results: dict):
@@ -172,6 +174,34 @@ class Evaluation:
                 for name, value in results[split].items() if isinstance(value, (int, float)) and name not in counts}
 
 
+def check_vocabulary(source, spm_model_file: Optional[str] = None):
+    """The run's tokenizer: `spm_model_file`, or the one `source` carries; refused in one line when
+    there is none, or when its pieces do not fit the model's embedding table (or, given, the
+    vocabulary `source` was trained with)."""
+    from albert_tf.presets import folder, loader
+    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
+
+    vocabulary = spm_model_file or source.spm_model_file
+    if not vocabulary:
+        raise FlagError("--spm_model_file is required (the vocabulary the model was pretrained with)")
+    tokenizer = AlbertTokenizer(vocabulary)
+    folder.check_pieces(vocabulary, tokenizer.vocab_size, source.config.vocab_size)
+    if spm_model_file:
+        loader.check_vocab_size(source, tokenizer.vocab_size, f"--spm_model_file {spm_model_file}")
+    return tokenizer
+
+
+def default_cache_dir(output_dir: str) -> str:
+    """Where a run caches its tokenized features: `<output_dir>/features`; for an output_dir on
+    another filesystem (gs://), a local temporary folder (a cache is only a copy, named by its
+    inputs' fingerprint, and read many times in a run)."""
+    if is_url(output_dir):
+        import tempfile
+
+        return os.path.join(tempfile.gettempdir(), "albert_tf-features")
+    return os.path.join(output_dir, "features")
+
+
 def _initialize_from(source) -> Callable:
     """`initialize(model)` loading the encoder of `source` (`albert_tf.presets.loader.find_source`'s)."""
     from albert_tf.presets import loader
@@ -191,13 +221,16 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     Args:
         task: a `finetune.task.FinetuningTask`.
         options: the run's `FinetuneOptions` (`task.default_options(...)` gives its hparams).
-        source: where the encoder comes from (`albert_tf.presets.loader.find_source`'s result): its
-            config is the model's.
-        spm_model_file: the vocabulary (default: the one `source` carries).
+        source: where the encoder comes from (`albert_tf.presets.loader.find_source`'s result), or a
+            function returning it, called once the actions and data are checked: its config is the
+            model's.
+        spm_model_file: the vocabulary (default: the one `source` carries), checked against the
+            model's embedding table (`check_vocabulary`).
         actions: what to do.
         cache_dir: where tokenized features are cached (default `<output_dir>/features`).
-        strategy: a `tf.distribute.Strategy` (default: TensorFlow's default strategy); made by the
-            caller before any other TensorFlow op, as multi-worker collectives need.
+        strategy: a `tf.distribute.Strategy` (default: TensorFlow's default strategy), or a
+            function making it, called once the actions and data are checked and before the source
+            is read (multi-worker collectives are configured before any other TensorFlow op).
         initialize: `initialize(model)` loading a fresh run's starting weights, returning where from
             (default: the encoder of `source`); a resumed run does not call it.
         export: the export's settings, or None for no export.
@@ -210,16 +243,17 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     `model` (the task model).
     """
     from albert_tf.checkpoints.run_folder import check_run_settings, keep_run_vocabulary
-    from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from finetune import trainer
 
-    check_actions(task, actions, options.output_dir)
+    check_actions(task, actions, options.output_dir)  # the run's one check, before any device or model
+    if callable(strategy):
+        strategy = strategy()
+    if callable(source):
+        source = source()
+    tokenizer = check_vocabulary(source, spm_model_file)
     spm_model_file = spm_model_file or source.spm_model_file
-    if not spm_model_file:
-        raise FlagError("--spm_model_file is required (the vocabulary the model was pretrained with)")
-    tokenizer = AlbertTokenizer(spm_model_file)
     output_dir = options.output_dir
-    cache_dir = cache_dir or os.path.join(output_dir, "features")
+    cache_dir = cache_dir or default_cache_dir(output_dir)
     run = trainer.Finetuning(source.config, task, options, strategy)
     if actions.train:  # the settings of training: an evaluation at another length is no resume
         check_run_settings(output_dir, options, write=run.is_chief, allow_changed=allow_changed_flags)
@@ -258,7 +292,7 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
                 summary["predictions"] += task.write_predictions(split, predictions, cached, output_dir)
 
     export_dir = os.path.join(output_dir, EXPORT_DIR)
-    if export is not None and run.is_chief and (actions.train or not os.path.exists(export_dir)
+    if export is not None and run.is_chief and (actions.train or not files_for(export_dir).exists(export_dir)
                                                 or export.serving_version is not None):
         calibration = None  # full int8 calibrates on the task's own training texts
         if export.quantization == "full_int8":

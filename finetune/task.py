@@ -212,19 +212,16 @@ class FinetuningTask(TrainingTask):
     def check_output_dir(self, output_dir: str, write: bool) -> None:
         """Refuses an output_dir holding another task's checkpoints: their heads have other shapes,
         or worse, the same shape and other label meanings (RTE vs QNLI); records `run_info()`."""
-        import json
-
-        import tensorflow as tf
-
+        from albert_tf.checkpoints.run_folder import read_task_file
         from albert_tf.utils.atomic import write_json
 
         path = os.path.join(output_dir, TASK_FILE)
         info = self.run_info()
-        if tf.io.gfile.exists(path):
-            with tf.io.gfile.GFile(path) as f:
-                saved = json.load(f)
-            if saved.get("task") != info["task"]:
-                raise ValueError(f"output_dir {output_dir} holds a {saved.get('task')} run, not {info['task']}; "
+        saved = read_task_file(output_dir)
+        if saved is not None:
+            task = saved.get("task") if isinstance(saved, dict) else None
+            if task != info["task"]:
+                raise ValueError(f"output_dir {output_dir} holds a {task} run, not {info['task']}; "
                                  f"use a fresh output_dir")
         elif write:
             write_json(path, info, sort_keys=False)

@@ -211,6 +211,48 @@ def test_console_scripts_reach_the_runs_through_run_calls_only():
         assert reached <= CONSOLE_SCRIPTS_MAY_IMPORT, (name, sorted(reached - CONSOLE_SCRIPTS_MAY_IMPORT))
 
 
+# The modules that hold a run as a library call; a console script takes only the call from them.
+RUN_MODULES = ("albert_tf.training.pretraining", "finetune.run")
+
+
+def names_taken(path, modules=RUN_MODULES) -> set[str]:
+    """The names a file takes from `modules`: `from m import name`, and `alias.name` where it
+    imports the module itself (`from albert_tf.training import pretraining`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    taken, aliases = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                if node.module in modules:
+                    taken.add(alias.name)
+                elif f"{node.module}.{alias.name}" in modules:
+                    aliases.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            aliases |= {alias.asname for alias in node.names if alias.name in modules and alias.asname}
+    taken |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+              and isinstance(node.value, ast.Name) and node.value.id in aliases}
+    return taken
+
+
+def test_the_checker_sees_a_run_internal_taken(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text("from finetune.run import run_finetuning, check_actions\n"
+                      "from albert_tf.training import pretraining\npretraining.Trainer(1)\n")
+    assert names_taken(script) == {"run_finetuning", "check_actions", "Trainer"}
+
+
+def test_the_clis_take_nothing_of_a_run_but_its_call():
+    """Issue 51: a console script maps flags to options and calls `run_*`; of the run's modules it
+    takes only that call and the names of what it returns or is given (constants, option classes),
+    never a step of the run (the CLI ran `check_actions` that `run_finetuning` ran again)."""
+    for name in console_scripts(import_graph()):
+        path = _modules()[name]
+        functions = {n for n in names_taken(path) if not (n.isupper() or n[:1].isupper())}
+        assert {n for n in functions if not n.startswith("run_")} == set(), (name, sorted(functions))
+    assert names_taken(_modules()["finetune.cli"]) >= {"run_finetuning"}
+    assert names_taken(_modules()["albert_tf.cli.pretrain"]) >= {"run_pretraining"}
+
+
 def test_the_utils_rules_import_no_tensorflow_and_nothing_above_utils():
     """The filesystem layer and its rules (files, atomic, patterns, compression, output_dirs, locks)
     serve the data-prep workers and the Beam pipeline, which must stay free of TensorFlow (issue 22):

@@ -202,23 +202,32 @@ def model_task(model) -> dict | None:
             "arguments": {name: getattr(model, name) for name in getattr(model, "config_arguments", ())}}
 
 
+def read_task_file(folder: str | os.PathLike):
+    """What `folder`'s task.json holds (a run's, an export's, a preset's: the model's class and
+    arguments, a fine-tuning task's name and labels), read on any filesystem (a run on gs://); None
+    where it has none. The one reader of the file: a file that is not JSON is a UserError naming it."""
+    path = os.path.join(os.fspath(folder), TASK_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path, "rb") as f:
+        try:
+            return json.loads(f.read().decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise UserError(f"{path}: not valid JSON ({error})") from None
+
+
 def record_task(folder: str | os.PathLike, model) -> None:
     """Records `model`'s class and arguments in `folder`'s task.json (a run's output_dir, an export),
     beside what a fine-tuning run keeps there (its task's name and labels), so that every door loads
     the folder's heads into the model they belong to (`albert_tf.presets.model_source`)."""
-    import tensorflow as tf
-
     task = model_task(model)
     if task is None:
         return
     path = os.path.join(os.fspath(folder), TASK_FILE)
-    recorded = {}
-    if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            try:
-                recorded = json.load(f)
-            except json.JSONDecodeError:
-                recorded = {}
+    try:
+        recorded = read_task_file(folder) or {}
+    except UserError:  # not JSON: replaced by the model's record
+        recorded = {}
     if not isinstance(recorded, dict) or {k: recorded.get(k) for k in task} == task:
         return
     write_json(path, {**recorded, **task}, sort_keys=False)

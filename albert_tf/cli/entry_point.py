@@ -76,6 +76,33 @@ def define_common_flags(flag_values: flags.FlagValues) -> None:
     define_release_flags(flag_values)
 
 
+def flag_error_line(error: Exception) -> str:
+    """absl's message of a bad command line as one line (absl prefixes some, a --flagfile it cannot
+    open, with "ERROR::")."""
+    lines = [line.strip().removeprefix("ERROR::").strip() for line in str(error).splitlines() if line.strip()]
+    return "; ".join(lines)
+
+
+def parse_command_line(flag_values: flags.FlagValues, argv: list[str], doc: str | None = None,
+                       pass_unknown_flags: bool = False) -> list[str]:
+    """The one parser of every console script's command line `argv` (argv[0] the program's name)
+    into `flag_values`, also for a tool run in-process (`finetune.cli.finetune`): --help prints
+    `doc` and the flags and exits 0; only this command line's values are kept (a process may have
+    run others); --verbose is recorded; the release's flag names are applied. A bad flag raises
+    absl's `flags.Error`. Returns the arguments left (with `pass_unknown_flags`, the unknown flags)."""
+    define_common_flags(flag_values)
+    if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
+        if doc:
+            print(doc)
+        print(flag_values.get_help())
+        sys.exit(0)
+    flag_values.unparse_flags()  # a command line's own values only, in a process that ran others
+    remaining = flag_values(argv, known_only=pass_unknown_flags)
+    set_verbose(flag_values["verbose"].value)
+    apply_release_flags(flag_values)
+    return remaining
+
+
 def run_main(
     main: Callable, flag_values: flags.FlagValues, doc: str | None, pass_unknown_flags: bool = False,
     value_errors_are_users: bool = False,
@@ -92,21 +119,11 @@ def run_main(
     define_common_flags(flag_values)
 
     def parse(argv: list[str]) -> list[str]:
-        if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
-            if doc:
-                print(doc)
-            print(flag_values.get_help())
-            sys.exit(0)
-        flag_values.unparse_flags()  # a command line's own values only, in a process that ran others
         try:
-            remaining = flag_values(argv, known_only=pass_unknown_flags)
+            remaining = parse_command_line(flag_values, argv, doc, pass_unknown_flags)
         except flags.Error as error:  # one line, even for several missing flags (one line each in absl)
-            # absl prefixes some (a --flagfile it cannot open) with "ERROR::"
-            lines = [line.strip().removeprefix("ERROR::").strip() for line in str(error).splitlines() if line.strip()]
-            print(f"error: {'; '.join(lines)} (see --help)", file=sys.stderr)
+            print(f"error: {flag_error_line(error)} (see --help)", file=sys.stderr)
             sys.exit(2)
-        set_verbose(flag_values["verbose"].value)
-        apply_release_flags(flag_values)
         flags.FLAGS(argv[:1])
         quiet_logs()
         return remaining

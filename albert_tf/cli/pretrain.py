@@ -24,6 +24,7 @@ from albert_tf.utils.quiet import quiet_device_start, set_tensorflow_log_level, 
 from albert_tf.cli.option_flags import (define_allow_changed_flags, define_option_flags, define_strategy_flags,
                                         define_weights_source_flags, option_values, weights_source)
 from albert_tf.utils.errors import FlagError
+from albert_tf.utils.files import files_for
 from albert_tf.utils.locks import locked_run_folder
 from albert_tf.utils.output_dirs import prepare_output_dir
 from albert_tf.utils.patterns import expand_patterns
@@ -80,7 +81,7 @@ def record_lengths() -> tuple[int, int]:
         return given["max_seq_length"], given["max_predictions_per_seq"]
     files = expand_patterns(FLAGS.input_file, flag="input_file")
     metadata = os.path.join(os.path.dirname(files[0]), PRETRAINING_METADATA_FILE)
-    if not os.path.exists(metadata):
+    if not files_for(metadata).exists(metadata):
         missing = [f"--{name}" for name, value in given.items() if value is None]
         raise FlagError(f"give {' and '.join(missing)}: no {PRETRAINING_METADATA_FILE} beside the records of "
                         f"--input_file={FLAGS.input_file} to read it from")
@@ -96,7 +97,7 @@ def run_vocabulary() -> str | None:
     if FLAGS.spm_model_file:
         return FLAGS.spm_model_file
     kept = os.path.join(FLAGS.output_dir, RUN_VOCAB)
-    return kept if os.path.exists(kept) else None
+    return kept if files_for(kept).exists(kept) else None
 
 
 def warmup_steps() -> int:
@@ -126,7 +127,9 @@ def main(argv):
     # Before anything is read or written: an unusable folder is one line naming the flag.
     prepare_output_dir(FLAGS.output_dir, create=False)
     # One run a folder; a run refused or failed before its first checkpoint leaves it as it was.
-    with locked_run_folder(FLAGS.output_dir, keep_on_failure=pretraining.tf.train.latest_checkpoint):
+    import tensorflow as tf  # loaded by the import above
+
+    with locked_run_folder(FLAGS.output_dir, keep_on_failure=tf.train.latest_checkpoint):
         pretrain(strategies, pretraining)
 
 

@@ -25,6 +25,7 @@ CONFIG = "config.json"
 WEIGHTS = "model.weights.h5"
 VOCAB = "spiece.model"
 from albert_tf.checkpoints.run_folder import TASK_FILE as TASK_CONFIG  # noqa: E402 (one name for the file)
+from albert_tf.checkpoints.run_folder import read_task_file  # noqa: E402 (the one reader of it)
 from albert_tf.checkpoints.run_folder import model_task, record_task  # noqa: F401 (the model a folder holds)
 TASK_WEIGHTS = "task.weights.h5"
 # The task classes that conversion reads and writes without importing them.
@@ -64,13 +65,9 @@ def check_config(found: AlbertConfig, wanted: AlbertConfig, source: str) -> None
 def read_task(folder: str | os.PathLike) -> dict | None:
     """The preset's task (`{"class": ..., "arguments": {...}}`), or None for an encoder's preset."""
     path = os.path.join(os.fspath(folder), TASK_CONFIG)
-    if not os.path.isfile(path):
+    task = read_task_file(folder)
+    if task is None:
         return None
-    with open(path, encoding="utf-8") as f:
-        try:
-            task = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise UserError(f"{path}: not valid JSON ({error})") from None
     if not (isinstance(task, dict) and isinstance(task.get("class"), str)
             and isinstance(task.get("arguments", {}), dict)):
         raise UserError(f'{path}: not a task ({{"class": <name>, "arguments": {{...}}}}), got '

@@ -27,7 +27,7 @@ import os
 from typing import Callable, Optional
 
 from albert_tf.config import AlbertConfig
-from albert_tf.checkpoints.run_folder import CONFIG_FILE, RUN_VOCAB, weight_name
+from albert_tf.checkpoints.run_folder import CONFIG_FILE, RUN_VOCAB, read_task_file, weight_name
 from albert_tf.utils.errors import UserError
 from albert_tf.utils.files import is_url
 from albert_tf.presets import folder as preset_folder
@@ -115,6 +115,14 @@ def open_source(source: str | os.PathLike, albert_config_file: Optional[str] = N
     return _preset(name, sources.resolve(name))
 
 
+def _reader(prefix: str):
+    """The reader of checkpoint `prefix`, on any filesystem (tf.train.load_checkpoint takes a prefix
+    that ram:// calls a folder, as it calls every prefix of a file's name, for one)."""
+    import tensorflow as tf
+
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
 def _isdir(path: str) -> bool:
     import tensorflow as tf
 
@@ -187,10 +195,9 @@ def _run_task(folder: str, has_heads: bool) -> Optional[dict]:
     (`albert_tf.presets.folder.record_task`) beside the fine-tuning task's name and labels. A run
     made before the model was recorded: a pretraining run's heads are the pretrainer's, a fine-tuning
     run's are not known (its encoder loads)."""
-    path = os.path.join(folder, preset_folder.TASK_CONFIG)
-    if not _exists(path):
+    recorded = read_task_file(folder)
+    if recorded is None:
         return dict(_PRETRAINER) if has_heads else None
-    recorded = _read_json(path)
     if not (isinstance(recorded, dict) and isinstance(recorded.get("class"), str)):
         return None
     task = {"class": recorded["class"], "arguments": dict(recorded.get("arguments") or {})}
@@ -203,7 +210,7 @@ def _checkpoint(name: str, prefix: str, albert_config_file: Optional[str]) -> Mo
     import tensorflow as tf
 
     folder = os.path.dirname(prefix)
-    variables = dict(tf.train.list_variables(prefix))
+    variables = _reader(prefix).get_variable_to_shape_map()
     if TF1_WORD_EMBEDDINGS in variables:
         return _tf1(name, prefix, folder, albert_config_file)
     config = _config_beside(name, folder, albert_config_file, "checkpoint")
@@ -216,7 +223,7 @@ def _checkpoint(name: str, prefix: str, albert_config_file: Optional[str]) -> Mo
     def read():
         import numpy as np
 
-        reader = tf.train.load_checkpoint(prefix)
+        reader = _reader(prefix)
         tensors = {key: np.asarray(reader.get_tensor(stored), np.float32) for key, stored in keys.items()}
         return split_tensors(tensors)
 
@@ -243,7 +250,7 @@ def _tf1(name: str, prefix: str, folder: str, albert_config_file: Optional[str])
 
     import tensorflow as tf
 
-    has_heads = any(key.startswith("cls/") for key, _ in tf.train.list_variables(prefix))
+    has_heads = any(key.startswith("cls/") for key in _reader(prefix).get_variable_to_shape_map())
     return ModelSource(name, "tf1_checkpoint", prefix, config, vocab if _exists(vocab) else None,
                        dict(_PRETRAINER) if has_heads else None, read)
 

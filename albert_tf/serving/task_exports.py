@@ -4,9 +4,10 @@
 `SAVED_MODELS` maps a model's class to the export of its signatures (`albert_tf.serving.export`'s
 token-level module, `albert_tf.serving.tagging`'s tagger); `export_task_saved_model` looks the model
 up there. albert-export calls it on any source (an encoder, a pretrainer, a fine-tuning run's
-output_dir), and the fine-tuning tools' GLUE and NER tasks call it from their `export_saved_model`,
-so `albert-export --preset runs/rte` writes what `albert-finetune-glue --export` wrote: the same
-signatures and outputs.
+output_dir), the fine-tuning tools' GLUE and NER tasks call it from their `export_saved_model`,
+and `albert_tf.tasks.AlbertTextClassifier.export` (albert-export --model text_classifier) too, so
+`albert-export --preset runs/rte` writes what `albert-finetune-glue --export` wrote: the same
+signatures and outputs, one classifier's serving module.
 
 What an export needs beyond the weights is the run's `info`: what a fine-tuning run records in its
 task.json (`finetune.task.FinetuningTask.run_info`): `labels` (the class or tag names, None for a
@@ -29,16 +30,20 @@ from albert_tf.utils.errors import UserError
 
 
 def classifier_outputs(model, labels: Optional[list]):
-    """`outputs_fn` of a sentence (pair) classifier: `probabilities`, the predicted `label` and the
-    `label_names` [B, num_labels] (one row per example: TF Serving's rows); `score` [B] for a
-    regressor (`labels` None)."""
-    label_names = None if labels is None else tf.constant(list(labels))
+    """`outputs_fn` of a sentence (pair) classifier (`AlbertClassifier`, also inside an
+    `AlbertTextClassifier`): `probabilities` and, where `labels` name the classes, the predicted
+    `label` and the `label_names` [B, num_classes] (one row per example: TF Serving's rows); `score`
+    [B] for a regressor (one output)."""
+    label_names = None if not labels else tf.constant(list(labels))
+    regression = model.num_classes == 1
 
     def outputs_fn(inputs, training):
         logits = model(inputs, training=training)
-        if label_names is None:
+        if regression:
             return {"score": logits[:, 0]}
         probabilities = tf.nn.softmax(logits, axis=-1)
+        if label_names is None:
+            return {"probabilities": probabilities}
         batch = tf.shape(logits)[0]
         return {
             "probabilities": probabilities,
@@ -111,18 +116,14 @@ def export_task_saved_model(model, output_dir: str | os.PathLike, spm_model_file
 
 def run_info(source) -> dict:
     """What `source` (an `albert_tf.presets.model_source.ModelSource`) records of its task: its
-    task.json (a fine-tuning run's, an export's) where it has one, through TensorFlow's filesystem
-    (a run on gs://); else the labels its task names; {} for an encoder."""
-    import json
-
-    from albert_tf.presets.folder import TASK_CONFIG
+    task.json (a fine-tuning run's, an export's; `albert_tf.checkpoints.run_folder.read_task_file`,
+    on any filesystem) where it has one; else the labels its task names; {} for an encoder."""
+    from albert_tf.checkpoints.run_folder import read_task_file
 
     info = {"labels": source.task["labels"]} if source.task and source.task.get("labels") else {}
     path = os.fspath(source.path) if source.path else ""
     for folder in (path, os.path.dirname(path)) if path else ():  # a run's folder, or its checkpoint's
-        recorded = os.path.join(folder, TASK_CONFIG)
-        if folder and tf.io.gfile.exists(recorded):
-            with tf.io.gfile.GFile(recorded) as f:
-                recorded = json.load(f)
+        recorded = read_task_file(folder) if folder else None
+        if recorded is not None:
             return {**info, **recorded} if isinstance(recorded, dict) else info
     return info

@@ -258,23 +258,12 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
 
     def export(self, path, labels=None) -> str:
         """A SavedModel with the signatures of `albert_tf.serving.export` (raw text in `serve_text`)
-        returning `probabilities` (and the predicted `label` when `labels`, or the model's own
-        `labels`, name the classes); a regressor returns its `score`."""
-        from albert_tf.serving.export import export_saved_model
+        returning `probabilities` (and the predicted `label` and `label_names` when `labels`, or the
+        model's own `labels`, name the classes); a regressor returns its `score`. The classifier's
+        one export (`albert_tf.serving.task_exports`), which albert-export and the GLUE tool use."""
+        from albert_tf.serving.task_exports import export_task_saved_model
 
         labels = _class_names(labels, self.num_classes) if labels is not None else self.labels
-        names = None if labels is None else tf.constant(labels)
-        classifier = self.classifier
-
-        def outputs_fn(inputs, training):
-            logits = classifier(inputs, training=training)
-            if self.num_classes == 1:
-                return {"score": logits[:, 0]}
-            outputs = {"probabilities": tf.nn.softmax(logits, axis=-1)}
-            if names is not None:
-                outputs["label"] = tf.gather(names, tf.argmax(logits, axis=-1))
-            return outputs
-
-        return export_saved_model(classifier, path, self.preprocessor.spm_model_file,
-                                  self.preprocessor.sequence_length, outputs_fn=outputs_fn,
-                                  do_lower_case=self.preprocessor.do_lower_case)
+        return export_task_saved_model(self.classifier, path, self.preprocessor.spm_model_file,
+                                       self.preprocessor.sequence_length, {"labels": labels},
+                                       do_lower_case=self.preprocessor.do_lower_case)

@@ -25,6 +25,8 @@ from typing import Sequence
 import numpy as np
 import sentencepiece as spm
 
+from albert_tf.utils.errors import reason
+from albert_tf.utils.files import files_for, is_url
 from albert_tf.tokenizers.segmentation import SPIECE_UNDERLINE, ReleaseViterbi, digit_comma_resplits, has_tie_run, tie_runs
 PAD_PIECE, UNK_PIECE = "<pad>", "<unk>"
 CLS_PIECE, SEP_PIECE, MASK_PIECE = "[CLS]", "[SEP]", "[MASK]"
@@ -162,11 +164,21 @@ def _encode_with_spans(processor: spm.SentencePieceProcessor, text: str):
     return processor.encode(text, out_type="immutable_proto").pieces, False
 
 
+def _url_bytes(path: str) -> bytes:
+    try:
+        with files_for(path).open(path, "rb") as f:
+            return f.read()
+    except Exception as error:  # TensorFlow's filesystem errors are not OSErrors
+        raise OSError(reason(error)) from error
+
+
 def _load_processor(model: str | os.PathLike | bytes, name: str) -> spm.SentencePieceProcessor:
     processor = spm.SentencePieceProcessor()
     try:
         if isinstance(model, bytes):
             processor.LoadFromSerializedProto(model)
+        elif is_url(model):  # gs://...: SentencePiece reads local files only
+            processor.LoadFromSerializedProto(_url_bytes(os.fspath(model)))
         else:
             processor.Load(os.fspath(model))
     except (OSError, RuntimeError, TypeError) as error:

@@ -86,8 +86,15 @@ class GFiles:
 LOCAL = LocalFiles()
 
 
+# TensorFlow's in-memory filesystem: only TensorFlow, in this process, knows it (no Beam, no worker).
+TENSORFLOW_ONLY = ("ram://",)
+
+
 def files_for(path: str | os.PathLike, urls: Callable[[], object] | None = None):
-    """The filesystem of `path`: local files, or for a URL `urls()` (default: TensorFlow's gfile)."""
+    """The filesystem of `path`: local files, or for a URL `urls()` (default, and always for a
+    filesystem only TensorFlow knows: TensorFlow's gfile)."""
     if not is_url(path):
         return LOCAL
-    return urls() if urls is not None else GFiles()
+    if urls is None or os.fspath(path).startswith(TENSORFLOW_ONLY):
+        return GFiles()
+    return urls()

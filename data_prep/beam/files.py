@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 
-from albert_tf.utils.files import is_url
+from albert_tf.utils.files import files_for, is_url
 
 # Quiet Beam's import-time notes (no BigQuery client, ...); a remote run turns its log back on.
 # The BigQuery one goes to the root logger.
@@ -34,7 +34,7 @@ def local_copy(path: str) -> str:
     if not is_url(path):
         return path
     handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
-    with os.fdopen(handle, "wb") as out, open_raw(path) as source:
+    with os.fdopen(handle, "wb") as out, files_for(path, BeamFiles).open(path, "rb") as source:
         shutil.copyfileobj(source, out)
     return local
 

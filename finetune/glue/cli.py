@@ -55,16 +55,9 @@ def make_task(flag_values):
                     hparams=flag_values.hparams, **skeleton.example_limits(flag_values))
 
 
-def finetune(argv) -> dict:
-    """Runs the command line `argv` (argv[0] is the program name) in this process; returns a
-    summary: `train` (the result of `trainer.train` or None), `eval` (what eval_results.json holds
-    or None), `predictions` (submission file paths), `export_dir` and `model` (the classifier)."""
-    return skeleton.finetune(argv, FLAGS, make_task, required=("task", "data_dir"))
-
-
-def run():
-    """Console-script entry point."""
-    skeleton.run(__doc__, FLAGS, make_task, required=("task", "data_dir"))
+# `finetune(argv)`: the command line in this process (returns the summary: `train`, `eval`,
+# `predictions`, `export_dir`, `model`); `run()`: the console script. One parser, one main.
+finetune, run = skeleton.entry_points(__doc__, FLAGS, make_task, required=("task", "data_dir"))
 
 
 if __name__ == "__main__":

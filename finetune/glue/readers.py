@@ -15,6 +15,7 @@ import math
 import os
 import pathlib
 
+from albert_tf.utils.files import files_for, is_url
 from finetune.glue.definitions import SplitLayout, Task, get_task
 
 
@@ -62,12 +63,16 @@ class SplitExamples:
 
     task: Task
     split: str
-    path: pathlib.Path
+    path: str | pathlib.Path
     examples: list[Example]
     skipped: list[BadRow]
 
 
-def split_path(task: Task | str, data_dir: str | os.PathLike, split: str) -> pathlib.Path:
+def _join(folder: str | pathlib.Path, *names: str) -> str | pathlib.Path:
+    return folder.joinpath(*names) if isinstance(folder, pathlib.Path) else "/".join((folder, *names))
+
+
+def split_path(task: Task | str, data_dir: str | os.PathLike, split: str) -> str | pathlib.Path:
     """The file of `split` under `data_dir`.
 
     `data_dir` is either a GLUE data folder holding the task's folder (as the download script
@@ -79,16 +84,19 @@ def split_path(task: Task | str, data_dir: str | os.PathLike, split: str) -> pat
     """
     task = get_task(task) if isinstance(task, str) else task
     layout = task.layout(split)
-    data_dir = pathlib.Path(data_dir)
-    if not data_dir.is_dir():
+    # A local folder as a Path; one on another filesystem (gs://) as its name, read through its own.
+    data_dir = os.fspath(data_dir).rstrip("/") if is_url(data_dir) else pathlib.Path(data_dir)
+    fs = files_for(data_dir)
+    if not fs.isdir(str(data_dir)):
         raise FileNotFoundError(f"GLUE data_dir {data_dir} does not exist or is not a folder")
-    candidates = [data_dir / task.folder / layout.filename]
+    candidates = [_join(data_dir, task.folder, layout.filename)]
     # Accepting the task folder itself only when it carries the task's name keeps RTE's dev.tsv
     # from being read as QNLI's: the two layouts are identical, so no row check would catch it.
-    if data_dir.name.lower() == task.folder.lower():
-        candidates.append(data_dir / layout.filename)
+    if os.path.basename(str(data_dir)).lower() == task.folder.lower():
+        candidates.append(_join(data_dir, layout.filename))
     for path in candidates:
-        if path.is_file():
+        # On an object store a name that exists is a file (ram:// calls every prefix a folder).
+        if fs.exists(str(path)) if is_url(path) else path.is_file():
             return path
     raise FileNotFoundError(
         f"GLUE task {task.name}: no {split} file in {data_dir} (looked for "
@@ -145,7 +153,7 @@ def read_examples(
                     raise MalformedRowError(bad_row, " (skip_bad_rows counts and skips such rows)") from None
                 skipped.append(bad_row)
 
-    with open(path, "rb") as f:
+    with files_for(path).open(str(path), "rb") as f:
         rows = csv.reader(decoded_lines(f), delimiter="\t", quoting=csv.QUOTE_NONE)
         if layout.has_header:
             header = next(rows, None)

@@ -11,6 +11,7 @@ import os
 import pathlib
 
 from albert_tf.utils.atomic import atomic_open
+from albert_tf.utils.files import files_for, is_url
 from finetune.glue.metrics import predictions_from_outputs
 from finetune.glue.definitions import Task, get_task
 
@@ -60,15 +61,21 @@ def write_submission(
             f"{task.name} {split} has {num_examples} examples but {len(lines)} predictions "
             "were given"
         )
-    output_dir = pathlib.Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    path = output_dir / layout.submission_file
+    path = _output_file(output_dir, layout.submission_file)
     with atomic_open(path, "w", newline="\n") as f:
         f.write("index\tprediction\n")
         for index, line in enumerate(lines):
             f.write(f"{index}\t{line}\n")
     return path
 
+
+
+def _output_file(output_dir: str | os.PathLike, name: str) -> str | pathlib.Path:
+    """`output_dir/name`, the folder made: a local Path, or a name on another filesystem (gs://)."""
+    files_for(output_dir).makedirs(os.fspath(output_dir))
+    if is_url(output_dir):
+        return f"{os.fspath(output_dir).rstrip('/')}/{name}"
+    return pathlib.Path(output_dir) / name
 
 
 def write_predictions_with_labels(task: Task | str, split: str, outputs, label_ids,
@@ -83,9 +90,7 @@ def write_predictions_with_labels(task: Task | str, split: str, outputs, label_i
         labels = [task.labels[int(i)] for i in label_ids]
     if len(labels) != len(predictions):
         raise ValueError(f"{len(predictions)} predictions but {len(labels)} labels")
-    output_dir = pathlib.Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    path = output_dir / f"{split}_predictions.tsv"
+    path = _output_file(output_dir, f"{split}_predictions.tsv")
     with atomic_open(path, "w", newline="\n") as f:
         f.write("index\tprediction\tlabel\n")
         for index, (prediction, label) in enumerate(zip(predictions, labels)):

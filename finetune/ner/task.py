@@ -11,7 +11,6 @@ The splits are files: "train" (`train_file`), "dev" (`eval_file`, evaluated) and
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Optional, Sequence
 
@@ -25,7 +24,8 @@ from albert_tf.utils.atomic import atomic_open
 from albert_tf.utils.validation import require_choice
 from finetune import cache
 from finetune.ner import features, metrics, readers
-from finetune.task import TASK_FILE, FinetuningTask, Hparams, model_inputs
+from albert_tf.checkpoints.run_folder import read_task_file
+from finetune.task import FinetuningTask, Hparams, model_inputs
 
 FEATURE_FORMAT_VERSION = 1  # bump when what a record holds changes: old caches are then not reused
 
@@ -97,10 +97,8 @@ class NerTask(FinetuningTask):
         return self._labels
 
     def _saved_labels(self) -> list[str]:
-        path = os.path.join(self.output_dir or "", TASK_FILE)
-        if self.output_dir and os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                saved = json.load(f)
+        saved = read_task_file(self.output_dir) if self.output_dir else None
+        if isinstance(saved, dict):
             if saved.get("task") == self.name and saved.get("labels"):
                 return list(saved["labels"])
         raise UserError("NER needs its labels: give --train_file (its types), --labels, or the --output_dir of a "
@@ -134,10 +132,8 @@ class NerTask(FinetuningTask):
 
     def check_output_dir(self, output_dir, write):
         """Also refuses a NER run folder of other labels: its head has other meanings (or shape)."""
-        path = os.path.join(output_dir, TASK_FILE)
-        if tf.io.gfile.exists(path):
-            with tf.io.gfile.GFile(path) as f:
-                saved = json.load(f)
+        saved = read_task_file(output_dir)
+        if isinstance(saved, dict):
             if saved.get("task") == self.name and saved.get("labels") not in (None, self.labels):
                 raise UserError(f"output_dir {output_dir} holds a NER run of other labels "
                                 f"({', '.join(saved['labels'])}, not {', '.join(self.labels)}); use a fresh output_dir")

@@ -55,15 +55,9 @@ def make_task(flag_values):
                     split_paths=paths, hparams=flag_values.hparams, **skeleton.example_limits(flag_values))
 
 
-def finetune(argv) -> dict:
-    """Runs the command line `argv` (argv[0] is the program name) in this process; returns the
-    skeleton's summary (`train`, `eval`, `predictions`, `export_dir`, `model`)."""
-    return skeleton.finetune(argv, FLAGS, make_task)
-
-
-def run():
-    """Console-script entry point."""
-    skeleton.run(__doc__, FLAGS, make_task)
+# `finetune(argv)`: the command line in this process (returns the summary: `train`, `eval`,
+# `predictions`, `export_dir`, `model`); `run()`: the console script. One parser, one main.
+finetune, run = skeleton.entry_points(__doc__, FLAGS, make_task)
 
 
 if __name__ == "__main__":

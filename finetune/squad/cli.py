@@ -90,15 +90,9 @@ def actions(flag_values) -> skeleton.Actions:
     return skeleton.Actions(F.do_train, score, False, tuple(name for name in ("do_eval", "do_predict") if F[name].value))
 
 
-def finetune(argv) -> dict:
-    """Runs the command line `argv` (argv[0] is the program name) in this process; returns the
-    skeleton's summary (`train`, `eval`, `predictions`, `export_dir`, `model`)."""
-    return skeleton.finetune(argv, FLAGS, make_task, actions=actions)
-
-
-def run():
-    """Console-script entry point."""
-    skeleton.run(__doc__, FLAGS, make_task, actions=actions)
+# `finetune(argv)`: the command line in this process (returns the summary: `train`, `eval`,
+# `predictions`, `export_dir`, `model`); `run()`: the console script. One parser, one main.
+finetune, run = skeleton.entry_points(__doc__, FLAGS, make_task, actions=actions)
 
 
 if __name__ == "__main__":

@@ -145,3 +145,23 @@ def test_a_max_seq_length_over_the_models_positions_is_a_flag_error(tmp_path, sm
     assert (exited.value.code, capsys.readouterr().err.splitlines()[-1]) == (
         2, "error: --max_seq_length 48 exceeds the model's max_position_embeddings (32)")
     assert not out.exists()
+
+
+def test_the_in_process_door_parses_as_the_console_script(tmp_path, monkeypatch, capsys):
+    """Issue 51: `finetune(argv)` was a second parser without --help, --verbose or the one-line
+    error; now both doors parse through albert_tf.cli.entry_point.parse_command_line."""
+    from albert_tf.utils import quiet
+    from albert_tf.utils.errors import FlagError
+
+    monkeypatch.setattr(quiet, "_verbose_flag", [False])
+    with pytest.raises(SystemExit) as exited:
+        cli.finetune(["albert-finetune-glue", "--help"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith(cli.__doc__)  # the script's doc, then its flags
+    with pytest.raises(FlagError) as error:
+        cli.finetune(["albert-finetune-glue", "--task=RTE", "--num_train_steps=many"])
+    assert str(error.value).startswith("flag --num_train_steps=many: invalid literal for int()")
+    assert "\n" not in str(error.value)
+    with pytest.raises(FlagError, match=r"^unexpected arguments: \['stray'\]$"):
+        cli.finetune(["albert-finetune-glue", "--verbose", "stray"])
+    assert quiet.verbose()  # --verbose is the in-process door's too

@@ -3,9 +3,11 @@
 An `AlbertForQuestionAnswering` made with transformers (every parameter random, saved by
 `save_pretrained`, the release's 30k-clean.model as spiece.model) comes in through the one loader
 (`AlbertSpanLabeler.from_preset`, whose task.json records transformers' answer rule) and goes out
-as the SQuAD export (`finetune.squad.serving.export_squad`, the source's rule): its `serve_text`
-gives the answer text, its character span and its score of transformers' question-answering
-pipeline on the same files, on 20 (question, context) pairs.
+as the SQuAD export (`albert_tf.serving.question_answering.export_squad`, the source's rule): its
+`serve_text` gives the answer text, its character span and its score of transformers'
+question-answering pipeline on the same files, on 20 (question, context) pairs. The same model as a
+Hub repository (the loopback stand-in) goes out by one command, `albert-export --preset hf://...`,
+with the answers of the Python export and of the pipeline at its defaults.
 
 transformers 5 removed that pipeline (`REMOVED_TASKS["question-answering"]`) but keeps its decoding,
 `select_starts_ends`, in document_question_answering.py; `_pipeline` below is v4's
@@ -13,7 +15,7 @@ transformers 5 removed that pipeline (`REMOVED_TASKS["question-answering"]`) but
 tokenized question first, `p_mask` the non-context tokens but [CLS], `select_starts_ends`, the span
 widened to whole words by `token_to_word` / `word_to_chars`, the null answer appended with
 `handle_impossible_answer` and the answers sorted by score). The contexts fit one window: windows
-of longer ones are cut differently (finetune/squad/serving.py's docstring).
+of longer ones are cut differently (albert_tf/serving/question_answering.py's docstring).
 """
 
 from __future__ import annotations
@@ -24,15 +26,18 @@ import torch
 import transformers
 from transformers.pipelines.document_question_answering import select_starts_ends
 
+from albert_tf.cli import export as export_cli
+from albert_tf.data.windows import FeatureSettings
 from albert_tf.models.span_labeler import AlbertSpanLabeler
 from albert_tf.presets.hf_heads import answer_rule
 from albert_tf.presets.model_source import load_saved_model, open_source
 from albert_tf.serving.task_exports import run_info
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
-from finetune.squad.features import FeatureSettings
-from finetune.squad.serving import export_squad
+from albert_tf.serving.question_answering import HF_DEFAULTS, export_squad
+from tests.albert_tf import release_replicas as replicas
 from tests.albert_tf.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
 from tests.albert_tf.test_hf_pipelines import CONFIG, SPM
+from tests.helpers import console_script
 
 MAX_SEQ_LENGTH, MAX_ANSWER_LEN = 96, 6
 PAIRS = [
@@ -59,7 +64,7 @@ PAIRS = [
 ]
 
 
-def _pipeline(folder) -> list[dict]:
+def _pipeline(folder, max_answer_len: int = MAX_ANSWER_LEN) -> list[dict]:
     """transformers v4's question-answering pipeline (the module docstring), top_k=1, per pair:
     its answer (`span`) and its answer with `handle_impossible_answer` (`with_null`, whose score is
     the null one where that wins)."""
@@ -85,7 +90,7 @@ def _pipeline(folder) -> list[dict]:
         # With handle_impossible_answer the spans are the same; the null score is computed besides.
         (s,), (e,), (score,), null = select_starts_ends(
             out.start_logits.numpy(), out.end_logits.numpy(), p_mask, np.array(encoding["attention_mask"]),
-            top_k=1, handle_impossible_answer=True, max_answer_len=MAX_ANSWER_LEN)
+            top_k=1, handle_impossible_answer=True, max_answer_len=max_answer_len)
         start = encoding.word_to_chars(encoding.token_to_word(0, int(s)), sequence_index=1).start
         end = encoding.word_to_chars(encoding.token_to_word(0, int(e)), sequence_index=1).end
         span = {"score": float(score), "start": start, "end": end, "answer": context[start:end]}
@@ -122,3 +127,43 @@ def test_question_answering_answers_equal_the_pipelines(tmp_path):
     assert len({a["span"]["answer"] for a in theirs}) == len(PAIRS)
     assert any(a["widened"] for a in theirs)
     assert 0 < sum(a["with_null"]["answer"] == "" for a in theirs) < len(PAIRS)
+
+
+def test_albert_export_of_a_hub_question_answerer_answers_as_the_python_export(tmp_path, monkeypatch, capsys):
+    """One command, `albert-export --preset hf://<an AlbertForQuestionAnswering>`, writes the SQuAD
+    SavedModel answering by transformers' rule (what the source records) at the pipeline's defaults
+    (max_answer_len 15, no null answer): the Python export's answers on the same settings, output
+    for output, and the pipeline's."""
+    repo = "someone/albert-tiny-squad"
+    _hf_model("AlbertForQuestionAnswering", tmp_path / "hf", config=CONFIG, vocab=SPM)
+    server = replicas.LoopbackServer()
+    server.repos[repo] = replicas.hub_task_files(tmp_path / "hf")
+    replicas.point_the_hub_at(monkeypatch, server, tmp_path / "hub")
+    monkeypatch.delenv("ALBERT_TF_OFFLINE", raising=False)
+    try:
+        code, out, err = console_script(export_cli.run, [
+            "albert-export", "--preset", f"hf://{repo}", "--max_seq_length", MAX_SEQ_LENGTH,
+            "--serving_version", 1, "--output_dir", tmp_path / "serving"], monkeypatch, capsys)
+    finally:
+        server.stop()
+    assert code == 0, err
+    assert f"wrote the AlbertSpanLabeler SavedModel (float32) to {tmp_path / 'serving' / '1'}" in out
+    assert (tmp_path / "serving" / "1" / "assets.extra" / "tf_serving_warmup_requests").is_file()
+
+    source = open_source(str(tmp_path / "hf"))
+    export_squad(AlbertSpanLabeler.from_preset(source), tmp_path / "python", source.vocabulary(),
+                 FeatureSettings(MAX_SEQ_LENGTH), version_2=False, max_answer_length=HF_DEFAULTS["max_answer_length"],
+                 answer_rule="huggingface")
+    questions, contexts = (tf.constant(texts) for texts in zip(*PAIRS))
+    served, python = ({k: v.numpy() for k, v in load_saved_model(str(folder)).signatures["serve_text"](
+        question=questions, context=contexts).items()} for folder in (tmp_path / "serving" / "1", tmp_path / "python"))
+    assert sorted(served) == sorted(python)
+    for name, values in python.items():
+        if values.dtype.kind == "f":
+            np.testing.assert_allclose(served[name], values, rtol=1e-6, atol=1e-7, err_msg=name)
+        else:
+            np.testing.assert_array_equal(served[name], values, err_msg=name)
+    theirs = _pipeline(tmp_path / "hf", max_answer_len=HF_DEFAULTS["max_answer_length"])
+    assert [t.decode() for t in served["answer_text"]] == [a["span"]["answer"] for a in theirs]
+    np.testing.assert_allclose(served["score"], [a["span"]["score"] for a in theirs], rtol=1e-4, atol=1e-7)
+    assert len({a["span"]["answer"] for a in theirs}) > len(PAIRS) // 2  # not one answer for all

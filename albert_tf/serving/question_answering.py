@@ -1,6 +1,11 @@
-"""A SQuAD SavedModel that answers raw (question, context) strings, windowing inside the graph.
+"""The span labeler's SavedModel (SQuAD's, and a Hugging Face AlbertForQuestionAnswering's): it
+answers raw (question, context) strings, windowing inside the graph.
 
-`export_squad` writes a SavedModel whose `serve_text` signature takes `question` and `context`
+`export_span_labeler` is the export map's entry (`albert_tf.serving.task_exports`: albert-export of
+any source holding a span labeler, albert-finetune-squad --export): the settings a SQuAD run records
+in its task.json (`QA_SETTINGS`), the answer rule its source records (`hf_heads.answer_rule`), the
+question-answering pipeline's defaults for a model of transformers (`HF_DEFAULTS`). `export_squad`
+writes a SavedModel whose `serve_text` signature takes `question` and `context`
 string tensors [B] and returns, per pair:
 
 - `answer_text` [B] string: the answer cut from the context ("" for a v2.0 "no answer" when the
@@ -44,10 +49,11 @@ import os
 
 import tensorflow as tf
 
+from albert_tf.data.windows import FeatureSettings
+from albert_tf.presets import hf_heads
 from albert_tf.presets.hf_heads import ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
 from albert_tf.serving import export
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
-from finetune.squad.features import FeatureSettings
 
 
 def _release_first_piece(starts: tf.RaggedTensor, ends: tf.RaggedTensor):
@@ -409,3 +415,28 @@ def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.
     server = SquadServer(outputs_fn, tokenizer, settings, version_2, n_best_size, max_answer_length,
                          null_score_diff_threshold, top_k, answer_rule, handle_impossible_answer)
     return export.write(model, output_dir, server, tokenizer)
+
+
+# What a SQuAD run's task.json records of how it answers (`finetune.squad.task.SquadTask.run_info`),
+# and what the export takes of it; a source that records none answers by its rule's defaults.
+QA_SETTINGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "null_score_diff_threshold",
+               "export_top_k")
+# transformers' question-answering pipeline's defaults (v4's QuestionAnsweringPipeline:
+# max_answer_len=15, handle_impossible_answer=False), for a model of transformers that records none.
+HF_DEFAULTS = {"max_answer_length": 15}
+
+
+def export_span_labeler(model, output_dir: str | os.PathLike, spm_model_file: str | os.PathLike,
+                        max_seq_length: int, info: dict, do_lower_case: bool = True) -> str:
+    """`export_squad` of a v1.1 span labeler with the settings of `info` (its source's task.json, as
+    `task_exports.run_info` reads it): the answer rule, the windows (`FeatureSettings`), the answer
+    settings (`QA_SETTINGS`); where it records none, its rule's defaults."""
+    rule = hf_heads.answer_rule(info)
+    recorded = {**(HF_DEFAULTS if rule == HF_ANSWERS else {}),
+                **{k: info[k] for k in QA_SETTINGS if info.get(k) is not None}}
+    windows = {k: recorded.pop(k) for k in ("doc_stride", "max_query_length") if k in recorded}
+    if "export_top_k" in recorded:
+        recorded["top_k"] = recorded.pop("export_top_k")
+    settings = FeatureSettings(max_seq_length, **windows)
+    return export_squad(model, output_dir, spm_model_file, settings, version_2=False, do_lower_case=do_lower_case,
+                        answer_rule=rule, **recorded)

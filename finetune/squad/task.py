@@ -18,8 +18,8 @@ from albert_tf.utils.atomic import write_json
 from albert_tf.utils.validation import require_choice
 from albert_tf.models import AlbertSpanLabeler
 from finetune.cache import cache_features
-from albert_tf.presets.hf_heads import ANSWER_RULE, ANSWER_RULES, RELEASE_ANSWERS
-from albert_tf.serving.question_answering import export_squad
+from albert_tf.presets.hf_heads import ANSWER_RULE, ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
+from albert_tf.serving.question_answering import export_squad, word_pieces
 from albert_tf.serving.task_exports import export_task_saved_model
 from finetune.squad import features, metrics, postprocess, readers
 from finetune.squad.model import AlbertSquadV2, v1_loss_sums, v2_loss_sums
@@ -68,6 +68,9 @@ class SquadTask(FinetuningTask):
         if answer_rule != RELEASE_ANSWERS and version_2_with_negative:
             raise ValueError(f"answer_rule={answer_rule!r} reads a span head's start and end logits, not v2.0's beam")
         self.answer_rule = answer_rule
+        if answer_rule == HF_ANSWERS:  # words and the windows' own [CLS] and context, from the records
+            self.prediction_features = (*self.prediction_features, "input_ids", "p_mask")
+        self._word_pieces = None  # HF_ANSWERS: the vocabulary's words (`features` reads them)
         if not 1 <= export_top_k <= n_best_size:
             raise ValueError(f"export_top_k ({export_top_k}) must be between 1 and n_best_size ({n_best_size})")
         self.export_top_k = export_top_k
@@ -107,6 +110,8 @@ class SquadTask(FinetuningTask):
 
     def features(self, split, tokenizer, max_seq_length, cache_dir):
         settings = features.FeatureSettings(max_seq_length, self.doc_stride, self.max_query_length)
+        if self.answer_rule == HF_ANSWERS:
+            self._word_pieces = word_pieces(tokenizer.model_proto)
 
         def convert(report):
             examples = self.examples(split)
@@ -151,6 +156,10 @@ class SquadTask(FinetuningTask):
     def answers(self, split, predictions):
         """Post-processed answers of `split` and, v2.0, the threshold used."""
         examples = self.examples(split)
+        if self.answer_rule == HF_ANSWERS:
+            return postprocess.postprocess_hf(examples, predictions, predictions["start_logits"],
+                                              predictions["end_logits"], self._word_pieces, self.n_best_size,
+                                              self.max_answer_length), None
         if not self.version_2:
             return postprocess.postprocess_v1(examples, predictions, predictions["start_logits"],
                                               predictions["end_logits"], self.n_best_size,

@@ -7,7 +7,8 @@ as the SQuAD export (`albert_tf.serving.question_answering.export_squad`, the so
 `serve_text` gives the answer text, its character span and its score of transformers'
 question-answering pipeline on the same files, on 20 (question, context) pairs. The same model as a
 Hub repository (the loopback stand-in) goes out by one command, `albert-export --preset hf://...`,
-with the answers of the Python export and of the pipeline at its defaults.
+with the answers of the Python export and of the pipeline at its defaults; the offline decoder of a
+fine-tuning run's evaluation (`finetune.squad.postprocess.postprocess_hf`) gives the same n-best lists.
 
 transformers 5 removed that pipeline (`REMOVED_TASKS["question-answering"]`) but keeps its decoding,
 `select_starts_ends`, in document_question_answering.py; `_pipeline` below is v4's
@@ -33,7 +34,9 @@ from albert_tf.presets.hf_heads import answer_rule
 from albert_tf.presets.model_source import load_saved_model, open_source
 from albert_tf.serving.task_exports import run_info
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
-from albert_tf.serving.question_answering import HF_DEFAULTS, export_squad
+from albert_tf.serving.question_answering import HF_DEFAULTS, export_squad, word_pieces
+from finetune.squad import features, postprocess
+from finetune.squad.readers import Example
 from tests.albert_tf import release_replicas as replicas
 from tests.albert_tf.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
 from tests.albert_tf.test_hf_pipelines import CONFIG, SPM
@@ -167,3 +170,20 @@ def test_albert_export_of_a_hub_question_answerer_answers_as_the_python_export(t
     assert [t.decode() for t in served["answer_text"]] == [a["span"]["answer"] for a in theirs]
     np.testing.assert_allclose(served["score"], [a["span"]["score"] for a in theirs], rtol=1e-4, atol=1e-7)
     assert len({a["span"]["answer"] for a in theirs}) > len(PAIRS) // 2  # not one answer for all
+
+    # The offline decoder of a fine-tuning run's evaluation, by the same rule: the served n-best lists.
+    examples = [Example(str(i), "", question, context) for i, (question, context) in enumerate(PAIRS)]
+    tokenizer = AlbertTokenizer(source.vocabulary())
+    records = features.stack_records(features.convert_examples(examples, tokenizer, FeatureSettings(MAX_SEQ_LENGTH)))
+    logits = AlbertSpanLabeler.from_preset(source)({k: records[k] for k in ("input_ids", "input_mask", "segment_ids")})
+    offline = postprocess.postprocess_hf(examples, records, logits["start_logits"].numpy(),
+                                         logits["end_logits"].numpy(), word_pieces(tokenizer.model_proto),
+                                         max_answer_length=HF_DEFAULTS["max_answer_length"])
+    assert [offline.answers[e.qas_id] for e in examples] == [t.decode() for t in served["answer_text"]]
+    for i, example in enumerate(examples):
+        nbest = offline.nbest[example.qas_id][:served["top_k_text"].shape[1]]
+        assert [c["text"] for c in nbest] == [t.decode() for t in served["top_k_text"][i][:len(nbest)]], example
+        assert [(c["char_start"], c["char_end"]) for c in nbest] == list(zip(
+            served["top_k_char_start"][i][:len(nbest)], served["top_k_char_end"][i][:len(nbest)]))
+        np.testing.assert_allclose([c["probability"] for c in nbest], served["top_k_probability"][i][:len(nbest)],
+                                   rtol=1e-4, atol=1e-6)

@@ -149,11 +149,16 @@ def _which_model(source) -> str:
     holds or that albert-export exports (a Hugging Face question answerer or token classifier), else
     the encoder."""
     from albert_tf.presets.folder import TEXT_CLASSIFIER_TASK
+    from albert_tf.presets.hf_heads import SPAN_LABELER_TASK
     from albert_tf.serving.task_exports import SAVED_MODELS, check_exportable, exported_class, is_task_model, run_info
 
     task_class = source.task["class"] if source.task else None
-    fine_tuned = is_task_model(task_class) and (bool(run_info(source).get("task"))  # a run's output_dir
-                                                or exported_class(task_class) in SAVED_MODELS)
+    info = run_info(source)
+    # A run's output_dir, or a source recording what its model's export needs: nothing for a span
+    # labeler (its answer rule, the release's by default), the labels for a tagger (a Hugging Face one's).
+    self_described = exported_class(task_class) in SAVED_MODELS and (
+        task_class == SPAN_LABELER_TASK or bool(info.get("labels")))
+    fine_tuned = is_task_model(task_class) and (bool(info.get("task")) or self_described)
     default = "text_classifier" if task_class == TEXT_CLASSIFIER_TASK else "task" if fine_tuned else "encoder"
     which = FLAGS.model or default
     if which == "task":

@@ -11,9 +11,11 @@ signatures and outputs.
 What an export needs beyond the weights is the run's `info`: what a fine-tuning run records in its
 task.json (`finetune.task.FinetuningTask.run_info`): `labels` (the class or tag names, None for a
 regression), `text_segments` (1 or 2: `serve_text` refuses the other) and `doc_stride` (a tagger's
-windows). A model whose serving module lives with its task (SQuAD's span labeler, RACE's multiple
-choice: `finetune/squad/serving.py`, `finetune/race/export.py`; albert_tf never imports finetune)
-is refused in one line naming the tool that exports it (`EXPORTED_BY`).
+windows). A span labeler (`albert_tf.serving.question_answering`) answers by the rule its source
+records (`hf_heads.answer_rule`: transformers' for a Hugging Face AlbertForQuestionAnswering) with
+a SQuAD run's recorded settings. A model whose serving module lives with its task (SQuAD v2.0's
+answerability head, RACE's multiple choice: `finetune/squad/task.py`, `finetune/race/export.py`;
+albert_tf never imports finetune) is refused in one line naming the tool that exports it (`EXPORTED_BY`).
 """
 
 from __future__ import annotations

@@ -305,15 +305,16 @@ def test_squad_serve_text_answers_empty_contexts_and_batches_and_refuses_a_misma
 
     from albert_tf import AlbertConfig
     from albert_tf.models import AlbertSpanLabeler
-    from finetune.squad import features, serving
+    from albert_tf.serving.question_answering import export_squad
+    from finetune.squad import features
     from finetune.squad.model import AlbertSquadV2
 
     keras.utils.set_random_seed(0)
     config = AlbertConfig(**CONFIG)
     model = AlbertSquadV2(config) if version_2 else AlbertSpanLabeler(config)
     settings = features.FeatureSettings(max_seq_length=48, doc_stride=16, max_query_length=16)
-    serving.export_squad(model, tmp_path / "export", small_data_dir / "albert" / "30k-clean.model", settings,
-                         version_2=version_2, null_score_diff_threshold=0.0 if version_2 else None)
+    export_squad(model, tmp_path / "export", small_data_dir / "albert" / "30k-clean.model", settings,
+                 version_2=version_2, null_score_diff_threshold=0.0 if version_2 else None)
     serve = tf.saved_model.load(str(tmp_path / "export")).signatures["serve_text"]
     out = serve(question=tf.constant(["What?", "Who?", "Where?"]), context=tf.constant(["", "   ", "The cat sat."]))
     assert [t.decode() for t in out["answer_text"].numpy()[:2]] == ["", ""]

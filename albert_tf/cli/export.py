@@ -5,8 +5,15 @@ for serving and reuse.
     albert-export --preset runs/demo/model --model pretrainer --output_dir DIR
     albert-export --preset runs/rte --output_dir DIR
 
-exports a fine-tuning run's task model (GLUE's classifier, NER's tagger) as its fine-tuning tool's
---export does, through the same function (`albert_tf.serving.task_exports`).
+exports a fine-tuning run's task model (GLUE's classifier, NER's tagger, SQuAD v1.1's span labeler)
+as its fine-tuning tool's --export does, through the same function (`albert_tf.serving.task_exports`).
+
+    albert-export --preset hf://<an AlbertForQuestionAnswering> --output_dir serving/qa --serving_version 1
+    albert-export --preset hf://<an AlbertForTokenClassification> --output_dir serving/ner --serving_version 1
+
+A source that holds a span labeler or a token classifier exports it by default (--model=task): the
+question answerer's serve_text(question, context) answering by the rule its source records
+(transformers' pipeline's for a Hugging Face model), the tagger's serve_text(text) its entities.
 
     albert-export --preset albert_base_v2 --precision bfloat16 --output_dir DIR
 
@@ -53,10 +60,10 @@ define_weights_source_flags(FLAGS, "The model")
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (default: the one the source "
                     "holds).", flag_values=FLAGS)
 flags.DEFINE_enum("model", None, ["encoder", "pretrainer", "task", "text_classifier"], "Which model to export: "
-                  "task is the fine-tuned model a fine-tuning run's output_dir holds (the default there; "
-                  "elsewhere the encoder); text_classifier: the sequence classifier the source holds, e.g. a "
-                  "Hugging Face AlbertForSequenceClassification, serving probabilities and labels (the default "
-                  "for a source that holds one).",
+                  "task is the fine-tuned model a fine-tuning run's output_dir holds, or a Hugging Face question "
+                  "answerer or token classifier (the default there; elsewhere the encoder); text_classifier: the "
+                  "sequence classifier the source holds, e.g. a Hugging Face AlbertForSequenceClassification, "
+                  "serving probabilities and labels (the default for a source that holds one).",
                   flag_values=FLAGS)
 flags.DEFINE_string("output_dir", None, "Output folder of the SavedModel (must not exist or be empty).",
                     flag_values=FLAGS)
@@ -139,12 +146,19 @@ def main(argv):
 
 def _which_model(source) -> str:
     """--model, or by default the text classifier a source holds, the fine-tuned task model a run
-    holds, else the encoder."""
+    holds or that albert-export exports (a Hugging Face question answerer or token classifier), else
+    the encoder."""
     from albert_tf.presets.folder import TEXT_CLASSIFIER_TASK
-    from albert_tf.serving.task_exports import check_exportable, is_task_model, run_info
+    from albert_tf.presets.hf_heads import SPAN_LABELER_TASK
+    from albert_tf.serving.task_exports import SAVED_MODELS, check_exportable, exported_class, is_task_model, run_info
 
     task_class = source.task["class"] if source.task else None
-    fine_tuned = is_task_model(task_class) and bool(run_info(source).get("task"))  # a run's output_dir
+    info = run_info(source)
+    # A run's output_dir, or a source recording what its model's export needs: nothing for a span
+    # labeler (its answer rule, the release's by default), the labels for a tagger (a Hugging Face one's).
+    self_described = exported_class(task_class) in SAVED_MODELS and (
+        task_class == SPAN_LABELER_TASK or bool(info.get("labels")))
+    fine_tuned = is_task_model(task_class) and (bool(info.get("task")) or self_described)
     default = "text_classifier" if task_class == TEXT_CLASSIFIER_TASK else "task" if fine_tuned else "encoder"
     which = FLAGS.model or default
     if which == "task":
@@ -162,7 +176,7 @@ def export():
     from albert_tf.models.encoder import AlbertEncoder
     from albert_tf.models.pretrainer import AlbertPretrainer
     from albert_tf.serving.export import at_precision
-    from albert_tf.serving.task_exports import export_task_saved_model, run_info
+    from albert_tf.serving.task_exports import export_task_saved_model, exported_class, run_info
     from albert_tf.presets.loader import open_source
 
     source = open_source(weights_source(FLAGS))
@@ -170,7 +184,7 @@ def export():
     if which == "text_classifier":
         return _export_text_classifier(source)
     model_class = {"encoder": AlbertEncoder, "pretrainer": AlbertPretrainer}.get(which)
-    model_class = model_class or getattr(models, source.task["class"])
+    model_class = model_class or getattr(models, exported_class(source.task["class"]))
     model = at_precision(model_class.from_preset(source), FLAGS.precision)
     spm_model_file = FLAGS.spm_model_file or source.vocabulary()
     if FLAGS.format == "litert":

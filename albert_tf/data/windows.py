@@ -10,6 +10,7 @@ the longer window.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
@@ -39,3 +40,25 @@ def max_context_windows(spans: Sequence[tuple[int, int]], num_pieces: int) -> np
         best[better] = index
         best_score[better] = score[better]
     return best
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSettings:
+    """How a question and its context are cut into records (the release's SQuAD defaults): the
+    question's first `max_query_length` pieces, then windows of the context `doc_stride` pieces
+    apart, `max_seq_length` positions a record. The offline features (finetune.squad.features) and
+    the in-graph ones (albert_tf.serving.question_answering) cut by it."""
+
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+
+    def __post_init__(self):
+        for name in ("max_seq_length", "doc_stride", "max_query_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_seq_length - self.max_query_length - 3 < 1:
+            raise ValueError(
+                f"max_seq_length={self.max_seq_length} leaves no room for the context after a "
+                f"question of max_query_length={self.max_query_length} pieces and 3 special tokens"
+            )

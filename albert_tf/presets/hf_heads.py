@@ -46,7 +46,7 @@ PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "r
 # the release's (`squad_utils.write_predictions`: start + end logit, the n-best list) for a model of
 # ours, transformers' question-answering pipeline's (a softmax over each window's context and
 # [CLS], the span of the highest start x end probability aligned to whole words, the null answer
-# from [CLS]) for a model trained in transformers. `finetune.squad.serving` answers by it.
+# from [CLS]) for a model trained in transformers. `albert_tf.serving.question_answering` answers by it.
 ANSWER_RULE = "answer_rule"
 RELEASE_ANSWERS, HF_ANSWERS = "release", "huggingface"
 ANSWER_RULES = (RELEASE_ANSWERS, HF_ANSWERS)

@@ -27,8 +27,8 @@ This module is also the one export path of every task and format: `prepare` make
 every export (the length against the positions, the vocabulary against the embedding table) and
 the graph tokenizer, `write` assembles and writes every SavedModel's root object (variables,
 vocabulary asset, stored settings, config) from a task's `ServingModule`, the one export contract:
-the encoder's and classifier's (`TokenServing`) is here, SQuAD's in finetune/squad/serving.py,
-RACE's in finetune/race/export.py;
+the encoder's and classifier's (`TokenServing`) is here, the span labeler's (SQuAD's) in
+question_answering.py, RACE's in finetune/race/export.py;
 `albert_tf.serving.litert` writes the LiteRT format after the same `prepare`.
 """
 
@@ -134,7 +134,7 @@ class ServingModule(tf.Module):
     - `reusable_call`: the TF-Hub `__call__(inputs, training)` where the module is reusable (None:
       not reusable);
     and `write(model, output_dir, module, tokenizer)` writes it. The encoder's and classifier's is
-    `TokenServing` here, SQuAD's `finetune.squad.serving.SquadServer`, RACE's
+    `TokenServing` here, the span labeler's `question_answering.SquadServer`, RACE's
     `finetune.race.export.RaceServing`. Its attributes are what `tf.saved_model.save` tracks: a
     module keeps the model in a non-tracked way (the root saves the weights once, as plain lists).
     A task's LiteRT outputs are its own too: `FinetuningTask.litert_outputs`.

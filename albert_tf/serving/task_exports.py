@@ -12,9 +12,11 @@ signatures and outputs, one classifier's serving module.
 What an export needs beyond the weights is the run's `info`: what a fine-tuning run records in its
 task.json (`finetune.task.FinetuningTask.run_info`): `labels` (the class or tag names, None for a
 regression), `text_segments` (1 or 2: `serve_text` refuses the other) and `doc_stride` (a tagger's
-windows). A model whose serving module lives with its task (SQuAD's span labeler, RACE's multiple
-choice: `finetune/squad/serving.py`, `finetune/race/export.py`; albert_tf never imports finetune)
-is refused in one line naming the tool that exports it (`EXPORTED_BY`).
+windows). A span labeler (`albert_tf.serving.question_answering`) answers by the rule its source
+records (`hf_heads.answer_rule`: transformers' for a Hugging Face AlbertForQuestionAnswering) with
+a SQuAD run's recorded settings. A model whose serving module lives with its task (SQuAD v2.0's
+answerability head, RACE's multiple choice: `finetune/squad/task.py`, `finetune/race/export.py`;
+albert_tf never imports finetune) is refused in one line naming the tool that exports it (`EXPORTED_BY`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Mapping, Optional
 import tensorflow as tf
 
 from albert_tf.data.tagging import DOC_STRIDE
+from albert_tf.presets.folder import ENTITY_RECOGNIZER_TASK
 from albert_tf.serving import export
 from albert_tf.utils.errors import UserError
 
@@ -80,23 +83,36 @@ def _tagger(model, output_dir, spm_model_file, max_seq_length, info, **kwargs):
                          info.get("doc_stride") or DOC_STRIDE, do_lower_case=kwargs.get("do_lower_case", True))
 
 
+def _span_labeler(model, output_dir, spm_model_file, max_seq_length, info, **kwargs):
+    from albert_tf.serving.question_answering import export_span_labeler
+
+    return export_span_labeler(model, output_dir, spm_model_file, max_seq_length, info,
+                               do_lower_case=kwargs.get("do_lower_case", True))
+
+
 # A model's class -> the export of its SavedModel.
 SAVED_MODELS = {"AlbertEncoder": _encoder, "AlbertPretrainer": _pretrainer, "AlbertClassifier": _classifier,
-                "AlbertTokenClassifier": _tagger}
+                "AlbertTokenClassifier": _tagger, "AlbertSpanLabeler": _span_labeler}
+# A source's task class -> the model class exported for it (an entity recognizer serves its tagger).
+EXPORTED_AS = {ENTITY_RECOGNIZER_TASK: "AlbertTokenClassifier"}
 # The models whose serving module is their fine-tuning task's, and the tool that exports them.
-EXPORTED_BY = {"AlbertSpanLabeler": "albert-finetune-squad", "AlbertSquadV2": "albert-finetune-squad",
-               "AlbertMultipleChoice": "albert-finetune-race"}
+EXPORTED_BY = {"AlbertSquadV2": "albert-finetune-squad", "AlbertMultipleChoice": "albert-finetune-race"}
+
+
+def exported_class(class_name: Optional[str]) -> Optional[str]:
+    """The model class exported for a source's task class `class_name` (`EXPORTED_AS`)."""
+    return EXPORTED_AS.get(class_name, class_name)
 
 
 def is_task_model(class_name: Optional[str]) -> bool:
     """Whether a source holding `class_name`'s weights holds a fine-tuned task model (what
     albert-export exports from it by default), not an encoder or a pretrainer."""
-    return class_name in {*SAVED_MODELS, *EXPORTED_BY} - {"AlbertEncoder", "AlbertPretrainer"}
+    return exported_class(class_name) in {*SAVED_MODELS, *EXPORTED_BY} - {"AlbertEncoder", "AlbertPretrainer"}
 
 
 def check_exportable(class_name: str) -> None:
     """A one-line UserError unless `export_task_saved_model` exports a model of `class_name`."""
-    if class_name in SAVED_MODELS:
+    if exported_class(class_name) in SAVED_MODELS:
         return
     tool = EXPORTED_BY.get(class_name)
     where = f"its fine-tuning tool exports it: {tool} --export" if tool else (
@@ -120,7 +136,9 @@ def run_info(source) -> dict:
     on any filesystem) where it has one; else the labels its task names; {} for an encoder."""
     from albert_tf.checkpoints.run_folder import read_task_file
 
-    info = {"labels": source.task["labels"]} if source.task and source.task.get("labels") else {}
+    task = source.task or {}
+    labels = task.get("labels") or (task.get("arguments") or {}).get("labels")  # a tagger's, a recognizer's
+    info = {"labels": labels} if labels else {}
     path = os.fspath(source.path) if source.path else ""
     for folder in (path, os.path.dirname(path)) if path else ():  # a run's folder, or its checkpoint's
         recorded = read_task_file(folder) if folder else None

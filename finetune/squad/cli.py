@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from absl import app, flags
 
+from albert_tf.presets.hf_heads import ANSWER_RULES, RELEASE_ANSWERS
 from finetune import cli as skeleton
 
 FLAGS = flags.FlagValues()
@@ -44,6 +45,10 @@ flags.DEFINE_integer("export_top_k", 5, "Answers of the n-best list the exported
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.", flag_values=FLAGS)
 flags.DEFINE_integer("start_n_top", 5, "v2.0: starts kept by the beam.", flag_values=FLAGS)
 flags.DEFINE_integer("end_n_top", 5, "v2.0: ends kept for each start.", flag_values=FLAGS)
+flags.DEFINE_enum("answer_rule", RELEASE_ANSWERS, list(ANSWER_RULES), "v1.1: how the span head's logits "
+                  "become answers, offline and exported: the release's (start + end logit), or transformers' "
+                  "question-answering pipeline's for a model trained there (a --preset hf://<an "
+                  "AlbertForQuestionAnswering>: per-window softmax, whole words, docs/serving.md).", flag_values=FLAGS)
 flags.DEFINE_float("null_score_diff_threshold", None, "v2.0: answer \"\" where the null odds reach this "
                    "(default: the release's, the threshold that maximises F1 on --predict_file).", flag_values=FLAGS)
 skeleton.define_flags(FLAGS, hparams=("paper", "release"), hparams_help=(
@@ -69,9 +74,11 @@ def make_task(flag_values):
     # The release's --do_predict scores --predict_file (the skeleton's evaluation, below): so
     # --max_predict_examples limits it when --max_eval_examples does not.
     max_examples = limits["max_eval_examples"] or limits["max_predict_examples"]
+    if F.answer_rule != RELEASE_ANSWERS and F.version_2_with_negative:
+        raise app.UsageError(f"--answer_rule={F.answer_rule} reads a v1.1 span head: drop --version_2_with_negative")
     task = SquadTask(F.train_file, F.predict_file, F.version_2_with_negative, F.doc_stride, F.max_query_length,
                      F.n_best_size, F.max_answer_length, F.start_n_top, F.end_n_top, F.null_score_diff_threshold,
-                     F.hparams, F.export_top_k, max_examples)
+                     F.hparams, F.export_top_k, max_examples, F.answer_rule)
     try:  # before anything is read or written: the lengths leave room for a context
         FeatureSettings(F.max_seq_length or task.default_options()["max_seq_length"], F.doc_stride,
                         F.max_query_length)

@@ -37,31 +37,12 @@ import unicodedata
 
 import numpy as np
 
-from albert_tf.data.windows import max_context_windows, window_spans
+from albert_tf.data.windows import FeatureSettings, max_context_windows, window_spans
 from albert_tf.tokenizers.tokenizer import SPIECE_UNDERLINE
 from finetune.squad.readers import Answer, Example
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "p_mask", "char_starts", "char_ends", "max_context")
 SCALAR_FEATURES = ("start_positions", "end_positions", "is_impossible", "example_index", "window_index")
-
-
-@dataclasses.dataclass(frozen=True)
-class FeatureSettings:
-    """How examples are cut into records (the release's defaults)."""
-
-    max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-
-    def __post_init__(self):
-        for name in ("max_seq_length", "doc_stride", "max_query_length"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_seq_length - self.max_query_length - 3 < 1:
-            raise ValueError(
-                f"max_seq_length={self.max_seq_length} leaves no room for the context after a "
-                f"question of max_query_length={self.max_query_length} pieces and 3 special tokens"
-            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,6 +14,11 @@ As the release does it (`squad_utils.write_predictions_v1/v2`):
 - Candidates are sorted by score; the first `n_best_size` distinct texts form the n-best list,
   whose probabilities are a softmax of the scores. The answer text is the context's characters
   from the first piece's start to the last piece's end, stripped of surrounding whitespace.
+
+A span labeler trained in transformers (`hf_heads.answer_rule` "huggingface") answers by its
+question-answering pipeline's rule instead, `postprocess_hf`: the span scores and the words are the
+SavedModel's own functions (`albert_tf.serving.question_answering.hf_span_scores`, `word_bounds`),
+so the offline answers are the served ones.
 """
 
 from __future__ import annotations
@@ -203,3 +208,47 @@ def postprocess_v2(
         else:
             answers[example.qas_id] = ""
     return Predictions(answers, nbest_json, null_odds)
+
+
+def postprocess_hf(
+    examples: Sequence[Example],
+    records: Mapping[str, np.ndarray],
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    word_pieces: tuple[np.ndarray, np.ndarray],
+    n_best_size: int = 20,
+    max_answer_length: int = 15,
+    handle_impossible_answer: bool = False,
+) -> Predictions:
+    """SQuAD v1.1 answers by transformers' question-answering pipeline's rule (the module
+    docstring), as the SavedModel of a Hugging Face AlbertForQuestionAnswering answers: each
+    window's logits a log-softmax over its context and [CLS], a span's score the sum of its start and
+    end log probabilities (its probability their product), the span widened to the whole words it
+    touches; with `handle_impossible_answer`, "" where the smallest [CLS] probability of the
+    question's windows is higher than its best span's.
+
+    `records` holds besides `postprocess_v1`'s features `input_ids` and `p_mask`; `word_pieces` is
+    `question_answering.word_pieces` of the vocabulary.
+    """
+    from albert_tf.serving.question_answering import hf_span_scores, word_bounds
+
+    first, last = (t.numpy() for t in word_bounds(records["input_ids"], records["char_starts"] >= 0, *word_pieces))
+    starts, ends, start_scores, end_scores, null = (t.numpy() for t in hf_span_scores(
+        start_logits, end_logits, records["p_mask"], max_answer_length))
+    by_example = _records_by_example(records)
+    answers, nbest_json = {}, {}
+    for example_index, example in enumerate(examples):
+        prelim, record_list, null_score = [], {}, math.inf
+        for number in by_example.get(example_index, []):
+            record = record_list[number] = _record(records, number)
+            null_score = min(null_score, float(null[number]))
+            keep = _valid(record, starts[number], ends[number], max_answer_length)
+            for start, end, s, e in zip(starts[number][keep], ends[number][keep], start_scores[number][keep],
+                                        end_scores[number][keep]):
+                widened = first[number][start], last[number][end]
+                prelim.append((float(s) + float(e), number, *widened, float(s), float(e)))
+        nbest = _nbest(example, prelim, record_list, n_best_size, Candidate("", 0, 0, -1e6, -1e6))
+        nbest_json[example.qas_id] = _nbest_json(nbest)
+        no_answer = handle_impossible_answer and math.exp(null_score) > math.exp(nbest[0].score)
+        answers[example.qas_id] = "" if no_answer else nbest[0].text
+    return Predictions(answers, nbest_json)

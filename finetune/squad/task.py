@@ -18,7 +18,10 @@ from albert_tf.utils.atomic import write_json
 from albert_tf.utils.validation import require_choice
 from albert_tf.models import AlbertSpanLabeler
 from finetune.cache import cache_features
-from finetune.squad import features, metrics, postprocess, readers, serving
+from albert_tf.presets.hf_heads import ANSWER_RULE, ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
+from albert_tf.serving.question_answering import export_squad, word_pieces
+from albert_tf.serving.task_exports import export_task_saved_model
+from finetune.squad import features, metrics, postprocess, readers
 from finetune.squad.model import AlbertSquadV2, v1_loss_sums, v2_loss_sums
 from finetune.task import FinetuningTask, Hparams, model_inputs
 
@@ -48,7 +51,9 @@ HPARAMS = {
 
 
 class SquadTask(FinetuningTask):
-    """SQuAD v1.1, or v2.0 with `version_2_with_negative`, on `train_file` and `predict_file`."""
+    """SQuAD v1.1, or v2.0 with `version_2_with_negative`, on `train_file` and `predict_file`;
+    v1.1's answers by `answer_rule` (`hf_heads.ANSWER_RULES`: the release's, or transformers'
+    pipeline's for a model trained there), offline and exported."""
 
     train_metric_names = ("loss",)
     best_metric = "f1"  # both official scripts report it
@@ -56,8 +61,16 @@ class SquadTask(FinetuningTask):
 
     def __init__(self, train_file=None, predict_file=None, version_2_with_negative=False, doc_stride=128,
                  max_query_length=64, n_best_size=20, max_answer_length=30, start_n_top=5, end_n_top=5,
-                 null_score_diff_threshold=None, hparams="paper", export_top_k=5, max_eval_examples=None):
+                 null_score_diff_threshold=None, hparams="paper", export_top_k=5, max_eval_examples=None,
+                 answer_rule=RELEASE_ANSWERS):
         require_choice("hparams", hparams, HPARAMS)
+        require_choice("answer_rule", answer_rule, ANSWER_RULES)
+        if answer_rule != RELEASE_ANSWERS and version_2_with_negative:
+            raise ValueError(f"answer_rule={answer_rule!r} reads a span head's start and end logits, not v2.0's beam")
+        self.answer_rule = answer_rule
+        if answer_rule == HF_ANSWERS:  # words and the windows' own [CLS] and context, from the records
+            self.prediction_features = (*self.prediction_features, "input_ids", "p_mask")
+        self._word_pieces = None  # HF_ANSWERS: the vocabulary's words (`features` reads them)
         if not 1 <= export_top_k <= n_best_size:
             raise ValueError(f"export_top_k ({export_top_k}) must be between 1 and n_best_size ({n_best_size})")
         self.export_top_k = export_top_k
@@ -97,6 +110,8 @@ class SquadTask(FinetuningTask):
 
     def features(self, split, tokenizer, max_seq_length, cache_dir):
         settings = features.FeatureSettings(max_seq_length, self.doc_stride, self.max_query_length)
+        if self.answer_rule == HF_ANSWERS:
+            self._word_pieces = word_pieces(tokenizer.model_proto)
 
         def convert(report):
             examples = self.examples(split)
@@ -141,6 +156,10 @@ class SquadTask(FinetuningTask):
     def answers(self, split, predictions):
         """Post-processed answers of `split` and, v2.0, the threshold used."""
         examples = self.examples(split)
+        if self.answer_rule == HF_ANSWERS:
+            return postprocess.postprocess_hf(examples, predictions, predictions["start_logits"],
+                                              predictions["end_logits"], self._word_pieces, self.n_best_size,
+                                              self.max_answer_length), None
         if not self.version_2:
             return postprocess.postprocess_v1(examples, predictions, predictions["start_logits"],
                                               predictions["end_logits"], self.n_best_size,
@@ -186,10 +205,13 @@ class SquadTask(FinetuningTask):
         return None if evaluated is None else evaluated.get("null_score_diff_threshold")
 
     def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir, results):
+        """v1.1: the span labeler's export (`task_exports`: what albert-export of this run writes);
+        v2.0's head is this package's, and so its export (`export_squad`)."""
+        if not self.version_2:
+            return export_task_saved_model(model, export_dir, spm_model_file, max_seq_length, self.run_info())
         settings = features.FeatureSettings(max_seq_length, self.doc_stride, self.max_query_length)
-        return serving.export_squad(model, export_dir, spm_model_file, settings, self.version_2, self.n_best_size,
-                                    self.max_answer_length, self.export_threshold(results),
-                                    top_k=self.export_top_k)
+        return export_squad(model, export_dir, spm_model_file, settings, self.version_2, self.n_best_size,
+                            self.max_answer_length, self.export_threshold(results), top_k=self.export_top_k)
 
     def litert_outputs(self, model, max_seq_length):
         from albert_tf.serving.litert import INPUTS, TaskOutputs
@@ -204,4 +226,9 @@ class SquadTask(FinetuningTask):
         return HPARAMS[self.hparams][self.version_2]
 
     def run_info(self):
-        return {"task": self.name}
+        """The task, and how it answers (`question_answering.QA_SETTINGS`, the answer rule): what an
+        export of this run answers by, albert-export's too."""
+        return {"task": self.name, "doc_stride": self.doc_stride, "max_query_length": self.max_query_length,
+                "n_best_size": self.n_best_size, "max_answer_length": self.max_answer_length,
+                "null_score_diff_threshold": self.null_score_diff_threshold, "export_top_k": self.export_top_k,
+                ANSWER_RULE: self.answer_rule}

@@ -3,9 +3,12 @@
 An `AlbertForQuestionAnswering` made with transformers (every parameter random, saved by
 `save_pretrained`, the release's 30k-clean.model as spiece.model) comes in through the one loader
 (`AlbertSpanLabeler.from_preset`, whose task.json records transformers' answer rule) and goes out
-as the SQuAD export (`finetune.squad.serving.export_squad`, the source's rule): its `serve_text`
-gives the answer text, its character span and its score of transformers' question-answering
-pipeline on the same files, on 20 (question, context) pairs.
+as the SQuAD export (`albert_tf.serving.question_answering.export_squad`, the source's rule): its
+`serve_text` gives the answer text, its character span and its score of transformers'
+question-answering pipeline on the same files, on 20 (question, context) pairs. The same model as a
+Hub repository (the loopback stand-in) goes out by one command, `albert-export --preset hf://...`,
+with the answers of the Python export and of the pipeline at its defaults; the offline decoder of a
+fine-tuning run's evaluation (`finetune.squad.postprocess.postprocess_hf`) gives the same n-best lists.
 
 transformers 5 removed that pipeline (`REMOVED_TASKS["question-answering"]`) but keeps its decoding,
 `select_starts_ends`, in document_question_answering.py; `_pipeline` below is v4's
@@ -13,28 +16,35 @@ transformers 5 removed that pipeline (`REMOVED_TASKS["question-answering"]`) but
 tokenized question first, `p_mask` the non-context tokens but [CLS], `select_starts_ends`, the span
 widened to whole words by `token_to_word` / `word_to_chars`, the null answer appended with
 `handle_impossible_answer` and the answers sorted by score). The contexts fit one window: windows
-of longer ones are cut differently (finetune/squad/serving.py's docstring).
+of longer ones are cut differently (albert_tf/serving/question_answering.py's docstring).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import torch
 import transformers
 from transformers.pipelines.document_question_answering import select_starts_ends
 
+from albert_tf.cli import export as export_cli
+from albert_tf.data.windows import FeatureSettings
 from albert_tf.models.span_labeler import AlbertSpanLabeler
 from albert_tf.presets.hf_heads import answer_rule
 from albert_tf.presets.model_source import load_saved_model, open_source
+from albert_tf.serving.question_answering import HF_DEFAULTS, export_squad, word_pieces
 from albert_tf.serving.task_exports import run_info
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
-from finetune.squad.features import FeatureSettings
-from finetune.squad.serving import export_squad
+from finetune.squad import features, postprocess
+from finetune.squad.readers import Example
+from tests.albert_tf import release_replicas as replicas
 from tests.albert_tf.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
 from tests.albert_tf.test_hf_pipelines import CONFIG, SPM
+from tests.helpers import console_script
 
-MAX_SEQ_LENGTH, MAX_ANSWER_LEN = 96, 6
+# The pipeline's default max_answer_len, which albert-export takes for a model of transformers.
+MAX_SEQ_LENGTH, MAX_ANSWER_LEN = 96, HF_DEFAULTS["max_answer_length"]
 PAIRS = [
     ("Who wrote the book?", "The book was written by Jane Austen in 1813."),
     ("Where is the tower?", "The Eiffel Tower stands in Paris, on the Champ de Mars."),
@@ -96,19 +106,34 @@ def _pipeline(folder) -> list[dict]:
     return answers
 
 
-def test_question_answering_answers_equal_the_pipelines(tmp_path):
-    _hf_model("AlbertForQuestionAnswering", tmp_path / "hf", config=CONFIG, vocab=SPM)
-    theirs = _pipeline(tmp_path / "hf")
-    source = open_source(str(tmp_path / "hf"))
-    assert answer_rule(run_info(source)) == "huggingface"
-    export_squad(AlbertSpanLabeler.from_preset(source), tmp_path / "export", source.vocabulary(),
-                 FeatureSettings(MAX_SEQ_LENGTH, 32, 32), version_2=False, max_answer_length=MAX_ANSWER_LEN,
-                 answer_rule=answer_rule(run_info(source)), handle_impossible_answer=True)
-    questions, contexts = zip(*PAIRS)
-    ours = load_saved_model(str(tmp_path / "export")).signatures["serve_text"](
-        question=tf.constant(questions), context=tf.constant(contexts))
-    ours = {k: v.numpy() for k, v in ours.items()}
+@pytest.fixture(scope="module")
+def hf_qa(tmp_path_factory):
+    """A transformers AlbertForQuestionAnswering's folder, the pipeline's answers on PAIRS (at its
+    default max_answer_len) and the Python export's (`export_squad` by the source's rule, with the
+    null answer) `serve_text` outputs on them."""
+    folder = tmp_path_factory.mktemp("hf_qa")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ALBERT_TF_HOME", str(folder / "cache"))
+        _hf_model("AlbertForQuestionAnswering", folder / "hf", config=CONFIG, vocab=SPM)
+        theirs = _pipeline(folder / "hf")
+        source = open_source(str(folder / "hf"))
+        assert answer_rule(run_info(source)) == "huggingface"
+        model = AlbertSpanLabeler.from_preset(source)
+        export_squad(model, folder / "export", source.vocabulary(), FeatureSettings(MAX_SEQ_LENGTH), version_2=False,
+                     max_answer_length=MAX_ANSWER_LEN, answer_rule=answer_rule(run_info(source)),
+                     handle_impossible_answer=True)
+    ours = load_saved_model(str(folder / "export")).signatures["serve_text"](**_texts())
+    return folder / "hf", model, theirs, {k: v.numpy() for k, v in ours.items()}
 
+
+def _texts() -> dict:
+    """serve_text's inputs of PAIRS."""
+    questions, contexts = zip(*PAIRS)
+    return {"question": tf.constant(questions), "context": tf.constant(contexts)}
+
+
+def test_question_answering_answers_equal_the_pipelines(hf_qa):
+    _, _, theirs, ours = hf_qa
     for i, (pair, answer) in enumerate(zip(PAIRS, theirs)):
         with_null, span = answer["with_null"], answer["span"]
         assert ours["answer_text"][i].decode() == with_null["answer"], pair
@@ -122,3 +147,70 @@ def test_question_answering_answers_equal_the_pipelines(tmp_path):
     assert len({a["span"]["answer"] for a in theirs}) == len(PAIRS)
     assert any(a["widened"] for a in theirs)
     assert 0 < sum(a["with_null"]["answer"] == "" for a in theirs) < len(PAIRS)
+
+
+def test_albert_export_of_a_hub_question_answerer_answers_as_the_python_export(hf_qa, tmp_path, monkeypatch, capsys):
+    """One command, `albert-export --preset hf://<an AlbertForQuestionAnswering>`, writes the SQuAD
+    SavedModel answering by transformers' rule (what the source records) at the pipeline's defaults
+    (max_answer_len 15, no null answer): the Python export's n-best lists, and the pipeline's
+    answers; the offline decoder of a run's evaluation by the same rule gives the same lists."""
+    folder, model, theirs, python = hf_qa
+    repo = "someone/albert-tiny-squad"
+    server = replicas.LoopbackServer()
+    server.repos[repo] = replicas.hub_task_files(folder)
+    replicas.point_the_hub_at(monkeypatch, server, tmp_path / "hub")
+    monkeypatch.delenv("ALBERT_TF_OFFLINE", raising=False)
+    try:
+        code, out, err = console_script(export_cli.run, [
+            "albert-export", "--preset", f"hf://{repo}", "--max_seq_length", MAX_SEQ_LENGTH,
+            "--serving_version", 1, "--output_dir", tmp_path / "serving"], monkeypatch, capsys)
+    finally:
+        server.stop()
+    assert code == 0, err
+    assert f"wrote the AlbertSpanLabeler SavedModel (float32) to {tmp_path / 'serving' / '1'}" in out
+    assert (tmp_path / "serving" / "1" / "assets.extra" / "tf_serving_warmup_requests").is_file()
+
+    served = {k: v.numpy() for k, v in load_saved_model(str(tmp_path / "serving" / "1")).signatures["serve_text"](
+        **_texts()).items()}
+    assert sorted(served) == sorted(python)
+    for name in ("top_k_text", "top_k_char_start", "top_k_char_end", "top_k_probability", "probability",
+                 "no_answer_probability"):  # what the null answer leaves alone
+        if python[name].dtype.kind == "f":
+            np.testing.assert_allclose(served[name], python[name], rtol=1e-6, atol=1e-7, err_msg=name)
+        else:
+            np.testing.assert_array_equal(served[name], python[name], err_msg=name)
+    # No null answer: the first of the n-best list, the pipeline's answer and score.
+    np.testing.assert_array_equal(served["answer_text"], python["top_k_text"][:, 0])
+    np.testing.assert_array_equal(served["char_start"], python["top_k_char_start"][:, 0])
+    assert [t.decode() for t in served["answer_text"]] == [a["span"]["answer"] for a in theirs]
+    np.testing.assert_allclose(served["score"], [a["span"]["score"] for a in theirs], rtol=1e-4, atol=1e-7)
+
+    # The offline decoder of a fine-tuning run's evaluation, by the same rule: the served n-best lists.
+    examples = [Example(str(i), "", question, context) for i, (question, context) in enumerate(PAIRS)]
+    tokenizer = AlbertTokenizer(str(folder / "spiece.model"))
+    records = features.stack_records(features.convert_examples(examples, tokenizer, FeatureSettings(MAX_SEQ_LENGTH)))
+    logits = model({k: records[k] for k in ("input_ids", "input_mask", "segment_ids")})
+    offline = postprocess.postprocess_hf(examples, records, logits["start_logits"].numpy(),
+                                         logits["end_logits"].numpy(), word_pieces(tokenizer.model_proto),
+                                         max_answer_length=MAX_ANSWER_LEN)
+    assert [offline.answers[e.qas_id] for e in examples] == [t.decode() for t in served["answer_text"]]
+    for i, example in enumerate(examples):
+        nbest = offline.nbest[example.qas_id][:served["top_k_text"].shape[1]]
+        assert [c["text"] for c in nbest] == [t.decode() for t in served["top_k_text"][i][:len(nbest)]], example
+        assert [(c["char_start"], c["char_end"]) for c in nbest] == list(zip(
+            served["top_k_char_start"][i][:len(nbest)], served["top_k_char_end"][i][:len(nbest)]))
+        np.testing.assert_allclose([c["probability"] for c in nbest], served["top_k_probability"][i][:len(nbest)],
+                                   rtol=1e-4, atol=1e-6)
+
+
+def test_a_squad_run_decodes_and_records_the_rule_it_is_given():
+    from finetune.squad.task import SquadTask
+
+    task = SquadTask(answer_rule="huggingface", max_answer_length=MAX_ANSWER_LEN)
+    assert answer_rule(task.run_info()) == "huggingface"  # what its export and albert-export of the run read
+    assert {"input_ids", "p_mask"} <= set(task.prediction_features)  # postprocess_hf's words and windows
+    assert answer_rule(SquadTask().run_info()) == "release"
+    with pytest.raises(ValueError, match="not v2.0's beam"):
+        SquadTask(version_2_with_negative=True, answer_rule="huggingface")
+    with pytest.raises(ValueError, match="answer_rule must be one of release, huggingface, got 'hf'"):
+        SquadTask(answer_rule="hf")

@@ -18,6 +18,10 @@ score); a word of several pieces may be cut between two entities there, which a 
 does (the one text below whose entities differ shows it). transformers' `word` is rebuilt from the
 pieces (lowercased; under "first" without the spaces between words), ours is the input's
 characters `text[start:end]`: the test compares `word` for "simple", lowercased.
+
+The same folder goes out by one command, `albert-export --preset <folder>`: the tagger's SavedModel
+(the default for a source holding a token classifier), whose `serve_text` gives the recognizer's
+outputs.
 """
 
 from __future__ import annotations
@@ -25,12 +29,16 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import tensorflow as tf
 import transformers
 
+from albert_tf.cli import export as export_cli
+from albert_tf.presets.model_source import load_saved_model
 from albert_tf.tasks.entity_recognizer import AlbertEntityRecognizer
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from tests.albert_tf.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
 from tests.albert_tf.test_hf_pipelines import CONFIG, SPM
+from tests.helpers import console_script
 
 TAGS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC", 5: "B-ORG", 6: "I-ORG"}
 TEXTS = [
@@ -71,7 +79,7 @@ def _equal(ours, theirs, text, word: bool) -> bool:
     return True
 
 
-def test_entities_equal_the_token_classification_pipelines(tmp_path):
+def test_entities_equal_the_token_classification_pipelines_and_albert_exports(tmp_path, monkeypatch, capsys):
     _hf_model("AlbertForTokenClassification", tmp_path / "hf", config=CONFIG, vocab=SPM, num_labels=len(TAGS),
               id2label=TAGS, label2id={v: k for k, v in TAGS.items()})
     theirs, pieces = _pipelines(tmp_path / "hf")
@@ -96,3 +104,18 @@ def test_entities_equal_the_token_classification_pipelines(tmp_path):
     assert {e["type"] for found in ours for e in found} == {"PER", "LOC", "ORG"}
     assert any(len(e["text"].split()) > 1 for found in ours for e in found)
     assert not all(_equal(m, s, t, word=False) for t, m, s in zip(TEXTS, ours, theirs["simple"]))
+
+    # One command exports it (the tagger, the default for a source holding one): the recognizer's outputs.
+    code, out, err = console_script(export_cli.run, [
+        "albert-export", "--preset", tmp_path / "hf", "--max_seq_length", recognizer.preprocessor.sequence_length,
+        "--output_dir", tmp_path / "serving"], monkeypatch, capsys)
+    assert code == 0, err
+    assert f"wrote the AlbertEntityRecognizer SavedModel (float32) to {tmp_path / 'serving'}" in out
+    served = load_saved_model(str(tmp_path / "serving")).signatures["serve_text"](text=tf.constant(TEXTS))
+    expected = recognizer.tag(TEXTS)
+    assert sorted(served) == sorted(expected)
+    for name, values in expected.items():
+        if values.dtype.kind == "f":
+            np.testing.assert_allclose(served[name].numpy(), values, rtol=1e-6, atol=1e-6, err_msg=name)
+        else:
+            np.testing.assert_array_equal(served[name].numpy(), values, err_msg=name)

@@ -10,7 +10,8 @@ import pytest
 
 from albert_tf import AlbertConfig
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
-from finetune.squad import features, postprocess, readers, serving
+from albert_tf.serving.question_answering import export_squad
+from finetune.squad import features, postprocess, readers
 from finetune.squad.model import AlbertSquadV2
 from tests.helpers import FRESH_SERVING_SCRIPT
 
@@ -32,8 +33,8 @@ def test_fresh_process_answers_like_the_python_pipeline(small_data_dir, tmp_path
     threshold = float(np.median(outputs["cls_logits"]))
     expected = postprocess.postprocess_v2(examples, records, outputs, null_score_diff_threshold=threshold)
 
-    serving.export_squad(model, tmp_path / "exported", spm_model, SETTINGS, version_2=True,
-                         null_score_diff_threshold=threshold)
+    export_squad(model, tmp_path / "exported", spm_model, SETTINGS, version_2=True,
+                 null_score_diff_threshold=threshold)
     pairs = tmp_path / "pairs.json"
     pairs.write_text(json.dumps([[e.question, e.context] for e in examples]))
     script = tmp_path / "fresh.py"
@@ -78,7 +79,7 @@ def test_served_probabilities_are_the_offline_n_best(small_data_dir, tmp_path):
     outputs = model({k: records[k] for k in ("input_ids", "input_mask", "segment_ids")})
     expected = postprocess.postprocess_v1(examples, records, outputs["start_logits"].numpy(),
                                           outputs["end_logits"].numpy())
-    serving.export_squad(model, tmp_path / "exported", spm_model, SETTINGS, version_2=False, top_k=3)
+    export_squad(model, tmp_path / "exported", spm_model, SETTINGS, version_2=False, top_k=3)
     serve = tf.saved_model.load(str(tmp_path / "exported")).signatures["serve_text"]
     got = {k: v.numpy() for k, v in serve(question=tf.constant([e.question for e in examples]),
                                           context=tf.constant([e.context for e in examples])).items()}

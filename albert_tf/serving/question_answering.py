@@ -1,6 +1,11 @@
-"""A SQuAD SavedModel that answers raw (question, context) strings, windowing inside the graph.
+"""The span labeler's SavedModel (SQuAD's, and a Hugging Face AlbertForQuestionAnswering's): it
+answers raw (question, context) strings, windowing inside the graph.
 
-`export_squad` writes a SavedModel whose `serve_text` signature takes `question` and `context`
+`export_span_labeler` is the export map's entry (`albert_tf.serving.task_exports`: albert-export of
+any source holding a span labeler, albert-finetune-squad --export): the settings a SQuAD run records
+in its task.json (`QA_SETTINGS`), the answer rule its source records (`hf_heads.answer_rule`), the
+question-answering pipeline's defaults for a model of transformers (`HF_DEFAULTS`). `export_squad`
+writes a SavedModel whose `serve_text` signature takes `question` and `context`
 string tensors [B] and returns, per pair:
 
 - `answer_text` [B] string: the answer cut from the context ("" for a v2.0 "no answer" when the
@@ -42,12 +47,14 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.windows import FeatureSettings
+from albert_tf.presets import hf_heads
 from albert_tf.presets.hf_heads import ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
 from albert_tf.serving import export
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
-from finetune.squad.features import FeatureSettings
 
 
 def _release_first_piece(starts: tf.RaggedTensor, ends: tf.RaggedTensor):
@@ -68,6 +75,59 @@ def _release_first_piece(starts: tf.RaggedTensor, ends: tf.RaggedTensor):
 
 def _column(value, rows, dtype=tf.int64):
     return tf.RaggedTensor.from_row_lengths(tf.fill([rows], tf.cast(value, dtype)), tf.ones([rows], tf.int64))
+
+
+def word_pieces(model_proto: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Per piece id of a SentencePiece model (its serialized proto): whether it starts a word ("▁"
+    first) and whether it is user-defined (transformers splits those off as added tokens)."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto.FromString(model_proto)
+    user_defined = proto.SentencePiece.Type.USER_DEFINED
+    return (np.array([p.piece.startswith("\u2581") for p in proto.pieces]),
+            np.array([p.type == user_defined for p in proto.pieces]))
+
+
+def word_bounds(input_ids, in_context, word_initial, user_defined):
+    """Each position's word [R, T] (its first and its last position) in records `input_ids` [R, T]
+    whose context pieces are `in_context` [R, T], by `word_pieces`'s tables. A word is what
+    transformers' ALBERT tokenizer calls one (`token_to_word`): it starts at a piece that starts
+    with "▁", at a user-defined piece of the SentencePiece model and after one; every position
+    outside the context is a word of its own. Serving and the offline decoder
+    (finetune.squad.postprocess) widen answers by it."""
+    input_ids, in_context = tf.convert_to_tensor(input_ids), tf.convert_to_tensor(in_context, tf.bool)
+    user = tf.gather(user_defined, input_ids)
+    after = lambda t: tf.pad(t[:, :-1], [[0, 0], [1, 0]], constant_values=True)  # noqa: E731
+    begins = tf.gather(word_initial, input_ids) | user | after(user) | ~in_context | after(~in_context)
+    rows = tf.shape(input_ids, out_type=tf.int64)[0]
+    length = tf.shape(input_ids, out_type=tf.int64)[1]
+    key = tf.range(rows)[:, None] * length + tf.cumsum(tf.cast(begins, tf.int64), axis=1) - 1
+    position = tf.broadcast_to(tf.range(length)[None], tf.shape(key))
+    first = tf.math.unsorted_segment_min(position, key, rows * length)
+    last = tf.math.unsorted_segment_max(position, key, rows * length)
+    return tf.gather(first, key), tf.gather(last, key)
+
+
+def hf_span_scores(start_logits, end_logits, p_mask, max_answer_length: int):
+    """transformers' scores of the spans of records [R, T] (`select_starts_ends`): each record's
+    start and end logits a log-softmax over its context and [CLS] (`p_mask` 0 there); every span of
+    at most `max_answer_length` pieces starting after [CLS] (the pipeline's argmax is over all of
+    them; the caller keeps those inside the window). Returns `starts`, `ends` [R, P] int64, their
+    `start_scores`, `end_scores` [R, P] (log probabilities; a span's is their sum) and the null
+    answer's [R] ([CLS]'s start + end). Serving and the offline decoder score by it."""
+    masked = tf.convert_to_tensor(p_mask) == 1
+    start_log_probs = tf.nn.log_softmax(tf.where(masked, -10000.0, tf.cast(start_logits, tf.float32)), axis=-1)
+    end_log_probs = tf.nn.log_softmax(tf.where(masked, -10000.0, tf.cast(end_logits, tf.float32)), axis=-1)
+    rows = tf.shape(start_log_probs, out_type=tf.int64)[0]
+    length = start_log_probs.shape[1]
+    width = min(max_answer_length, length)
+    # [CLS] is the null answer, never a span's end (past the end: the last place, never context).
+    first = tf.range(1, length, dtype=tf.int64)
+    starts = tf.tile(tf.repeat(first, width)[None], [rows, 1])
+    ends = tf.minimum(starts + tf.tile(tf.range(width, dtype=tf.int64), [length - 1])[None], length - 1)
+    start_scores = tf.gather(start_log_probs, starts, batch_dims=1)
+    end_scores = tf.gather(end_log_probs, ends, batch_dims=1)
+    return starts, ends, start_scores, end_scores, start_log_probs[:, 0] + end_log_probs[:, 0]
 
 
 class SquadServer(export.ServingModule):
@@ -103,14 +163,8 @@ class SquadServer(export.ServingModule):
         if handle_impossible_answer and answer_rule != HF_ANSWERS:
             raise ValueError("handle_impossible_answer is transformers' null rule: v2.0's is null_score_diff_threshold")
         self._hf = answer_rule == HF_ANSWERS
-        if self._hf:  # per piece id: does it start a word (see `_words`)
-            from sentencepiece import sentencepiece_model_pb2
-
-            proto = sentencepiece_model_pb2.ModelProto.FromString(
-                tf.io.read_file(tokenizer.model_asset.asset_path).numpy())
-            user_defined = proto.SentencePiece.Type.USER_DEFINED
-            self._user_defined = tf.constant([p.type == user_defined for p in proto.pieces])
-            self._word_initial = tf.constant([p.piece.startswith("\u2581") for p in proto.pieces])
+        if self._hf:  # per piece id: does it start a word (see `word_bounds`)
+            self._pieces = word_pieces(tf.io.read_file(tokenizer.model_asset.asset_path).numpy())
         self._handle_impossible_answer = handle_impossible_answer
         self._top_k = top_k
         self._outputs_fn = outputs_fn
@@ -264,22 +318,6 @@ class SquadServer(export.ServingModule):
         return {"example": example, "rank": rank, "text": text, "char_start": char_start, "char_end": char_end,
                 "score": score, "probability": probability}
 
-    def _words(self, input_ids, context):
-        """Each position's word [R, T]: its first and its last position. A word is what transformers'
-        ALBERT tokenizer calls one (`token_to_word`): it starts at a piece that starts with "▁", at a
-        user-defined piece of the SentencePiece model (which transformers splits as an added token)
-        and after one; every position outside the context is a word of its own."""
-        user = tf.gather(self._user_defined, input_ids)
-        after = lambda t: tf.pad(t[:, :-1], [[0, 0], [1, 0]], constant_values=True)  # noqa: E731
-        begins = tf.gather(self._word_initial, input_ids) | user | after(user) | ~context | after(~context)
-        length = self._settings.max_seq_length
-        rows = tf.shape(input_ids, out_type=tf.int64)[0]
-        key = tf.range(rows)[:, None] * length + tf.cumsum(tf.cast(begins, tf.int64), axis=1) - 1
-        position = tf.broadcast_to(tf.range(length, dtype=tf.int64)[None], tf.shape(key))
-        first = tf.math.unsorted_segment_min(position, key, rows * length)
-        last = tf.math.unsorted_segment_max(position, key, rows * length)
-        return tf.gather(first, key), tf.gather(last, key)
-
     def _top(self, nbest, batch, name, fill, k=None):
         """`nbest[name]` as [batch, k] by (example, rank), `fill` where an example has fewer."""
         k = k or self._top_k
@@ -315,19 +353,10 @@ class SquadServer(export.ServingModule):
             ends = tf.cast(outputs["end_top_index"], tf.int64)
             end_scores = outputs["end_top_log_probs"]
         elif self._hf:
-            # Every span of at most max_answer_length pieces: the pipeline's argmax is over all of them.
-            p_mask = features["p_mask"] == 1
-            spans["word_first"], spans["word_last"] = self._words(features["input_ids"], spans["char_starts"] >= 0)
-            start_log_probs = tf.nn.log_softmax(tf.where(p_mask, -10000.0, outputs["start_logits"]), axis=-1)
-            end_log_probs = tf.nn.log_softmax(tf.where(p_mask, -10000.0, outputs["end_logits"]), axis=-1)
-            rows = tf.shape(start_log_probs, out_type=tf.int64)[0]
-            width = min(self._max_answer_length, length)
-            # [CLS] is the null answer, never a span's end (past the end: the last place, never context).
-            first = tf.range(1, length, dtype=tf.int64)
-            starts = tf.tile(tf.repeat(first, width)[None], [rows, 1])
-            ends = tf.minimum(starts + tf.tile(tf.range(width, dtype=tf.int64), [length - 1])[None], length - 1)
-            start_scores = tf.gather(start_log_probs, starts, batch_dims=1)
-            end_scores = tf.gather(end_log_probs, ends, batch_dims=1)
+            spans["word_first"], spans["word_last"] = word_bounds(features["input_ids"], spans["char_starts"] >= 0,
+                                                                  *self._pieces)
+            starts, ends, start_scores, end_scores, null_log_probs = hf_span_scores(
+                outputs["start_logits"], outputs["end_logits"], features["p_mask"], self._max_answer_length)
         else:
             n = min(self._n_best_size, length)
             top_starts = tf.math.top_k(outputs["start_logits"], k=n).indices
@@ -357,8 +386,7 @@ class SquadServer(export.ServingModule):
             result.update(null_odds=null_odds, no_answer_probability=tf.sigmoid(null_odds))
         elif self._hf:
             # The pipeline's min_null_score: the smallest [CLS] start x end probability of the windows.
-            null = tf.exp(tf.math.unsorted_segment_min(start_log_probs[:, 0] + end_log_probs[:, 0], spans["example"],
-                                                       batch))
+            null = tf.exp(tf.math.unsorted_segment_min(null_log_probs, spans["example"], batch))
             score = tf.where(found, tf.exp(score), 0.0)
             text = top_text = tf.where(found, text, "")
             if self._handle_impossible_answer:
@@ -409,3 +437,28 @@ def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.
     server = SquadServer(outputs_fn, tokenizer, settings, version_2, n_best_size, max_answer_length,
                          null_score_diff_threshold, top_k, answer_rule, handle_impossible_answer)
     return export.write(model, output_dir, server, tokenizer)
+
+
+# What a SQuAD run's task.json records of how it answers (`finetune.squad.task.SquadTask.run_info`),
+# and what the export takes of it; a source that records none answers by its rule's defaults.
+QA_SETTINGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "null_score_diff_threshold",
+               "export_top_k")
+# transformers' question-answering pipeline's defaults (v4's QuestionAnsweringPipeline:
+# max_answer_len=15, handle_impossible_answer=False), for a model of transformers that records none.
+HF_DEFAULTS = {"max_answer_length": 15}
+
+
+def export_span_labeler(model, output_dir: str | os.PathLike, spm_model_file: str | os.PathLike,
+                        max_seq_length: int, info: dict, do_lower_case: bool = True) -> str:
+    """`export_squad` of a v1.1 span labeler with the settings of `info` (its source's task.json, as
+    `task_exports.run_info` reads it): the answer rule, the windows (`FeatureSettings`), the answer
+    settings (`QA_SETTINGS`); where it records none, its rule's defaults."""
+    rule = hf_heads.answer_rule(info)
+    recorded = {**(HF_DEFAULTS if rule == HF_ANSWERS else {}),
+                **{k: info[k] for k in QA_SETTINGS if info.get(k) is not None}}
+    windows = {k: recorded.pop(k) for k in ("doc_stride", "max_query_length") if k in recorded}
+    if "export_top_k" in recorded:
+        recorded["top_k"] = recorded.pop("export_top_k")
+    settings = FeatureSettings(max_seq_length, **windows)
+    return export_squad(model, output_dir, spm_model_file, settings, version_2=False, do_lower_case=do_lower_case,
+                        answer_rule=rule, **recorded)

@@ -86,8 +86,6 @@ if TYPE_CHECKING:  # TensorFlow is loaded when used: a script's --help must not 
     import tensorflow as tf
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
-# In a run's output_dir: the task that wrote it (`FinetuningTask.run_info`) beside the model it holds.
-from albert_tf.checkpoints.run_folder import TASK_FILE  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +210,7 @@ class FinetuningTask(TrainingTask):
     def check_output_dir(self, output_dir: str, write: bool) -> None:
         """Refuses an output_dir holding another task's checkpoints: their heads have other shapes,
         or worse, the same shape and other label meanings (RTE vs QNLI); records `run_info()`."""
-        from albert_tf.checkpoints.run_folder import read_task_file
+        from albert_tf.checkpoints.run_folder import TASK_FILE, read_task_file
         from albert_tf.utils.atomic import write_json
 
         path = os.path.join(output_dir, TASK_FILE)

@@ -15,6 +15,15 @@ from typing import Sequence
 
 import numpy as np
 
+# How a span labeler's logits become an answer, kept in task.json (`ANSWER_RULE`) beside the class:
+# the release's (`squad_utils.write_predictions`: start + end logit, the n-best list) for a model of
+# ours, transformers' question-answering pipeline's (a softmax over each window's context and
+# [CLS], the span of the highest start x end probability aligned to whole words, the null answer
+# from [CLS]) for a model trained in transformers. `albert_tf.serving.question_answering` answers by it.
+ANSWER_RULE = "answer_rule"
+RELEASE_ANSWERS, HF_ANSWERS = "release", "huggingface"
+ANSWER_RULES = (RELEASE_ANSWERS, HF_ANSWERS)
+
 
 def window_spans(num_pieces: int, max_pieces: int, doc_stride: int) -> list[tuple[int, int]]:
     """`(start, length)` of each window over `num_pieces` pieces (one empty window for none)."""

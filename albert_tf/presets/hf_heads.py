@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from albert_tf.checkpoints.names import HF_TASK_HEADS, encoder_weight_names, task_head_weight_names, to_ours, to_source
+from albert_tf.data.windows import ANSWER_RULE, ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
 from albert_tf.presets import folder as preset_folder
 
 SEQUENCE_CLASSIFICATION = "AlbertForSequenceClassification"
@@ -42,14 +43,6 @@ ARCHITECTURE_OF = {
 # What the sequence classifier's outputs mean (transformers' `problem_type`): kept in task.json
 # beside the class, as our classifier has one head for all three (docs/presets.md).
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
-# How a span labeler's logits become an answer, kept in task.json (`ANSWER_RULE`) beside the class:
-# the release's (`squad_utils.write_predictions`: start + end logit, the n-best list) for a model of
-# ours, transformers' question-answering pipeline's (a softmax over each window's context and
-# [CLS], the span of the highest start x end probability aligned to whole words, the null answer
-# from [CLS]) for a model trained in transformers. `albert_tf.serving.question_answering` answers by it.
-ANSWER_RULE = "answer_rule"
-RELEASE_ANSWERS, HF_ANSWERS = "release", "huggingface"
-ANSWER_RULES = (RELEASE_ANSWERS, HF_ANSWERS)
 _POOLER = "pooler/"
 
 

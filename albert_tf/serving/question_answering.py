@@ -52,7 +52,7 @@ import tensorflow as tf
 
 from albert_tf.data.windows import FeatureSettings
 from albert_tf.presets import hf_heads
-from albert_tf.presets.hf_heads import ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
+from albert_tf.data.windows import ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
 from albert_tf.serving import export
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 

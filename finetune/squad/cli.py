@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from absl import app, flags
 
-from albert_tf.presets.hf_heads import ANSWER_RULES, RELEASE_ANSWERS
+from albert_tf.data.windows import ANSWER_RULES, RELEASE_ANSWERS
 from finetune import cli as skeleton
 
 FLAGS = flags.FlagValues()

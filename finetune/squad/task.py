@@ -18,7 +18,7 @@ from albert_tf.utils.atomic import write_json
 from albert_tf.utils.validation import require_choice
 from albert_tf.models import AlbertSpanLabeler
 from finetune.cache import cache_features
-from albert_tf.presets.hf_heads import ANSWER_RULE, ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
+from albert_tf.data.windows import ANSWER_RULE, ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
 from albert_tf.serving.question_answering import export_squad, word_pieces
 from albert_tf.serving.task_exports import export_task_saved_model
 from finetune.squad import features, metrics, postprocess, readers

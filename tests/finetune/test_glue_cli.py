@@ -16,13 +16,12 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
-from albert_tf.checkpoints.run_folder import CONFIG_FILE
+from albert_tf.checkpoints.run_folder import CONFIG_FILE, TASK_FILE
 from albert_tf.checkpoints.weights import model_weights
 from finetune.glue import cli
 from albert_tf.models import AlbertClassifier as GlueClassifier
 from albert_tf.presets.loader import init_vocab_size, initialize_encoder
 from finetune.glue.readers import read_examples
-from finetune.task import TASK_FILE
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
 TINY_VOCAB = TESTS / "fixtures" / "data_prep" / "tiny_vocab.model"

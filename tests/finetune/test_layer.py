@@ -25,7 +25,8 @@ from albert_tf.checkpoints.run_folder import CONFIG_FILE
 from albert_tf.checkpoints.weights import model_weights
 from albert_tf.presets import loader as initialization
 from finetune import cache, cli, inputs, trainer
-from finetune.task import HPARAM_FIELDS, TASK_FILE, FinetuningTask, model_inputs
+from albert_tf.checkpoints.run_folder import TASK_FILE
+from finetune.task import HPARAM_FIELDS, FinetuningTask, model_inputs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"

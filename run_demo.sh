@@ -2,25 +2,27 @@
 # The whole job on the embedded corpus (data/corpus): a SentencePiece vocabulary, pretraining
 # records, a few CPU minutes of pretraining a small ALBERT (configs/albert_demo.json), masked-LM and
 # SOP accuracy on held-out records, the exported SavedModels, and masked sentences filled in.
-# Usage: ./run_demo.sh [OUTPUT_DIR] (default runs/demo); DEMO_STEPS=N changes the length of training.
+# Usage: ./run_demo.sh [OUTPUT_DIR] (default runs/demo); DEMO_STEPS=N changes the length of training,
+# DEMO_CORPUS=DIR reads DIR/train.txt and DIR/heldout.txt (one book a line) instead of data/corpus.
 # A rerun keeps what is done: the vocabulary and records are reused, training resumes from its last
 # checkpoint (DEMO_STEPS larger than before trains on from there), and the exports are replaced.
 set -euo pipefail
 cd "$(dirname "$0")"
 OUT=${1:-runs/demo}
 STEPS=${DEMO_STEPS:-3000}
+CORPUS=${DEMO_CORPUS:-data/corpus}
 export TF_CPP_MIN_LOG_LEVEL=2
 mkdir -p "$OUT"
 
-echo "== 1/5 SentencePiece vocabulary (8,000 pieces) from data/corpus/train.txt"
-[ -f "$OUT/vocab.model" ] || albert-train-vocab --input_file=data/corpus/train.txt \
+echo "== 1/5 SentencePiece vocabulary (8,000 pieces) from $CORPUS/train.txt"
+[ -f "$OUT/vocab.model" ] || albert-train-vocab --input_file="$CORPUS/train.txt" \
   --input_format=document_per_line --model_prefix="$OUT/vocab" --vocab_size=8000
 
 echo "== 2/5 pretraining records (sequence 128, SOP, whole-word n-gram masking)"
-albert-create-pretraining-data --input_file=data/corpus/train.txt --input_format=document_per_line \
+albert-create-pretraining-data --input_file="$CORPUS/train.txt" --input_format=document_per_line \
   --output_dir="$OUT/records/train" --spm_model_file="$OUT/vocab.model" --max_seq_length=128 \
   --max_predictions_per_seq=20 --dupe_factor=10 --num_output_shards=4 --num_workers=2
-albert-create-pretraining-data --input_file=data/corpus/heldout.txt --input_format=document_per_line \
+albert-create-pretraining-data --input_file="$CORPUS/heldout.txt" --input_format=document_per_line \
   --output_dir="$OUT/records/heldout" --spm_model_file="$OUT/vocab.model" --max_seq_length=128 \
   --max_predictions_per_seq=20 --dupe_factor=1 --num_output_shards=1 --num_workers=1
 

@@ -218,7 +218,7 @@ def test_dynamic_int8_span_model_gives_the_float_models_answers(tmp_path):
     assert agreement >= 0.97, f"{agreement:.1%} of the answers agree"
 
 
-@pytest.mark.slow
+@pytest.mark.measure  # a figure of the base model (a minute of conversion under load): -m measure
 def test_albert_base_dynamic_int8_fits_in_14_mb():
     keras.utils.set_random_seed(0)
     encoder = AlbertEncoder(AlbertConfig.named("albert_base_v2"))

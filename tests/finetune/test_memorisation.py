@@ -6,7 +6,9 @@ Hugging Face's `AlbertForTokenClassification` with torch's AdamW reaches entity 
 On NER's `hf` recipe the tool trains with torch's bias-corrected AdamW and memorises them too. On
 the release's AdamW (`--optimizer=adamw_release`, no bias correction) the same rate is several
 times hotter over the first hundred steps, and the same run scored F1 0.30: that run is the
-`measure` test below, left out of the default run (`python -m pytest -q -m measure ...`).
+`measure` test below. All three are left out of the default run, each minutes of training
+(`python -m pytest -q -m measure tests/finetune/test_memorisation.py`); the default run shows the
+same optimizers update as torch's, step for step (tests/finetune/test_update_parity.py).
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def hf_memorise(tmp_path, data_dir, steps: int, warmup: int, learning_rate: floa
     return ner_metrics([s.tags for s in sentences], predicted)["f1"]
 
 
-@pytest.mark.slow
+@pytest.mark.measure  # minutes of training: the step-level parity is tests/finetune/test_update_parity.py
 def test_the_hf_recipe_memorises_on_torchs_adamw(tmp_path, data_dir):
     summary = memorise(tmp_path, data_dir)
     assert summary["optimizer"] == "adamw"  # the recipe's choice, no flag given

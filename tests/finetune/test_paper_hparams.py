@@ -14,6 +14,7 @@ from albert_tf import AlbertConfig
 from finetune import trainer
 from finetune.glue.hparams import glue_hparams
 from finetune.glue.task import GlueTask
+from finetune.ner.task import NerTask
 from finetune.race.task import RaceTask
 from finetune.squad.task import SquadTask
 from finetune.task import HPARAM_FIELDS
@@ -63,6 +64,8 @@ def test_every_preset_is_the_papers_table_column_for_column():
     assert presets("paper") == TABLE_14
     for hparams in ("paper", "release"):
         assert set(presets(hparams, ("optimizer",)).values()) == {("adamw_release",)}  # the release's AdamW
+    # NER's recipe is Hugging Face's, on torch's bias-corrected AdamW (tests/finetune/test_memorisation.py).
+    assert NerTask(labels=["O", "B-PER", "I-PER"]).default_options()["optimizer"] == "adamw"
     # The GLUE rows through the library function too, with one field overridden.
     assert glue_hparams("QQP").encoder_dropout == 0.1 and glue_hparams("QQP", encoder_dropout=0.0).encoder_dropout == 0.0
 

@@ -215,7 +215,7 @@ def parameter_counts(config: AlbertConfig) -> dict[str, int]:
     LayerNorm), `projection` (E -> H, 0 when E == H), `blocks` (distinct transformer blocks, shared
     sublayers counted once), `pooler`, `encoder` (their sum) and `heads` (the masked-LM head with its
     output bias, the decoder being the tied word embeddings, and the sentence-order head).
-    tests/albert_tf/test_param_counts.py checks it against built models of every sharing mode."""
+    tests/albert_tf/models/test_param_counts.py checks it against built models of every sharing mode."""
     h, e, i, v = config.hidden_size, config.embedding_size, config.intermediate_size, config.vocab_size
     attention = 4 * (h * h + h) + 2 * h  # query, key, value, output; LayerNorm
     feed_forward = (h * i + i) + (i * h + h) + 2 * h  # two dense layers; LayerNorm

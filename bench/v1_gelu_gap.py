@@ -1,7 +1,7 @@
 """How far transformers' outputs of a v1 ALBERT are from the release's (issue 38): the Hub's v1
 config.json says "gelu", which transformers computes exactly, while the release (and albert_tf)
 computes the tanh form the weights were trained with ("gelu_new" in transformers, whose outputs
-albert_tf equals to 1e-5: tests/albert_tf/test_hf_parity.py).
+albert_tf equals to 1e-5: tests/albert_tf/models/test_hf_parity.py).
 
 One AlbertModel of `--size` with transformers' random initialisation, run on real sentence pairs
 (RTE's, the released 30k-clean.model) with either activation on the same weights; prints the

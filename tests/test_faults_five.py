@@ -2,7 +2,7 @@
 
 Each test gives a tool (or the Python API) a fault or bad input as a user would and asserts the line
 the user sees, the exit code and what is left in the output folder. The entity tagger's
-`serve_text` (items 1 and 2) is tests/albert_tf/test_tagging_limits.py; `python -m pytest -q -m
+`serve_text` (items 1 and 2) is tests/albert_tf/serving/test_tagging_limits.py; `python -m pytest -q -m
 faults` runs these with the others.
 """
 
@@ -200,7 +200,7 @@ def _limited(limit=FILE_LIMIT):
 
 def test_a_checkpoint_the_disk_refuses_is_one_line_and_leaves_no_temp_folder(tmp_path, small_data_dir, monkeypatch,
                                                                               capsys):
-    """A file size limit stands in for a full disk (tests/albert_tf/test_full_disk.py). Before: TensorFlow's
+    """A file size limit stands in for a full disk (tests/albert_tf/utils/test_full_disk.py). Before: TensorFlow's
     `SaveV2 ... ckpt-4_temp/part-00000-of-00001.data-00000-of-00001.tempstate...; File too large`, and
     `ckpt-4_temp/` left, which on a full disk made the rerun fail again."""
     config = tmp_path / "albert_config.json"

@@ -78,7 +78,7 @@ def test_the_clone_imports_its_own_code(clone):
 @pytest.mark.slow
 def test_readme_test_command_passes_without_the_shared_data(clone):
     # The README's test command on a subset: files with tests over the small data and over the full.
-    subset = ["tests/albert_tf/test_tokenizer.py", "tests/finetune/test_race_readers.py"]
+    subset = ["tests/albert_tf/tokenizers/test_tokenizer.py", "tests/finetune/test_race_readers.py"]
     result = _run_in(clone, ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *subset])
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]

@@ -37,7 +37,7 @@ from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 # The longest text `serve_text` takes, in UTF-8 bytes (a longer one is refused in one line): the
-# memory of a call grows in proportion to its texts' bytes (tests/albert_tf/test_tagging_memory.py
+# memory of a call grows in proportion to its texts' bytes (tests/albert_tf/serving/test_tagging_limits.py
 # measures it), so this bounds what one request can take.
 MAX_TEXT_BYTES = 100_000
 # Tokens of windows the model reads in one call: a long text's windows go through in turn.

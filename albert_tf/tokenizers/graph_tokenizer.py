@@ -231,7 +231,7 @@ class AlbertGraphTokenizer(tf.Module):
         (`88` `8` for `8` `88`): each piece keeps the span kernel's span where the two agree, and
         within a run where they do not, the spans are laid again from the run's start, each piece
         as wide as its bytes. A batch where the kernels give a row different numbers of pieces
-        fails (not seen on any text; see tests/albert_tf/test_release_tokenization.py).
+        fails (not seen on any text; see tests/albert_tf/tokenizers/test_release_tokenization.py).
         """
         ids, begin, end = self._sentencepiece_spans.tokenize_with_offsets(normalized)
         ids = ids.with_row_splits_dtype(tf.int64)

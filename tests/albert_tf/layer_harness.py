@@ -2,7 +2,7 @@
 its config rebuilds it exactly, a `.keras` file gives it back, its outputs stay float32 under
 mixed bfloat16, a preset folder gives it back, and a SavedModel of it answers as it does.
 
-tests/albert_tf/test_model_harness.py runs them on every model class."""
+tests/albert_tf/models/test_model_harness.py runs them on every model class."""
 
 import keras
 import numpy as np

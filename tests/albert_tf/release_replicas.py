@@ -80,7 +80,7 @@ def _vocab_lines(spm_model: pathlib.Path) -> str:
 def release_tensors(name: str, seed: int) -> dict[str, np.ndarray]:
     """The release checkpoint's tensors by their TF1 names (test_convert.tf1_shapes, written
     independently of albert_tf.checkpoints.names), random, and `global_step`."""
-    from tests.albert_tf.test_convert import tf1_shapes
+    from tests.albert_tf.presets.test_convert import tf1_shapes
 
     rng = np.random.default_rng(seed)
     tensors = {k: rng.normal(0, 0.2, shape).astype(np.float32) for k, shape in tf1_shapes(tiny_config(name)).items()}
@@ -273,7 +273,7 @@ class LoopbackServer:
 
 
 def point_the_hub_at(patch, server, home):
-    """huggingface_hub's endpoint and cache on the loopback stand-in (as tests/albert_tf/test_releases.py)."""
+    """huggingface_hub's endpoint and cache on the loopback stand-in (as tests/albert_tf/presets/test_releases.py)."""
     import huggingface_hub.constants
 
     patch.setenv("HF_ENDPOINT", server.endpoint)

@@ -124,7 +124,7 @@ def test_v1_loss_is_the_mean_of_start_and_end_cross_entropies():
 
 
 def test_config_holds_the_beam_and_dropout(model):
-    # Its round trips (config, .keras, preset, SavedModel): tests/albert_tf/test_model_harness.py.
+    # Its round trips (config, .keras, preset, SavedModel): tests/albert_tf/models/test_model_harness.py.
     assert model.get_config()["start_n_top"] == K and model.get_config()["dropout"] == 0.1
 
 

@@ -39,8 +39,8 @@ from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune.squad import features, postprocess
 from finetune.squad.readers import Example
 from tests.albert_tf import release_replicas as replicas
-from tests.albert_tf.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
-from tests.albert_tf.test_hf_pipelines import CONFIG, SPM
+from tests.albert_tf.presets.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
+from tests.albert_tf.serving.test_hf_pipelines import CONFIG, SPM
 from tests.helpers import console_script
 
 # The pipeline's default max_answer_len, which albert-export takes for a model of transformers.

@@ -24,7 +24,7 @@ from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from tests.albert_tf import hf_reference
 from tests.warm_python import SOCKET_ENV, load_time_env, shell_functions
 
-TINY_SPM = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "export" / "tiny_spm.model"
+TINY_SPM = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "export" / "tiny_spm.model"
 
 # Every size distinct (V, E, H, I, positions, heads), so a transposed or swapped tensor cannot fit.
 SMALL = AlbertConfig(

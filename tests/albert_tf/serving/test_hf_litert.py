@@ -21,8 +21,8 @@ from albert_tf.cli import export as export_cli
 from albert_tf.presets.model_source import load_saved_model
 from albert_tf.serving import litert
 from tests.albert_tf import release_replicas as replicas
-from tests.albert_tf.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
-from tests.albert_tf.test_hf_pipelines import CONFIG, LABELS, SPM, TEXTS
+from tests.albert_tf.presets.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
+from tests.albert_tf.serving.test_hf_pipelines import CONFIG, LABELS, SPM, TEXTS
 from tests.helpers import console_script
 
 REPO, SEQ = "textattack/albert-tiny-SST-2", 32

@@ -2,7 +2,7 @@
 SIGKILL; the errors it owes on bad input.
 
 Strategies with several CPU devices or processes run in child processes (this file is also their
-entry point: `python -m tests.albert_tf.test_training <mode> <args>`), because logical devices can
+entry point: `python -m tests.albert_tf.training.test_training <mode> <args>`), because logical devices can
 only be configured before TensorFlow initialises them, and workers are processes: children of the
 warm Python (tests/warm_python.py), which has TensorFlow loaded but not initialised.
 """
@@ -37,7 +37,7 @@ from tests.helpers import (cli_flags, console_script, free_ports, latest_step, l
                            random_dataset_fn, run_weights as weights, write_random_records as write_records)
 from tests.warm_python import DEVNULL, PIPE
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 # A 120-piece vocabulary (CONFIG has 128 ids): pretraining exports its encoder only with one.
 VOCAB = REPO_ROOT / "tests" / "fixtures" / "export" / "tiny_spm.model"
 
@@ -253,7 +253,7 @@ def test_init_checkpoint_missing_or_mismatching_is_an_error(tmp_path):
 
 
 def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path, warm_python):
-    result = warm_python.run(["-m", "tests.albert_tf.test_training", "mirrored", tmp_path], cwd=REPO_ROOT,
+    result = warm_python.run(["-m", "tests.albert_tf.training.test_training", "mirrored", tmp_path], cwd=REPO_ROOT,
                              capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
@@ -275,7 +275,7 @@ def test_two_workers_train_and_checkpoint(tmp_path, warm_python):
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     workers = [
         warm_python.popen(
-            ["-m", "tests.albert_tf.test_training", "worker", tmp_path], cwd=REPO_ROOT, stdout=PIPE, stderr=PIPE,
+            ["-m", "tests.albert_tf.training.test_training", "worker", tmp_path], cwd=REPO_ROOT, stdout=PIPE, stderr=PIPE,
             text=True,
             env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
         )

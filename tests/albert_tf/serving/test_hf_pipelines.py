@@ -19,7 +19,7 @@ from albert_tf import AlbertConfig
 from albert_tf.cli import export as export_cli
 from albert_tf.presets.model_source import load_saved_model
 from albert_tf.tasks.text_classifier import AlbertTextClassifier
-from tests.albert_tf.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
+from tests.albert_tf.presets.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
 from tests.conftest import SMALL_DATA_DIR
 from tests.helpers import console_script
 

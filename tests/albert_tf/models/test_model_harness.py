@@ -16,7 +16,7 @@ from finetune.squad.model import AlbertSquadV2
 from tests.albert_tf import layer_harness as harness
 from tests.albert_tf.tiny import TINY, pretraining_batch
 
-VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"  # 300 pieces
+VOCAB = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "data_prep" / "tiny_vocab.model"  # 300 pieces
 CONFIG = TINY.replace(vocab_size=300)
 LENGTH = 12
 BATCH = pretraining_batch(CONFIG, batch=4, length=LENGTH)

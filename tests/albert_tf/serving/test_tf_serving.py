@@ -18,7 +18,7 @@ from albert_tf.cli import export as export_cli
 from albert_tf.serving import tf_serving
 from albert_tf.tokenizers.preprocessor import AlbertTextPreprocessor
 from tests.helpers import console_script
-from tests.albert_tf.test_hf_heads import TINY_SPM
+from tests.albert_tf.presets.test_hf_heads import TINY_SPM
 
 prediction_log_pb2 = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2")
 

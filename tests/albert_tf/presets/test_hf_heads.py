@@ -29,7 +29,7 @@ from albert_tf.tasks.entity_recognizer import AlbertEntityRecognizer
 from albert_tf.tasks.text_classifier import AlbertTextClassifier
 from tests.albert_tf import hf_reference
 
-TINY_SPM = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "export" / "tiny_spm.model"
+TINY_SPM = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "export" / "tiny_spm.model"
 # Sizes all distinct, two groups of two inner layers: a transposed or misplaced tensor cannot fit.
 CONFIG = AlbertConfig(vocab_size=120, embedding_size=10, hidden_size=24, num_hidden_layers=4, num_attention_heads=3,
                       intermediate_size=40, max_position_embeddings=48, num_hidden_groups=2, inner_group_num=2)

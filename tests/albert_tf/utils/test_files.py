@@ -105,7 +105,7 @@ def test_local_files_need_no_tensorflow(tmp_path):
     code = ("import sys; from albert_tf.utils import atomic, compression, files, locks, output_dirs, patterns; "
             "patterns.expand_patterns(sys.argv[1]); atomic.write_json(sys.argv[1], {}); "
             "output_dirs.prepare_output_dir(sys.argv[2]); print('tensorflow' in sys.modules)")
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     (tmp_path / "a.json").write_text("{}")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.json"), str(tmp_path / "out")],
                           check=True, cwd=repo, capture_output=True, text=True)

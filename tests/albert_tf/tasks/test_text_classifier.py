@@ -16,7 +16,7 @@ from albert_tf.tokenizers.preprocessor import AlbertTextPreprocessor
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from tests.helpers import good_bad_sentences
 
-TINY_VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"
+TINY_VOCAB = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "data_prep" / "tiny_vocab.model"
 CONFIG = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
 SEQ = 16

@@ -36,8 +36,8 @@ from albert_tf.cli import export as export_cli
 from albert_tf.presets.model_source import load_saved_model
 from albert_tf.tasks.entity_recognizer import AlbertEntityRecognizer
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
-from tests.albert_tf.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
-from tests.albert_tf.test_hf_pipelines import CONFIG, SPM
+from tests.albert_tf.presets.test_hf_heads import _hf_model, cache  # noqa: F401  (the cache fixture)
+from tests.albert_tf.serving.test_hf_pipelines import CONFIG, SPM
 from tests.helpers import console_script
 
 TAGS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC", 5: "B-ORG", 6: "I-ORG"}

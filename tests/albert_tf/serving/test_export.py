@@ -26,7 +26,7 @@ from albert_tf.serving.export import (
 from albert_tf.data.features import classification_feature_spec, pretraining_feature_spec, serialize_example
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "export"
+FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "export"
 TINY_SPM = FIXTURES / "tiny_spm.model"
 RUNNER = FIXTURES / "run_saved_model.py"
 SEQ = 16  # serve_text / serve_examples length

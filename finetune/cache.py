@@ -3,9 +3,12 @@
 Tokenizing is the same work for every run on a split, so each split is written once to a cache
 file whose name carries a fingerprint of everything the records depend on (the source files, the
 SentencePiece model, the task's settings, its feature format version): a changed input gets a new
-file instead of stale features. The file is written under a temporary name and renamed when
-complete, and its JSON description (`CachedFeatures`, which carries the feature spec, so a reader
-needs nothing else) after that, so a killed run leaves no file that a rerun trusts.
+file instead of stale features. The cache folder may be local or on any filesystem TensorFlow knows
+(gs://, ram://): a TPU pod's workers read their input from gs:// only. Every file goes through
+`albert_tf.utils.atomic` (written aside and renamed when complete, which TensorFlow does on gs:// by
+copying the finished object), the record file first and its JSON description (`CachedFeatures`,
+which carries the feature spec, so a reader needs nothing else) last, so a killed run leaves no
+file that a rerun trusts; a record file whose count disagrees with its description is rebuilt.
 
 A task gives `cache_features` its records as a function of a `ConversionReport`, which it fills in
 while converting (examples read, rows skipped, examples truncated; anything else in `details`).
@@ -17,7 +20,7 @@ Example:
     ...         yield {"input_ids": ..., "input_mask": ..., "segment_ids": ..., "label_ids": 1}
     >>> cached = cache_features(task="MyTask", split="dev", spec=spec, max_seq_length=128,
     ...                         sources=[path], settings={"version": 1}, tokenizer=tokenizer,
-    ...                         convert=convert, cache_dir="/tmp/cache")
+    ...                         convert=convert, cache_dir="gs://bucket/run/features")
     >>> cached.num_records
 """
 
@@ -27,7 +30,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import pathlib
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import tensorflow as tf
@@ -72,7 +74,7 @@ class CachedFeatures:
     """A split's features in a TFRecord file, with what is known about them.
 
     Args:
-        path: the TFRecord file, its records in the order of the source.
+        path: the TFRecord file (a local path or a URL), its records in the order of the source.
         task: the task's name.
         split: the split's name.
         max_seq_length: the sequence length of the features.
@@ -84,7 +86,7 @@ class CachedFeatures:
         details: what else the task recorded; each key reads as an attribute (`cached.regression`).
     """
 
-    path: pathlib.Path
+    path: str
     task: str
     split: str
     max_seq_length: int
@@ -107,13 +109,14 @@ class CachedFeatures:
 
     def to_json(self) -> str:
         fields = dataclasses.asdict(self)
-        fields["path"] = self.path.name
+        fields["path"] = os.path.basename(self.path)  # beside the description: the folder may move
         return json.dumps(fields, indent=2, sort_keys=True)
 
     @classmethod
-    def from_json_file(cls, path: pathlib.Path) -> "CachedFeatures":
-        fields = json.loads(path.read_text(encoding="utf-8"))
-        fields["path"] = path.with_name(fields["path"])
+    def from_json_file(cls, path: str, fs=None) -> "CachedFeatures":
+        with (fs or files_for(path)).open(path, "rb") as f:
+            fields = json.loads(f.read().decode("utf-8"))
+        fields["path"] = os.path.join(os.path.dirname(path), fields["path"])
         return cls(**fields)
 
 
@@ -129,12 +132,12 @@ def fingerprint(sources: Sequence[str | os.PathLike], tokenizer: AlbertTokenizer
     return digest.hexdigest()
 
 
-def _damage(record_path: pathlib.Path, num_records: int) -> str | None:
+def _damage(record_path: str, num_records: int) -> str | None:
     """Why the cached record file is not the one its description counts, or None when it is."""
     from albert_tf.data.datasets import count_records
 
     try:
-        found = count_records(str(record_path))
+        found = count_records(record_path)
     except ValueError as error:
         return str(error)
     return None if found == num_records else f"{found} records, its description says {num_records}"
@@ -164,15 +167,16 @@ def cache_features(
         tokenizer: the tokenizer (its model is fingerprinted).
         convert: `convert(report)` yields the records' feature dicts in order and fills `report`;
             it runs only when the cache has no file for this fingerprint.
-        cache_dir: where the files go (created if needed).
+        cache_dir: where the files go (created if needed): a local folder or a URL (gs://...).
     """
     key = fingerprint(sources, tokenizer, (task, split, max_seq_length, settings))
-    cache_dir = pathlib.Path(cache_dir)
+    cache_dir = os.fspath(cache_dir)
+    fs = files_for(cache_dir)
     stem = f"{task}-{split}-len{max_seq_length}-{key[:16]}"
-    record_path = cache_dir / f"{stem}.tfrecord"
-    description_path = cache_dir / f"{stem}.json"
-    if description_path.is_file() and record_path.is_file():
-        cached = CachedFeatures.from_json_file(description_path)
+    record_path = os.path.join(cache_dir, f"{stem}.tfrecord")
+    description_path = os.path.join(cache_dir, f"{stem}.json")
+    if fs.exists(description_path) and fs.exists(record_path):
+        cached = CachedFeatures.from_json_file(description_path, fs)
         damage = _damage(record_path, cached.num_records)
         if damage is None:
             return cached
@@ -181,9 +185,9 @@ def cache_features(
 
     report = ConversionReport()
     records = convert(report)
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    fs.makedirs(cache_dir)
     num_records = 0
-    with atomic_path(record_path) as partial, tf.io.TFRecordWriter(partial) as writer:
+    with atomic_path(record_path, fs) as partial, tf.io.TFRecordWriter(partial) as writer:
         for features in records:
             writer.write(serialize_example(features, spec))
             num_records += 1
@@ -199,6 +203,6 @@ def cache_features(
         num_truncated=report.num_truncated,
         details=dict(report.details),
     )
-    with atomic_open(description_path, "w") as f:
+    with atomic_open(description_path, "w", fs) as f:
         f.write(cached.to_json())
     return cached

@@ -90,7 +90,8 @@ def define_flags(flag_values: flags.FlagValues, hparams: Sequence[str] = (), hpa
            "folder has none, and to start from random weights.")
     define("string", "spm_model_file", None, "The SentencePiece model (default: the one the --init_checkpoint or "
            "--preset carries).")
-    define("string", "cache_dir", None, "Where tokenized features are cached (default <output_dir>/features).")
+    define("string", "cache_dir", None, "Where tokenized features are cached (default <output_dir>/features, on the "
+           "output_dir's filesystem, gs:// too: where every worker of a TPU pod reads them).")
     define("bool", "do_train", False, "Fine-tune on the train split.")
     define("bool", "do_eval", False, "Evaluate on the labelled split(s); writes eval_results.json.")
     define("bool", "do_predict", False, "Predict the unlabelled split(s); writes the task's prediction files.")

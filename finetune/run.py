@@ -31,7 +31,7 @@ from absl import logging
 from albert_tf.training.options import EXPORT_DIR
 from albert_tf.utils.atomic import write_json
 from albert_tf.utils.errors import FlagError, UserError
-from albert_tf.utils.files import files_for, is_url
+from albert_tf.utils.files import files_for
 from finetune.options import FinetuneOptions
 
 EVAL_RESULTS = "eval_results.json"
@@ -192,13 +192,10 @@ def check_vocabulary(source, spm_model_file: Optional[str] = None):
 
 
 def default_cache_dir(output_dir: str) -> str:
-    """Where a run caches its tokenized features: `<output_dir>/features`; for an output_dir on
-    another filesystem (gs://), a local temporary folder (a cache is only a copy, named by its
-    inputs' fingerprint, and read many times in a run)."""
-    if is_url(output_dir):
-        import tempfile
-
-        return os.path.join(tempfile.gettempdir(), "albert_tf-features")
+    """Where a run caches its tokenized features unless told: `<output_dir>/features`, on the run's
+    own filesystem whatever it is. The release's `--cached_dir` defaulted to `--output_dir`, written
+    through `tf.gfile` (google-research/albert, run_classifier.py): on a TPU pod that is gs://, the
+    one place every worker reads; a host's local temp would be unreadable to the others."""
     return os.path.join(output_dir, "features")
 
 

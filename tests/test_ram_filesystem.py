@@ -2,18 +2,23 @@
 export, fine-tuning initialised from that run, its evaluation and export, every input and output on
 TensorFlow's in-memory ram:// filesystem, which like an object store has no folder rename and no
 flock. ram:// lives in one process, so every tool runs here, in-process, as its console script
-would; nothing is written to the local disk but temporary files."""
+would; nothing is written to the local disk but temporary files, and fine-tuning writes none of
+those either: its feature cache is on the run's filesystem (in a host's temporary folder a pod's
+other workers could not read it)."""
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 import uuid
 
 import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.data.datasets import count_records
+from finetune.cache import CachedFeatures
 from tests.conftest import REPO_ROOT
 from tests.helpers import console_script
 
@@ -39,6 +44,12 @@ def _files(folder):
     return sorted(found)
 
 
+def _written_by_us(files):
+    """`files` but the sources of converted functions that TensorFlow's autograph writes to the
+    temporary folder (and removes when the process exits)."""
+    return {path for path in files if not os.path.basename(path).startswith("__autograph_generated_file")}
+
+
 def _local_files(*folders):
     """The files below local `folders`, Python's bytecode caches left out (a module first imported
     during the run writes its own)."""
@@ -46,13 +57,16 @@ def _local_files(*folders):
             if "__pycache__" not in parent for name in names}
 
 
-def test_every_tool_runs_on_an_object_store_filesystem(small_data_dir, tmp_path, monkeypatch, capsys):
+def test_every_tool_runs_on_an_object_store_filesystem(small_data_dir, tmp_path, tmp_path_factory, monkeypatch,
+                                                       capsys):
     from albert_tf.cli import export as export_cli
     from albert_tf.cli import pretrain
     from data_prep import create_pretraining_data
     from finetune.glue import cli as glue_cli
 
     monkeypatch.chdir(tmp_path)  # a URL taken for a relative path ("ram:/...") would land here
+    local_temp = tmp_path_factory.mktemp("local_temp")  # Python's temporary folder during the run
+    monkeypatch.setattr(tempfile, "tempdir", str(local_temp))
     watched = [REPO_ROOT / name for name in ("albert_tf", "data_prep", "finetune", "tests")]
     local_before = _local_files(*watched), sorted(os.listdir(REPO_ROOT))
 
@@ -104,6 +118,7 @@ def test_every_tool_runs_on_an_object_store_filesystem(small_data_dir, tmp_path,
 
     # Fine-tuning on GLUE's RTE from the ram:// run, evaluated and exported.
     rte = f"{ROOT}/rte"
+    temp_before = _local_files(local_temp)
     summary = glue_cli.finetune([
         "albert-finetune-glue", "--task=RTE", f"--data_dir={ROOT}/glue", f"--output_dir={rte}",
         f"--init_checkpoint={pretrained}", f"--max_seq_length={SEQ}", "--train_batch_size=8", "--num_train_steps=2",
@@ -118,6 +133,16 @@ def test_every_tool_runs_on_an_object_store_filesystem(small_data_dir, tmp_path,
         assert any(name.startswith(events) for name in made), made
     with tf.io.gfile.GFile(f"{rte}/eval_results.json") as f:
         assert json.load(f)["dev"]["examples"] == 8
+    # Its feature cache is on the run's filesystem, the record files described and whole, and
+    # nothing of it in the local temporary folder (a pod's other workers could not read it there).
+    assert _written_by_us(_local_files(local_temp) - temp_before) == set()
+    cache = sorted(name for name in made if name.startswith("features/"))
+    assert [name.rsplit("-", 1)[0] for name in cache] == ["features/RTE-dev-len32"] * 2 + [
+        "features/RTE-train-len32"] * 2
+    for description in cache[0::2]:
+        cached = CachedFeatures.from_json_file(f"{rte}/{description}")
+        assert cached.path == f"{rte}/{description[:-len('.json')]}.tfrecord"
+        assert count_records(cached.path) == cached.num_records == {"dev": 8, "train": 300}[cached.split]
     classifier = tf.saved_model.load(f"{rte}/export")
     pairs = tf.constant([["The cat sat.", "A cat sat."]])
     probabilities = classifier.signatures["serve_text"](text=pairs)["probabilities"].numpy()

@@ -69,7 +69,13 @@ def test_a_tsv_without_its_header_row_is_refused(tmp_path):
     )
 
 
-def test_a_truncated_feature_cache_is_named_and_rebuilt(tmp_path, caplog):
+@pytest.mark.parametrize("filesystem", ["local", "ram"])
+def test_a_feature_cache_left_half_written_is_never_trusted(tmp_path, caplog, filesystem):
+    """On the local disk and on TensorFlow's ram:// (no folder rename, like gs://, where a pod's run
+    keeps its cache): a killed write leaves nothing at the cache's names, a record file without its
+    description (written last) is made again, a truncated one is named and rebuilt."""
+    import uuid
+
     import tensorflow as tf
 
     from albert_tf.tokenizers.tokenizer import AlbertTokenizer
@@ -78,26 +84,47 @@ def test_a_truncated_feature_cache_is_named_and_rebuilt(tmp_path, caplog):
     tokenizer = AlbertTokenizer(str(pathlib.Path(__file__).parents[1] / "fixtures" / "data_prep" / "tiny_vocab.model"))
     source = tmp_path / "train.tsv"
     source.write_text("a\tb\n")
+    cache_dir = str(tmp_path / "cache") if filesystem == "local" else f"ram://cache-{uuid.uuid4().hex[:8]}"
     spec = {"input_ids": tf.io.FixedLenFeature([4], tf.int64)}
     conversions = []
 
-    def convert(report):
+    def convert(report, killed_at=None):
         conversions.append(1)
-        return ({"input_ids": [i, 1, 2, 3]} for i in range(50))
+        for i in range(50):
+            if i == killed_at:
+                raise KeyboardInterrupt
+            yield {"input_ids": [i, 1, 2, 3]}
 
-    def cached():
-        return cache_features(task="toy", split="train", spec=spec, max_seq_length=4, sources=[source],
-                              settings=(), tokenizer=tokenizer, convert=convert, cache_dir=tmp_path / "cache")
+    def cached(killed_at=None):
+        return cache_features(task="toy", split="train", spec=spec, max_seq_length=4, sources=[source], settings=(),
+                              tokenizer=tokenizer, convert=lambda report: convert(report, killed_at),
+                              cache_dir=cache_dir)
 
+    def read(path):
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+
+    with pytest.raises(KeyboardInterrupt):
+        cached(killed_at=20)
+    assert tf.io.gfile.listdir(cache_dir) == []
     first = cached()
-    data = first.path.read_bytes()
-    first.path.write_bytes(data[: len(data) // 2])
+    assert first.path.startswith(cache_dir) and first.num_records == 50 and len(conversions) == 2
+    description = first.path[: -len(".tfrecord")] + ".json"
+    assert sorted(tf.io.gfile.listdir(cache_dir)) == [pathlib.PurePath(p).name for p in (description, first.path)]
+    data = read(first.path)
+
+    tf.io.gfile.remove(description)  # a run killed between the record file and its description
+    assert cached() == first and len(conversions) == 3 and read(first.path) == data
+
+    tf.io.gfile.remove(first.path)  # a copy cut short (ram://'s "wb" would append to the file)
+    with tf.io.gfile.GFile(first.path, "wb") as f:
+        f.write(data[: len(data) // 2])
     with caplog.at_level("WARNING"):
         again = cached()
-    assert len(conversions) == 2 and again.path.read_bytes() == data
+    assert len(conversions) == 4 and again == first and read(first.path) == data
     assert f"feature cache {first.path} is damaged (25 records, its description says 50): rebuilding it" in caplog.text
     cached()
-    assert len(conversions) == 2  # an intact cache is reused
+    assert len(conversions) == 4  # an intact cache is reused
 
 
 @pytest.mark.parametrize("tool", ["glue", "squad", "race"])

@@ -166,12 +166,7 @@ def generate(beam_args) -> dict:
     from data_prep.documents import check_not_all_empty, expand_input_patterns
     from data_prep.shards import run_generation
 
-    spm_model = FLAGS.spm_model_file
-    if is_url(spm_model):  # gs://... : SentencePiece reads local files
-        from data_prep.beam.files import local_copy
-
-        spm_model = local_copy(spm_model)
-    AlbertTokenizer(spm_model, FLAGS.do_lower_case)  # fails early on an unusable model
+    AlbertTokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case)  # fails early on an unusable model (a URL's too)
     input_files = expand_input_patterns(FLAGS.input_file)
     check_not_all_empty(input_files)
     try:  # the flags' values, checked by the options: a usage error (exit code 2)

@@ -1,14 +1,11 @@
 """Files on any filesystem Apache Beam knows (gs://, s3://, hdfs://, local), for the local tool and
-the Beam pipeline alike: `open_raw`, `local_copy` and `BeamFiles`, `albert_tf.utils.files`' filesystem interface. A module
+the Beam pipeline alike: `open_raw`, `model_source` and `BeamFiles`, `albert_tf.utils.files`' filesystem interface. A module
 of its own, so that the local tool reads a gs:// input without importing the pipeline.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 
 from albert_tf.utils.files import files_for, is_url
 
@@ -29,14 +26,14 @@ def open_raw(path: str):
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def local_copy(path: str) -> str:
-    """A local file with the bytes of `path` (SentencePiece reads local files only)."""
+def model_source(path: str) -> str | bytes:
+    """What `AlbertTokenizer` loads `path` from: the path itself where it is local, else its bytes
+    read through Beam's filesystems (SentencePiece reads local files only; bytes leave no temporary
+    copy behind)."""
     if not is_url(path):
         return path
-    handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
-    with os.fdopen(handle, "wb") as out, files_for(path, BeamFiles).open(path, "rb") as source:
-        shutil.copyfileobj(source, out)
-    return local
+    with files_for(path, BeamFiles).open(path, "rb") as source:
+        return source.read()
 
 
 class BeamFiles:

@@ -32,7 +32,7 @@ import typing
 import zlib
 from collections.abc import Sequence
 
-from data_prep.beam.files import BeamFiles, local_copy, open_raw  # first: it imports Beam quietly
+from data_prep.beam.files import BeamFiles, model_source, open_raw  # first: it imports Beam quietly
 
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
@@ -178,7 +178,7 @@ class _GenerateShard(beam.DoFn):
         self._output_dir = output_dir
 
     def setup(self):
-        self._tokenizer = AlbertTokenizer(local_copy(self._config.spm_model_file), self._config.do_lower_case)
+        self._tokenizer = AlbertTokenizer(model_source(self._config.spm_model_file), self._config.do_lower_case)
         self._vocab = MaskingVocab.from_tokenizer(self._tokenizer)
 
     def process(self, element):

@@ -91,3 +91,22 @@ def test_whether_a_path_is_a_url_is_decided_in_one_place():
                 if re.search(r"""["']://["']""", line):
                     written.append(f"{path.relative_to(REPO_ROOT)}:{number}")
     assert [w.rsplit(":", 1)[0] for w in written] == ["albert_tf/training/strategies.py", "albert_tf/utils/files.py"], written
+
+
+def test_must_be_one_of_is_written_once():
+    """Every check of a named choice (an optimizer, a precision, an export format, hparams) goes
+    through `albert_tf.utils.validation.require_choice`, so they all read alike."""
+    from albert_tf.serving.formats import check_export_settings
+    from albert_tf.training.options import PretrainingOptions
+    from albert_tf.utils.errors import FlagError
+
+    written = []
+    for package in PACKAGES:
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            if "must be one of" in path.read_text(encoding="utf-8"):
+                written.append(str(path.relative_to(REPO_ROOT)))
+    assert written == ["albert_tf/utils/validation.py"]
+    with pytest.raises(FlagError, match="^--format must be one of saved_model, litert, got 'onnx'$"):
+        check_export_settings(format="onnx")
+    with pytest.raises(FlagError, match="^optimizer must be one of .*, got 'sgd'$"):
+        PretrainingOptions(output_dir="x", optimizer="sgd")

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 from albert_tf.utils.errors import FlagError
+from albert_tf.utils.validation import require_choice
 
 # The exports' formats (albert_tf.serving.export: SavedModels; albert_tf.serving.litert: LiteRT models).
 EXPORT_FORMATS = ("saved_model", "litert")
@@ -31,8 +32,7 @@ def check_export_settings(format: str = "saved_model", quantization: str = "none
     SavedModel's (LiteRT has no bfloat16 kernels; its smaller weights are its quantizations)."""
     for name, value, allowed in (("format", format, EXPORT_FORMATS), ("quantization", quantization, QUANTIZATIONS),
                                  ("precision", precision, PRECISIONS)):
-        if value not in allowed:
-            raise FlagError(f"--{name} must be one of {', '.join(allowed)}, got {value!r}")
+        require_choice(f"--{name}", value, allowed, FlagError)
     if format == "litert" and precision != "float32":
         raise FlagError(f"--precision={precision} is for SavedModels: LiteRT has no {precision} kernels "
                         "(pick --quantization=float16 or dynamic_int8 for smaller weights)")

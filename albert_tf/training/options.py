@@ -14,7 +14,7 @@ import math
 from typing import Optional
 
 from albert_tf.utils.errors import FlagError
-from albert_tf.utils.validation import require_positive_ints
+from albert_tf.utils.validation import require_choice, require_positive_ints
 
 # The tf.distribute strategies `albert_tf.training.strategies.get_strategy` makes.
 STRATEGIES = ("tpu", "mirrored", "multi_worker", "one_device", "default")
@@ -116,13 +116,8 @@ class TrainingOptions:
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
             raise FlagError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
         check_warmup(self.num_train_steps, self.num_warmup_steps)
-        if self.optimizer not in OPTIMIZERS:
-            raise FlagError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.mixed_precision not in MIXED_PRECISION_POLICIES:
-            raise FlagError(
-                f"mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}, "
-                f"got {self.mixed_precision!r}"
-            )
+        require_choice("optimizer", self.optimizer, OPTIMIZERS, FlagError)
+        require_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION_POLICIES, FlagError)
         if not self.output_dir:
             raise FlagError("output_dir must be given")
 

@@ -25,8 +25,9 @@ def require_positive_ints(values: Mapping[str, object], owner: str = "") -> None
             raise ValueError(f"{owner}{name} must be a positive integer, got {value!r}")
 
 
-def require_choice(name: str, value, choices: Iterable) -> None:
-    """Raises ValueError naming `name` and the choices (in their order) unless `value` is one of them."""
+def require_choice(name: str, value, choices: Iterable, error: type[Exception] = ValueError) -> None:
+    """Raises `error` (ValueError; a FlagError for a flag's value) naming `name` and the choices (in
+    their order) unless `value` is one of them: the one "must be one of" of every check."""
     choices = tuple(choices)
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}")
+        raise error(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}")

@@ -257,12 +257,13 @@ def race_export(tmp_path_factory, small_data_dir):
 
     from albert_tf import AlbertConfig
     from albert_tf.models import AlbertMultipleChoice
-    from finetune.race.export import export_race_model
+    from albert_tf.serving.multiple_choice import export_multiple_choice
 
     keras.utils.set_random_seed(0)
     model = AlbertMultipleChoice(AlbertConfig(**CONFIG), 4)
     path = tmp_path_factory.mktemp("race") / "export"
-    export_race_model(model, path, small_data_dir / "albert" / "30k-clean.model", max_seq_length=32, max_qa_length=16)
+    export_multiple_choice(model, path, small_data_dir / "albert" / "30k-clean.model", max_seq_length=32,
+                           max_qa_length=16)
     return path
 
 

@@ -5,15 +5,19 @@ for serving and reuse.
     albert-export --preset runs/demo/model --model pretrainer --output_dir DIR
     albert-export --preset runs/rte --output_dir DIR
 
-exports a fine-tuning run's task model (GLUE's classifier, NER's tagger, SQuAD v1.1's span labeler)
-as its fine-tuning tool's --export does, through the same function (`albert_tf.serving.task_exports`).
+exports a fine-tuning run's task model (GLUE's classifier, NER's tagger, SQuAD v1.1's span labeler,
+RACE's multiple choice) as its fine-tuning tool's --export does, through the same function
+(`albert_tf.serving.task_exports`); give the run's --max_seq_length.
 
     albert-export --preset hf://<an AlbertForQuestionAnswering> --output_dir serving/qa --serving_version 1
     albert-export --preset hf://<an AlbertForTokenClassification> --output_dir serving/ner --serving_version 1
+    albert-export --preset hf://<an AlbertForMultipleChoice> --output_dir serving/race --serving_version 1
 
-A source that holds a span labeler or a token classifier exports it by default (--model=task): the
-question answerer's serve_text(question, context) answering by the rule its source records
-(transformers' pipeline's for a Hugging Face model), the tagger's serve_text(text) its entities.
+A source that holds a span labeler, a token classifier or a multiple-choice model exports it by
+default (--model=task): the question answerer's serve_text(question, context) answering by the rule
+its source records (transformers' pipeline's for a Hugging Face model), the tagger's
+serve_text(text) its entities, the multiple-choice model's serve_text(article, question, options)
+the four options' probabilities on RACE's rows.
 
     albert-export --preset albert_base_v2 --precision bfloat16 --output_dir DIR
 
@@ -61,7 +65,7 @@ flags.DEFINE_string("spm_model_file", None, "SentencePiece model to put inside (
                     "holds).", flag_values=FLAGS)
 flags.DEFINE_enum("model", None, ["encoder", "pretrainer", "task", "text_classifier"], "Which model to export: "
                   "task is the fine-tuned model a fine-tuning run's output_dir holds, or a Hugging Face question "
-                  "answerer or token classifier (the default there; elsewhere the encoder); text_classifier: the "
+                  "answerer, token classifier or multiple-choice model (the default there; elsewhere the encoder); text_classifier: the "
                   "sequence classifier the source holds, e.g. a Hugging Face AlbertForSequenceClassification, "
                   "serving probabilities and labels (the default for a source that holds one).",
                   flag_values=FLAGS)
@@ -149,15 +153,16 @@ def _which_model(source) -> str:
     holds or that albert-export exports (a Hugging Face question answerer or token classifier), else
     the encoder."""
     from albert_tf.presets.folder import TEXT_CLASSIFIER_TASK
-    from albert_tf.presets.hf_heads import SPAN_LABELER_TASK
+    from albert_tf.presets.hf_heads import MULTIPLE_CHOICE_TASK, SPAN_LABELER_TASK
     from albert_tf.serving.task_exports import SAVED_MODELS, check_exportable, exported_class, is_task_model, run_info
 
     task_class = source.task["class"] if source.task else None
     info = run_info(source)
     # A run's output_dir, or a source recording what its model's export needs: nothing for a span
-    # labeler (its answer rule, the release's by default), the labels for a tagger (a Hugging Face one's).
+    # labeler (its answer rule, the release's by default) or a multiple-choice model (RACE's rows),
+    # the labels for a tagger (a Hugging Face one's).
     self_described = exported_class(task_class) in SAVED_MODELS and (
-        task_class == SPAN_LABELER_TASK or bool(info.get("labels")))
+        task_class in (SPAN_LABELER_TASK, MULTIPLE_CHOICE_TASK) or bool(info.get("labels")))
     fine_tuned = is_task_model(task_class) and (bool(info.get("task")) or self_described)
     default = "text_classifier" if task_class == TEXT_CLASSIFIER_TASK else "task" if fine_tuned else "encoder"
     which = FLAGS.model or default

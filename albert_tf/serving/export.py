@@ -28,7 +28,7 @@ every export (the length against the positions, the vocabulary against the embed
 the graph tokenizer, `write` assembles and writes every SavedModel's root object (variables,
 vocabulary asset, stored settings, config) from a task's `ServingModule`, the one export contract:
 the encoder's and classifier's (`TokenServing`) is here, the span labeler's (SQuAD's) in
-question_answering.py, RACE's in finetune/race/export.py;
+question_answering.py, the multiple-choice model's (RACE's) in multiple_choice.py;
 `albert_tf.serving.litert` writes the LiteRT format after the same `prepare`.
 """
 
@@ -135,7 +135,7 @@ class ServingModule(tf.Module):
       not reusable);
     and `write(model, output_dir, module, tokenizer)` writes it. The encoder's and classifier's is
     `TokenServing` here, the span labeler's `question_answering.SquadServer`, RACE's
-    `finetune.race.export.RaceServing`. Its attributes are what `tf.saved_model.save` tracks: a
+    `multiple_choice.MultipleChoiceServing`. Its attributes are what `tf.saved_model.save` tracks: a
     module keeps the model in a non-tracked way (the root saves the weights once, as plain lists).
     A task's LiteRT outputs are its own too: `FinetuningTask.litert_outputs`.
     """

@@ -14,9 +14,11 @@ task.json (`finetune.task.FinetuningTask.run_info`): `labels` (the class or tag 
 regression), `text_segments` (1 or 2: `serve_text` refuses the other) and `doc_stride` (a tagger's
 windows). A span labeler (`albert_tf.serving.question_answering`) answers by the rule its source
 records (`hf_heads.answer_rule`: transformers' for a Hugging Face AlbertForQuestionAnswering) with
-a SQuAD run's recorded settings. A model whose serving module lives with its task (SQuAD v2.0's
-answerability head, RACE's multiple choice: `finetune/squad/task.py`, `finetune/race/export.py`;
-albert_tf never imports finetune) is refused in one line naming the tool that exports it (`EXPORTED_BY`).
+a SQuAD run's recorded settings; a multiple-choice model (`albert_tf.serving.multiple_choice`: RACE's,
+a Hugging Face AlbertForMultipleChoice's) builds its rows as the release builds RACE's, with a RACE
+run's recorded `max_qa_length`. A model whose serving module lives with its task (SQuAD v2.0's
+answerability head: `finetune/squad/task.py`; albert_tf never imports finetune) is refused in one
+line naming the tool that exports it (`EXPORTED_BY`).
 """
 
 from __future__ import annotations
@@ -90,13 +92,21 @@ def _span_labeler(model, output_dir, spm_model_file, max_seq_length, info, **kwa
                                do_lower_case=kwargs.get("do_lower_case", True))
 
 
+def _multiple_choice(model, output_dir, spm_model_file, max_seq_length, info, **kwargs):
+    from albert_tf.serving.multiple_choice import export_recorded
+
+    return export_recorded(model, output_dir, spm_model_file, max_seq_length, info,
+                           do_lower_case=kwargs.get("do_lower_case", True))
+
+
 # A model's class -> the export of its SavedModel.
 SAVED_MODELS = {"AlbertEncoder": _encoder, "AlbertPretrainer": _pretrainer, "AlbertClassifier": _classifier,
-                "AlbertTokenClassifier": _tagger, "AlbertSpanLabeler": _span_labeler}
+                "AlbertTokenClassifier": _tagger, "AlbertSpanLabeler": _span_labeler,
+                "AlbertMultipleChoice": _multiple_choice}
 # A source's task class -> the model class exported for it (an entity recognizer serves its tagger).
 EXPORTED_AS = {ENTITY_RECOGNIZER_TASK: "AlbertTokenClassifier"}
 # The models whose serving module is their fine-tuning task's, and the tool that exports them.
-EXPORTED_BY = {"AlbertSquadV2": "albert-finetune-squad", "AlbertMultipleChoice": "albert-finetune-race"}
+EXPORTED_BY = {"AlbertSquadV2": "albert-finetune-squad"}
 
 
 def exported_class(class_name: Optional[str]) -> Optional[str]:

@@ -15,9 +15,9 @@ import os
 import pathlib
 from typing import Iterable, Iterator, Sequence
 
+from albert_tf.data.multiple_choice import LETTERS, NUM_OPTIONS
+
 LEVELS = ("middle", "high")
-LETTERS = ("A", "B", "C", "D")
-NUM_OPTIONS = len(LETTERS)
 REQUIRED_KEYS = ("article", "questions", "options", "answers", "id")
 
 

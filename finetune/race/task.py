@@ -1,7 +1,8 @@
 """RACE on the shared fine-tuning layer: the task module (see finetune/task.py for the protocol).
 
-Readers (finetune/race/readers.py), rows (features.py), metrics and the raw-text SavedModel
-(export.py) are RACE's own; the model is `albert_tf.models.AlbertMultipleChoice` (pooled output,
+Readers (finetune/race/readers.py), rows (features.py) and metrics are RACE's own; the raw-text
+SavedModel is albert_tf's multiple-choice export (`albert_tf.serving.multiple_choice`, through the
+export map: what albert-export of the run writes); the model is `albert_tf.models.AlbertMultipleChoice` (pooled output,
 dropout, one logit per option, a softmax over the four) and the loss the release's cross-entropy.
 The splits are the release's folders: `train/`, `dev/` (evaluated) and `test/` (predicted), each
 holding `middle/` and `high/`; any of them may be given as another path of the reader's layouts.
@@ -162,9 +163,10 @@ class RaceTask(FinetuningTask):
     # ---- serving and runs --------------------------------------------------------------------
 
     def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir, results):
-        from finetune.race.export import export_race_model
+        """The multiple-choice export (`task_exports`: what albert-export of this run writes)."""
+        from albert_tf.serving.task_exports import export_task_saved_model
 
-        return export_race_model(model, export_dir, spm_model_file, max_seq_length, self.max_qa_length)
+        return export_task_saved_model(model, export_dir, spm_model_file, max_seq_length, self.run_info())
 
     def litert_outputs(self, model, max_seq_length):
         from albert_tf.serving.litert import INPUTS, TaskOutputs, logits_and_probability
@@ -176,4 +178,6 @@ class RaceTask(FinetuningTask):
         return HPARAMS[self.hparams]
 
     def run_info(self):
-        return {"task": self.name, "labels": list(readers.LETTERS)}
+        """The task, its letters and its rows' question+option length (`multiple_choice.MC_SETTINGS`):
+        what an export of this run builds its rows by, albert-export's too."""
+        return {"task": self.name, "labels": list(readers.LETTERS), "max_qa_length": self.max_qa_length}

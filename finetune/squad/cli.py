@@ -45,10 +45,12 @@ flags.DEFINE_integer("export_top_k", 5, "Answers of the n-best list the exported
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.", flag_values=FLAGS)
 flags.DEFINE_integer("start_n_top", 5, "v2.0: starts kept by the beam.", flag_values=FLAGS)
 flags.DEFINE_integer("end_n_top", 5, "v2.0: ends kept for each start.", flag_values=FLAGS)
-flags.DEFINE_enum("answer_rule", RELEASE_ANSWERS, list(ANSWER_RULES), "v1.1: how the span head's logits "
-                  "become answers, offline and exported: the release's (start + end logit), or transformers' "
-                  "question-answering pipeline's for a model trained there (a --preset hf://<an "
-                  "AlbertForQuestionAnswering>: per-window softmax, whole words, docs/serving.md).", flag_values=FLAGS)
+flags.DEFINE_enum("answer_rule", None, list(ANSWER_RULES), "v1.1: how the span head's logits become answers, "
+                  "offline and exported (and recorded in task.json): the release's (start + end logit), or "
+                  "transformers' question-answering pipeline's (per-window softmax, whole words, docs/serving.md). "
+                  "Default: the rule the --preset or --init_checkpoint records (transformers' for an hf:// or "
+                  "Hugging Face folder of an AlbertForQuestionAnswering, a run's own for a run's folder), the "
+                  "release's where it records none and for v2.0.", flag_values=FLAGS)
 flags.DEFINE_float("null_score_diff_threshold", None, "v2.0: answer \"\" where the null odds reach this "
                    "(default: the release's, the threshold that maximises F1 on --predict_file).", flag_values=FLAGS)
 skeleton.define_flags(FLAGS, hparams=("paper", "release"), hparams_help=(
@@ -74,17 +76,45 @@ def make_task(flag_values):
     # The release's --do_predict scores --predict_file (the skeleton's evaluation, below): so
     # --max_predict_examples limits it when --max_eval_examples does not.
     max_examples = limits["max_eval_examples"] or limits["max_predict_examples"]
-    if F.answer_rule != RELEASE_ANSWERS and F.version_2_with_negative:
+    if F.answer_rule not in (None, RELEASE_ANSWERS) and F.version_2_with_negative:
         raise app.UsageError(f"--answer_rule={F.answer_rule} reads a v1.1 span head: drop --version_2_with_negative")
     task = SquadTask(F.train_file, F.predict_file, F.version_2_with_negative, F.doc_stride, F.max_query_length,
                      F.n_best_size, F.max_answer_length, F.start_n_top, F.end_n_top, F.null_score_diff_threshold,
-                     F.hparams, F.export_top_k, max_examples, F.answer_rule)
+                     F.hparams, F.export_top_k, max_examples, answer_rule(F))
     try:  # before anything is read or written: the lengths leave room for a context
         FeatureSettings(F.max_seq_length or task.default_options()["max_seq_length"], F.doc_stride,
                         F.max_query_length)
     except ValueError as error:
         raise app.UsageError(str(error)) from None
     return task
+
+
+def answer_rule(flag_values) -> str:
+    """--answer_rule, else the rule the run's source records (`hf_heads.answer_rule` of its task.json,
+    as albert-export reads it): the source that `finetune.cli` initialises from (--preset,
+    --init_checkpoint, or the output_dir a run resumes or predicts from), the release's where it
+    records none, and always for v2.0 (its head is this package's)."""
+    F = flag_values
+    if F.answer_rule is not None:
+        return F.answer_rule
+    if F.version_2_with_negative:
+        return RELEASE_ANSWERS
+    from albert_tf.presets.hf_heads import answer_rule as recorded_rule
+
+    name = F.preset or F.init_checkpoint
+    if not name:  # random weights, or a run resumed or predicting from its output_dir: its task.json
+        from albert_tf.checkpoints.run_folder import read_task_file
+
+        recorded = read_task_file(F.output_dir) if F.output_dir else None
+        return recorded_rule(recorded if isinstance(recorded, dict) else None)
+    from albert_tf.presets import registry
+
+    if name in registry.RELEASES:  # the release's pretraining heads: no download to learn that
+        return RELEASE_ANSWERS
+    from albert_tf.presets.model_source import open_source
+    from albert_tf.serving.task_exports import run_info
+
+    return recorded_rule(run_info(open_source(name)))  # fetched and converted once, as the run then reads it
 
 
 def actions(flag_values) -> skeleton.Actions:

@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune.race import cli, features, readers, task
@@ -103,6 +104,30 @@ def test_exported_model_answers_raw_text_in_a_fresh_process(trained, spm_model, 
     np.testing.assert_allclose(got["text/probabilities"], expected, atol=1e-5)
     np.testing.assert_allclose(got["ids/probabilities"], expected, atol=1e-5)
     assert [p.decode() for p in got["text/prediction"]] == ["ABCD"[i] for i in expected.argmax(-1)]
+
+
+@pytest.mark.slow
+def test_albert_export_of_the_run_writes_what_its_export_did(trained, tmp_path, monkeypatch, capsys):
+    """`albert-export --preset <the run's output_dir>` builds the rows by the run's recorded
+    max_qa_length (task.json) and serves the run's own export's answers."""
+    from albert_tf.cli import export as export_cli
+    from tests.helpers import console_script
+
+    assert json.loads((trained["out"] / "task.json").read_text())["max_qa_length"] == QA
+    code, out, err = console_script(export_cli.run, ["albert-export", f"--preset={trained['out']}",
+                                                     f"--max_seq_length={SEQ}", f"--output_dir={tmp_path / 'again'}"],
+                                    monkeypatch, capsys)
+    assert code == 0, err
+    assert f"wrote the RACE SavedModel (float32) to {tmp_path / 'again'}" in out
+    questions = readers.read_questions(trained["passages"])[:4]
+    texts = {"article": tf.constant([q.article for q in questions]),
+             "question": tf.constant([q.question for q in questions]),
+             "options": tf.constant([list(q.options) for q in questions])}
+    run_export, again = (tf.saved_model.load(str(path)) for path in (trained["out"] / "export", tmp_path / "again"))
+    assert int(again.max_qa_length.numpy()) == int(run_export.max_qa_length.numpy()) == QA
+    theirs, ours = (m.signatures["serve_text"](**texts) for m in (run_export, again))
+    np.testing.assert_allclose(ours["logits"].numpy(), theirs["logits"].numpy(), atol=1e-6, rtol=0)
+    np.testing.assert_array_equal(ours["prediction"].numpy(), theirs["prediction"].numpy())
 
 
 def test_presets_and_flags(tmp_path):

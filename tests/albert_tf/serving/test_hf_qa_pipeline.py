@@ -214,3 +214,57 @@ def test_a_squad_run_decodes_and_records_the_rule_it_is_given():
         SquadTask(version_2_with_negative=True, answer_rule="huggingface")
     with pytest.raises(ValueError, match="answer_rule must be one of release, huggingface, got 'hf'"):
         SquadTask(answer_rule="hf")
+
+
+def test_a_squad_run_from_a_hugging_face_question_answerer_answers_by_its_rule(hf_qa, tmp_path):
+    """A one-step albert-finetune-squad run from the Hugging Face folder (a learning rate of 1e-9:
+    the model's answers stay the pipeline's), without --answer_rule, answers by transformers' rule
+    (what the source records: `postprocess_hf` on the run's model) and records it in its task.json;
+    with --answer_rule=release it answers by the release's (`postprocess_v1`: start + end logit,
+    pieces unwidened)."""
+    import json
+
+    from finetune.squad import cli as squad_cli
+
+    folder, _, theirs, _ = hf_qa
+    data = tmp_path / "pairs.json"
+    paragraphs = [{"context": context, "qas": [{"id": str(i), "question": question,
+                                                "answers": [{"text": context[:3], "answer_start": 0}]}]}
+                  for i, (question, context) in enumerate(PAIRS)]
+    data.write_text(json.dumps({"version": "1.1", "data": [{"title": "pairs", "paragraphs": paragraphs}]}))
+    examples = [Example(str(i), "", question, context) for i, (question, context) in enumerate(PAIRS)]
+    tokenizer = AlbertTokenizer(str(folder / "spiece.model"))
+    records = features.stack_records(features.convert_examples(examples, tokenizer, FeatureSettings(MAX_SEQ_LENGTH)))
+
+    def run(name, *flags):
+        out = tmp_path / name
+        summary = squad_cli.finetune([
+            "albert-finetune-squad", f"--preset={folder}", f"--train_file={data}", f"--predict_file={data}",
+            "--do_train", "--do_predict", "--num_train_steps=1", "--num_warmup_steps=0", "--learning_rate=1e-9",
+            "--train_batch_size=4", "--steps_per_loop=1", "--nojit_compile", "--noexport", "--noprogress_bar",
+            f"--max_seq_length={MAX_SEQ_LENGTH}", f"--max_answer_length={MAX_ANSWER_LEN}", f"--output_dir={out}",
+            *flags])
+        predictions = json.loads((out / "predictions.json").read_text())
+        logits = summary["model"]({k: records[k] for k in ("input_ids", "input_mask", "segment_ids")})
+        return ([predictions[e.qas_id] for e in examples], json.loads((out / "task.json").read_text()),
+                (logits["start_logits"].numpy(), logits["end_logits"].numpy()))
+
+    by_source, recorded, logits = run("source")
+    assert recorded["answer_rule"] == "huggingface"  # what albert-export of the run answers by
+    hf = postprocess.postprocess_hf(examples, records, *logits, word_pieces(tokenizer.model_proto),
+                                    max_answer_length=MAX_ANSWER_LEN)
+    assert by_source == [hf.answers[e.qas_id] for e in examples]
+    assert by_source == [a["span"]["answer"] for a in theirs]  # the pipeline's answers
+    # Predicting again from the run's folder alone: the rule its task.json records.
+    (tmp_path / "source" / "predictions.json").unlink()
+    squad_cli.finetune(["albert-finetune-squad", f"--predict_file={data}", "--do_predict", "--noprogress_bar",
+                        f"--max_seq_length={MAX_SEQ_LENGTH}", f"--max_answer_length={MAX_ANSWER_LEN}",
+                        f"--output_dir={tmp_path / 'source'}"])
+    again = json.loads((tmp_path / "source" / "predictions.json").read_text())
+    assert [again[e.qas_id] for e in examples] == by_source
+
+    by_release, recorded, logits = run("release", "--answer_rule=release")
+    assert recorded["answer_rule"] == "release"
+    release = postprocess.postprocess_v1(examples, records, *logits, max_answer_length=MAX_ANSWER_LEN)
+    assert by_release == [release.answers[e.qas_id] for e in examples]
+    assert by_release != by_source  # the two rules differ on these pairs

@@ -19,7 +19,7 @@ from albert_tf import AlbertConfig, AlbertEncoder
 from albert_tf.serving import litert
 from albert_tf.serving.export import export_saved_model
 from albert_tf.models import AlbertClassifier, AlbertMultipleChoice, AlbertSpanLabeler, AlbertTokenClassifier
-from finetune.race.export import export_race_model
+from albert_tf.serving.multiple_choice import export_multiple_choice
 from tests.helpers import good_bad_sentences
 
 TINY_VOCAB = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "data_prep" / "tiny_vocab.model"
@@ -67,7 +67,7 @@ def _keras_outputs(model, task, features):
 
 def _saved_model_outputs(model, task, features, path):
     if task == "race":
-        export_race_model(model, path, TINY_VOCAB, SEQ, max_qa_length=8)
+        export_multiple_choice(model, path, TINY_VOCAB, SEQ, max_qa_length=8)
     else:
         outputs_fn = None
         if task in ("classifier", "ner"):

@@ -104,14 +104,14 @@ def _v1_chain(tmp_path, small_data_dir, fresh_process, *training):
 
 
 def test_chain_v1_predicts_scores_and_serves_its_answers(tmp_path, small_data_dir, fresh_process):
-    # 30 steps: the answers are poor but many and varied, which is all the checks need; the v2.0 chain
-    # below shows the windows, labels and post-processing learn (its answers exact, NoAns and HasAns).
+    # 30 steps: the answers are poor but many and varied, which is all the checks need; the measure
+    # tier's chains show the windows, labels and post-processing learn (python -m pytest -m measure).
     _, served, predicted = _v1_chain(tmp_path, small_data_dir, fresh_process, "--num_train_steps=30",
                                      "--num_warmup_steps=3")
     assert served == predicted  # the SavedModel, in a process without this package, answers as predictions.json
 
 
-@pytest.mark.measure  # minutes of training; the v2.0 chain learns in the default run
+@pytest.mark.measure  # minutes of training; the 30-step chains check the same pipeline in the default run
 def test_chain_learns_v1_and_serves_its_answers(tmp_path, small_data_dir, fresh_process):
     # 600 steps at 3e-3 (exact 91.2 when measured; 750 at 2e-3: 99.5), against 3.4 after 250 steps at
     # 4e-3, a model that has not yet learnt to read spans. 450 steps gave 85.3 once but 71.6 with
@@ -121,22 +121,20 @@ def test_chain_learns_v1_and_serves_its_answers(tmp_path, small_data_dir, fresh_
     assert exact_match >= 80.0 and served == predicted
 
 
-@pytest.mark.slow
-def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir, fresh_process):
+def _v2_chain(tmp_path, small_data_dir, fresh_process, *training):
+    """Fine-tunes on the 208 questions of a v2.0 article and answers the same; checks what holds after
+    any number of steps (every question counted, ours the official metric, "" wherever the null odds
+    reach the run's threshold, the SavedModel in a process without this package giving the null odds
+    and answers of predictions.json) and returns the run's results."""
     data = small_data_dir / "squad" / "dev-v2.0.article0.json"  # 208 questions, 112 unanswerable
-    # 450 steps at 3e-3 (the last value of a flag wins), as the v1.1 chain: exact 97.6, HasAns 94.8,
-    # NoAns 100 here, well over the bounds below.
     summary = cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={data}", f"--predict_file={data}",
-                                 "--version_2_with_negative", "--do_train", "--do_predict", *TRAINING,
-                                 "--num_train_steps=450", "--num_warmup_steps=45", "--learning_rate=3e-3"))
+                                 "--version_2_with_negative", "--do_train", "--do_predict", *TRAINING, *training))
     run = tmp_path / "run"
     results = json.loads((run / "eval_results.json").read_text())["dev"]
     predictions = json.loads((run / "predictions.json").read_text())
     null_odds = json.loads((run / "null_odds.json").read_text())
     print("v2.0 chain:", results)
-    assert results["exact"] >= 90.0
     assert results["HasAns_total"] == 96 and results["NoAns_total"] == 112
-    assert results["NoAns_exact"] >= 90.0 and results["HasAns_exact"] >= 80.0
     official = metrics.evaluate_v2(json.loads(data.read_text())["data"], predictions, null_odds)
     assert official["exact"] == pytest.approx(results["exact"])
     # "" wherever the null odds reach the threshold the run chose.
@@ -154,6 +152,28 @@ def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir, fresh_
     assert [a for i, a in enumerate(served["answer_text"]) if i not in on_cut] == [
         a for i, a in enumerate(expected) if i not in on_cut
     ]
+    return results, expected
+
+
+def test_chain_v2_predicts_scores_and_serves_its_answers(tmp_path, small_data_dir, fresh_process):
+    # 30 steps: the checks of _v2_chain hold for any model. Before it learns (about 200 steps here), the
+    # release's threshold (the best F1's) answers "" to every question; the served null odds, one a
+    # question, must still be the offline ones (the v1.1 chain checks served answer texts).
+    results, answers = _v2_chain(tmp_path, small_data_dir, fresh_process, "--num_train_steps=30",
+                                 "--num_warmup_steps=3")
+    assert answers == [""] * 100 and results["exact"] == pytest.approx(100 * 112 / 208)
+    null_odds = json.loads((tmp_path / "run" / "null_odds.json").read_text())
+    assert len({round(v, 6) for v in null_odds.values()}) > 100  # a question's own odds, not one value for all
+
+
+@pytest.mark.measure  # minutes of training; the chains above check the same pipeline after 30 steps
+def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir, fresh_process):
+    # 450 steps at 3e-3 (the last value of a flag wins), as the v1.1 chain: exact 97.6, HasAns 94.8,
+    # NoAns 100 here, well over the bounds below.
+    results, _ = _v2_chain(tmp_path, small_data_dir, fresh_process, "--num_train_steps=450", "--num_warmup_steps=45",
+                           "--learning_rate=3e-3")
+    assert results["exact"] >= 90.0
+    assert results["NoAns_exact"] >= 90.0 and results["HasAns_exact"] >= 80.0
 
 
 def test_task_features_are_cached_once_with_every_window(tmp_path, small_data_dir):

@@ -16,13 +16,13 @@ from albert_tf.utils.errors import UserError
 from albert_tf.data.features import EXAMPLE_WEIGHT, span_feature_spec
 from albert_tf.utils.atomic import write_json
 from albert_tf.utils.validation import require_choice
-from albert_tf.models import AlbertSpanLabeler
+from albert_tf.models import AlbertSpanLabeler, AlbertSquadV2
 from finetune.cache import cache_features
 from albert_tf.data.windows import ANSWER_RULE, ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
 from albert_tf.serving.question_answering import export_squad, word_pieces
 from albert_tf.serving.task_exports import export_task_saved_model
 from finetune.squad import features, metrics, postprocess, readers
-from finetune.squad.model import AlbertSquadV2, v1_loss_sums, v2_loss_sums
+from finetune.squad.model import v1_loss_sums, v2_loss_sums
 from finetune.task import FinetuningTask, Hparams, model_inputs
 
 FEATURE_VERSION = 2  # 2: answers cut with the release's spans (features.release_answer_spans)

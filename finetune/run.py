@@ -28,13 +28,12 @@ from typing import Callable, Optional
 
 from absl import logging
 
-from albert_tf.training.options import EXPORT_DIR
+from albert_tf.training.options import EVAL_RESULTS, EXPORT_DIR
 from albert_tf.utils.atomic import write_json
 from albert_tf.utils.errors import FlagError, UserError
 from albert_tf.utils.files import files_for
 from finetune.options import FinetuneOptions
 
-EVAL_RESULTS = "eval_results.json"
 BEST_CHECKPOINT = "model.ckpt-best"  # the release's name
 BEST_RESULTS = "best_checkpoint.json"
 

@@ -206,7 +206,13 @@ def read_task_file(folder: str | os.PathLike):
     """What `folder`'s task.json holds (a run's, an export's, a preset's: the model's class and
     arguments, a fine-tuning task's name and labels), read on any filesystem (a run on gs://); None
     where it has none. The one reader of the file: a file that is not JSON is a UserError naming it."""
-    path = os.path.join(os.fspath(folder), TASK_FILE)
+    return read_run_json(folder, TASK_FILE)
+
+
+def read_run_json(folder: str | os.PathLike, name: str):
+    """The JSON file `name` of a run folder (`TASK_FILE`, `albert_tf.training.options.EVAL_RESULTS`)
+    on any filesystem; None where there is none; a UserError naming it where it is not JSON."""
+    path = os.path.join(os.fspath(folder), name)
     if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path, "rb") as f:

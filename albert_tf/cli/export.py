@@ -6,8 +6,10 @@ for serving and reuse.
     albert-export --preset runs/rte --output_dir DIR
 
 exports a fine-tuning run's task model (GLUE's classifier, NER's tagger, SQuAD v1.1's span labeler,
-RACE's multiple choice) as its fine-tuning tool's --export does, through the same function
-(`albert_tf.serving.task_exports`); give the run's --max_seq_length.
+SQuAD v2.0's answerability head, RACE's multiple choice) as its fine-tuning tool's --export does,
+through the same function (`albert_tf.serving.task_exports`); give the run's --max_seq_length. A
+SQuAD v2.0 run answers "" by its --null_score_diff_threshold, else by the threshold its last
+evaluation chose (eval_results.json in its folder), as its tool's export does.
 
     albert-export --preset hf://<an AlbertForQuestionAnswering> --output_dir serving/qa --serving_version 1
     albert-export --preset hf://<an AlbertForTokenClassification> --output_dir serving/ner --serving_version 1
@@ -169,7 +171,7 @@ def _which_model(source) -> str:
     if which == "task":
         if task_class is None:
             raise FlagError(f"--model=task: {source.name} holds an encoder, no fine-tuned model")
-        check_exportable(task_class)  # a task whose signatures are its tool's: one line naming the tool
+        check_exportable(task_class)  # a class with no SavedModel here: one line naming those there are
     if which not in _LITERT_MODELS and FLAGS.format == "litert":
         raise FlagError(_LITERT_ENCODER_ONLY)
     return which

@@ -1,10 +1,12 @@
 """The span labeler's SavedModel (SQuAD's, and a Hugging Face AlbertForQuestionAnswering's): it
 answers raw (question, context) strings, windowing inside the graph.
 
-`export_span_labeler` is the export map's entry (`albert_tf.serving.task_exports`: albert-export of
-any source holding a span labeler, albert-finetune-squad --export): the settings a SQuAD run records
-in its task.json (`QA_SETTINGS`), the answer rule its source records (`hf_heads.answer_rule`), the
-question-answering pipeline's defaults for a model of transformers (`HF_DEFAULTS`). `export_squad`
+`export_recorded` is the export map's entry (`albert_tf.serving.task_exports`: albert-export of
+any source holding a span labeler or SQuAD v2.0's answerability head, albert-finetune-squad
+--export): the settings a SQuAD run records in its task.json (`QA_SETTINGS`), v2.0's null-score
+threshold (the run's flag, else its evaluation's: `null_threshold`), the answer rule its source
+records (`hf_heads.answer_rule`), the question-answering pipeline's defaults for a model of
+transformers (`HF_DEFAULTS`). `export_squad`
 writes a SavedModel whose `serve_text` signature takes `question` and `context`
 string tensors [B] and returns, per pair:
 
@@ -443,22 +445,41 @@ def export_squad(model, output_dir: str | os.PathLike, spm_model_file: str | os.
 # and what the export takes of it; a source that records none answers by its rule's defaults.
 QA_SETTINGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "null_score_diff_threshold",
                "export_top_k")
+# Where `info` carries a run's evaluation results by split (`task_exports.run_info`: the run folder's
+# eval_results.json; the fine-tuning tool's --export: its own evaluation's), v2.0's threshold read there.
+EVALUATION = "eval_results"
 # transformers' question-answering pipeline's defaults (v4's QuestionAnsweringPipeline:
 # max_answer_len=15, handle_impossible_answer=False), for a model of transformers that records none.
 HF_DEFAULTS = {"max_answer_length": 15}
 
 
-def export_span_labeler(model, output_dir: str | os.PathLike, spm_model_file: str | os.PathLike,
-                        max_seq_length: int, info: dict, do_lower_case: bool = True) -> str:
-    """`export_squad` of a v1.1 span labeler with the settings of `info` (its source's task.json, as
+def null_threshold(info: dict) -> float | None:
+    """The null-score threshold a SQuAD v2.0 run's export answers "" at (`info` as
+    `export_recorded` takes it): the run's --null_score_diff_threshold (task.json's), else the one its
+    evaluation chose (the first split of `info[EVALUATION]` that records one: the threshold of best
+    F1 on the predicted file, so the export answers "" where predictions.json does), else None (never)."""
+    if info.get("null_score_diff_threshold") is not None:
+        return float(info["null_score_diff_threshold"])
+    for split in (info.get(EVALUATION) or {}).values():
+        if isinstance(split, dict) and split.get("null_score_diff_threshold") is not None:
+            return float(split["null_score_diff_threshold"])
+    return None
+
+
+def export_recorded(model, output_dir: str | os.PathLike, spm_model_file: str | os.PathLike,
+                    max_seq_length: int, info: dict, version_2: bool = False, do_lower_case: bool = True) -> str:
+    """`export_squad` of a v1.1 span labeler (`AlbertSpanLabeler`) or, `version_2`, of the v2.0
+    answerability head (`AlbertSquadV2`) with the settings of `info` (its source's task.json, as
     `task_exports.run_info` reads it): the answer rule, the windows (`FeatureSettings`), the answer
-    settings (`QA_SETTINGS`); where it records none, its rule's defaults."""
+    settings (`QA_SETTINGS`), v2.0's threshold (`null_threshold`); where it records none, its rule's
+    defaults. albert-export of a run and the run's own --export both come here."""
     rule = hf_heads.answer_rule(info)
     recorded = {**(HF_DEFAULTS if rule == HF_ANSWERS else {}),
                 **{k: info[k] for k in QA_SETTINGS if info.get(k) is not None}}
     windows = {k: recorded.pop(k) for k in ("doc_stride", "max_query_length") if k in recorded}
     if "export_top_k" in recorded:
         recorded["top_k"] = recorded.pop("export_top_k")
+    recorded["null_score_diff_threshold"] = null_threshold(info) if version_2 else None
     settings = FeatureSettings(max_seq_length, **windows)
-    return export_squad(model, output_dir, spm_model_file, settings, version_2=False, do_lower_case=do_lower_case,
-                        answer_rule=rule, **recorded)
+    return export_squad(model, output_dir, spm_model_file, settings, version_2=version_2,
+                        do_lower_case=do_lower_case, answer_rule=rule, **recorded)

@@ -4,7 +4,7 @@
 `SAVED_MODELS` maps a model's class to the export of its signatures (`albert_tf.serving.export`'s
 token-level module, `albert_tf.serving.tagging`'s tagger); `export_task_saved_model` looks the model
 up there. albert-export calls it on any source (an encoder, a pretrainer, a fine-tuning run's
-output_dir), the fine-tuning tools' GLUE and NER tasks call it from their `export_saved_model`,
+output_dir), every fine-tuning tool's task calls it from its `export_saved_model`,
 and `albert_tf.tasks.AlbertTextClassifier.export` (albert-export --model text_classifier) too, so
 `albert-export --preset runs/rte` writes what `albert-finetune-glue --export` wrote: the same
 signatures and outputs, one classifier's serving module.
@@ -16,9 +16,12 @@ windows). A span labeler (`albert_tf.serving.question_answering`) answers by the
 records (`hf_heads.answer_rule`: transformers' for a Hugging Face AlbertForQuestionAnswering) with
 a SQuAD run's recorded settings; a multiple-choice model (`albert_tf.serving.multiple_choice`: RACE's,
 a Hugging Face AlbertForMultipleChoice's) builds its rows as the release builds RACE's, with a RACE
-run's recorded `max_qa_length`. A model whose serving module lives with its task (SQuAD v2.0's
-answerability head: `finetune/squad/task.py`; albert_tf never imports finetune) is refused in one
-line naming the tool that exports it (`EXPORTED_BY`).
+run's recorded `max_qa_length`. SQuAD v2.0's answerability head
+(`albert_tf.models.AlbertSquadV2`) answers as the span labeler does, by its run's recorded settings
+and null-score threshold: the run's --null_score_diff_threshold, else the one its last evaluation
+chose, which `run_info` reads from the run folder's eval_results.json (the tool's --export passes
+its own evaluation's). Any other class is refused in one line naming those exported
+(`check_exportable`).
 """
 
 from __future__ import annotations
@@ -86,10 +89,17 @@ def _tagger(model, output_dir, spm_model_file, max_seq_length, info, **kwargs):
 
 
 def _span_labeler(model, output_dir, spm_model_file, max_seq_length, info, **kwargs):
-    from albert_tf.serving.question_answering import export_span_labeler
+    from albert_tf.serving.question_answering import export_recorded
 
-    return export_span_labeler(model, output_dir, spm_model_file, max_seq_length, info,
-                               do_lower_case=kwargs.get("do_lower_case", True))
+    return export_recorded(model, output_dir, spm_model_file, max_seq_length, info,
+                           do_lower_case=kwargs.get("do_lower_case", True))
+
+
+def _squad_v2(model, output_dir, spm_model_file, max_seq_length, info, **kwargs):
+    from albert_tf.serving.question_answering import export_recorded
+
+    return export_recorded(model, output_dir, spm_model_file, max_seq_length, info, version_2=True,
+                           do_lower_case=kwargs.get("do_lower_case", True))
 
 
 def _multiple_choice(model, output_dir, spm_model_file, max_seq_length, info, **kwargs):
@@ -101,12 +111,10 @@ def _multiple_choice(model, output_dir, spm_model_file, max_seq_length, info, **
 
 # A model's class -> the export of its SavedModel.
 SAVED_MODELS = {"AlbertEncoder": _encoder, "AlbertPretrainer": _pretrainer, "AlbertClassifier": _classifier,
-                "AlbertTokenClassifier": _tagger, "AlbertSpanLabeler": _span_labeler,
+                "AlbertTokenClassifier": _tagger, "AlbertSpanLabeler": _span_labeler, "AlbertSquadV2": _squad_v2,
                 "AlbertMultipleChoice": _multiple_choice}
 # A source's task class -> the model class exported for it (an entity recognizer serves its tagger).
 EXPORTED_AS = {ENTITY_RECOGNIZER_TASK: "AlbertTokenClassifier"}
-# The models whose serving module is their fine-tuning task's, and the tool that exports them.
-EXPORTED_BY = {"AlbertSquadV2": "albert-finetune-squad"}
 
 
 def exported_class(class_name: Optional[str]) -> Optional[str]:
@@ -117,17 +125,14 @@ def exported_class(class_name: Optional[str]) -> Optional[str]:
 def is_task_model(class_name: Optional[str]) -> bool:
     """Whether a source holding `class_name`'s weights holds a fine-tuned task model (what
     albert-export exports from it by default), not an encoder or a pretrainer."""
-    return exported_class(class_name) in {*SAVED_MODELS, *EXPORTED_BY} - {"AlbertEncoder", "AlbertPretrainer"}
+    return exported_class(class_name) in set(SAVED_MODELS) - {"AlbertEncoder", "AlbertPretrainer"}
 
 
 def check_exportable(class_name: str) -> None:
     """A one-line UserError unless `export_task_saved_model` exports a model of `class_name`."""
-    if exported_class(class_name) in SAVED_MODELS:
-        return
-    tool = EXPORTED_BY.get(class_name)
-    where = f"its fine-tuning tool exports it: {tool} --export" if tool else (
-        f"albert-export exports {', '.join(SAVED_MODELS)}")
-    raise UserError(f"a {class_name} has its own serving signatures: {where}")
+    if exported_class(class_name) not in SAVED_MODELS:
+        raise UserError(f"a {class_name} has its own serving signatures: albert-export exports "
+                        f"{', '.join(SAVED_MODELS)}")
 
 
 def export_task_saved_model(model, output_dir: str | os.PathLike, spm_model_file: str | os.PathLike,
@@ -143,8 +148,11 @@ def export_task_saved_model(model, output_dir: str | os.PathLike, spm_model_file
 def run_info(source) -> dict:
     """What `source` (an `albert_tf.presets.model_source.ModelSource`) records of its task: its
     task.json (a fine-tuning run's, an export's; `albert_tf.checkpoints.run_folder.read_task_file`,
-    on any filesystem) where it has one; else the labels its task names; {} for an encoder."""
-    from albert_tf.checkpoints.run_folder import read_task_file
+    on any filesystem) where it has one, with the run's last evaluation (its eval_results.json, under
+    `question_answering.EVALUATION`) where it has one; else the labels its task names; {} for an encoder."""
+    from albert_tf.checkpoints.run_folder import read_run_json, read_task_file
+    from albert_tf.serving.question_answering import EVALUATION
+    from albert_tf.training.options import EVAL_RESULTS
 
     task = source.task or {}
     labels = task.get("labels") or (task.get("arguments") or {}).get("labels")  # a tagger's, a recognizer's
@@ -153,5 +161,8 @@ def run_info(source) -> dict:
     for folder in (path, os.path.dirname(path)) if path else ():  # a run's folder, or its checkpoint's
         recorded = read_task_file(folder) if folder else None
         if recorded is not None:
-            return {**info, **recorded} if isinstance(recorded, dict) else info
+            if not isinstance(recorded, dict):
+                return info
+            evaluated = read_run_json(folder, EVAL_RESULTS)
+            return {**info, **recorded, **({EVALUATION: evaluated} if isinstance(evaluated, dict) else {})}
     return info

@@ -41,6 +41,9 @@ TRAIN_BATCH_HELP = "Global batch of one update, over all replicas and accumulate
 # Here, not with the formats (albert_tf.serving.formats): it is where a run writes, and pretraining
 # (below serving) writes there.
 EXPORT_DIR = "export"
+# <output_dir>/eval_results.json: a fine-tuning run's last evaluation (finetune.run writes it;
+# albert-export reads SQuAD v2.0's null-score threshold there).
+EVAL_RESULTS = "eval_results.json"
 
 
 def option_field(default=dataclasses.MISSING, help_text: str = ""):

@@ -1,9 +1,11 @@
 """SQuAD v1.1 and v2.0 on the shared fine-tuning layer (see finetune/task.py for the protocol).
 
-Readers, features, post-processing, metrics, the v2.0 head and the SavedModel are in this package;
-v1.1's model is `albert_tf.models.AlbertSpanLabeler`. The split "train" is `train_file`, "dev" is
-`predict_file`, scored with the official metrics; v2.0's no-answer threshold is the release's
-(the one that maximises F1 on the predicted file) unless one is given.
+Readers, features, post-processing, metrics and the losses are in this package; the models
+(`albert_tf.models.AlbertSpanLabeler` for v1.1, `AlbertSquadV2` for v2.0) and their SavedModel
+(`albert_tf.serving.question_answering`, what albert-export of a run writes too) are albert_tf's.
+The split "train" is `train_file`, "dev" is `predict_file`, scored with the official metrics;
+v2.0's no-answer threshold is the release's (the one that maximises F1 on the predicted file)
+unless one is given.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from albert_tf.utils.validation import require_choice
 from albert_tf.models import AlbertSpanLabeler, AlbertSquadV2
 from finetune.cache import cache_features
 from albert_tf.data.windows import ANSWER_RULE, ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
-from albert_tf.serving.question_answering import export_squad, word_pieces
+from albert_tf.serving.question_answering import EVALUATION, null_threshold, word_pieces
 from albert_tf.serving.task_exports import export_task_saved_model
 from finetune.squad import features, metrics, postprocess, readers
 from finetune.squad.model import v1_loss_sums, v2_loss_sums
@@ -177,7 +179,7 @@ class SquadTask(FinetuningTask):
         dataset = self.dataset(split)
         if self.version_2:
             scores = metrics.evaluate_v2(dataset, result.answers, result.null_odds)
-            scores["null_score_diff_threshold"] = threshold  # and the export's (`export_threshold`)
+            scores["null_score_diff_threshold"] = threshold  # and the export's (`null_threshold`)
         else:
             scores = metrics.evaluate_v1(dataset, result.answers)
         self._results[split] = result
@@ -196,22 +198,21 @@ class SquadTask(FinetuningTask):
         return paths
 
     def export_threshold(self, results) -> float | None:
-        """v2.0: the null-score threshold the export answers "" at: the flag's, else the one this run's
-        evaluation of its first split chose (the exported model then answers "" where those
-        predictions do), else None (never)."""
-        if not self.version_2 or self.null_score_diff_threshold is not None:
-            return self.null_score_diff_threshold
-        evaluated = results.get(self.eval_splits[0]) if self.eval_splits else None
-        return None if evaluated is None else evaluated.get("null_score_diff_threshold")
+        """v2.0: the null-score threshold the export answers "" at (`question_answering.null_threshold`,
+        which albert-export of this run's folder reads too): the flag's, else the one this run's
+        evaluation chose (the exported model then answers "" where those predictions do), else None
+        (never)."""
+        return null_threshold(self._export_info(results)) if self.version_2 else None
+
+    def _export_info(self, results) -> dict:
+        """What the export reads: this run's task.json and this invocation's evaluation `results`
+        (albert-export reads the run folder's eval_results.json in their place)."""
+        return {**self.run_info(), EVALUATION: results}
 
     def export_saved_model(self, model, spm_model_file, max_seq_length, export_dir, results):
-        """v1.1: the span labeler's export (`task_exports`: what albert-export of this run writes);
-        v2.0's head is this package's, and so its export (`export_squad`)."""
-        if not self.version_2:
-            return export_task_saved_model(model, export_dir, spm_model_file, max_seq_length, self.run_info())
-        settings = features.FeatureSettings(max_seq_length, self.doc_stride, self.max_query_length)
-        return export_squad(model, export_dir, spm_model_file, settings, self.version_2, self.n_best_size,
-                            self.max_answer_length, self.export_threshold(results), top_k=self.export_top_k)
+        """The span labeler's or the answerability head's export (`task_exports`: what albert-export of
+        this run writes), by this run's settings and threshold (`export_threshold`)."""
+        return export_task_saved_model(model, export_dir, spm_model_file, max_seq_length, self._export_info(results))
 
     def litert_outputs(self, model, max_seq_length):
         from albert_tf.serving.litert import INPUTS, TaskOutputs

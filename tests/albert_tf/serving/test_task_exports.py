@@ -76,14 +76,16 @@ def test_albert_export_of_a_glue_run_is_the_tools_export(glue_run, tmp_path, mon
     assert sorted(encoder.signatures["serve_text"](text=pairs)) == ["pooled_output", "sequence_output"]
 
 
-def test_a_task_with_its_own_signatures_is_refused_naming_its_tool():
-    from albert_tf.serving.task_exports import check_exportable
+def test_a_class_without_a_saved_model_is_refused_in_one_line_naming_those_exported():
+    from albert_tf.serving.task_exports import SAVED_MODELS, check_exportable
 
-    with pytest.raises(ValueError, match=r"^a AlbertSquadV2 has its own serving signatures: its fine-tuning "
-                                         r"tool exports it: albert-finetune-squad --export$"):
-        check_exportable("AlbertSquadV2")
+    with pytest.raises(ValueError, match=r"^a AlbertTextClassifier has its own serving signatures: albert-export "
+                                         r"exports AlbertEncoder, .*AlbertSquadV2, AlbertMultipleChoice$") as refused:
+        check_exportable("AlbertTextClassifier")
+    assert "\n" not in str(refused.value)
+    assert "AlbertSquadV2" in SAVED_MODELS  # SQuAD v2.0's head: albert-export of its run (test_squad_v2_export)
     for exported in ("AlbertClassifier", "AlbertTokenClassifier", "AlbertEntityRecognizer", "AlbertSpanLabeler",
-                     "AlbertMultipleChoice"):
+                     "AlbertSquadV2", "AlbertMultipleChoice"):
         check_exportable(exported)
 
 

@@ -400,7 +400,8 @@ def _squad_v2_model():
 
 
 # The task object of two fine-tuning tools, its model and its LiteRT outputs (GLUE's goes through its
-# command below; SQuAD v1.1's model is TASKS' span labeler).
+# command below; SQuAD v1.1's model is TASKS' span labeler; RACE's is TASKS' too, and its export is
+# the module's `float32_litert("race")`).
 FINETUNING_TASKS = {
     "squad_v2": (lambda: __import__("finetune.squad.task", fromlist=["SquadTask"]).SquadTask(
                  version_2_with_negative=True), _squad_v2_model,

@@ -77,24 +77,44 @@ def _saved_model_outputs(model, task, features, path):
     return {k: v.numpy() for k, v in serving(**{k: tf.constant(v) for k, v in features.items()}).items()}
 
 
+@pytest.fixture(scope="module")
+def float32_litert(tmp_path_factory):
+    """`float32_litert(task)`: the task's model (seed 0) and the folder of its float32 LiteRT model,
+    made once for the tests that read them (RACE's by its fine-tuning task's export, which is
+    `export_litert` with the task's outputs: the tool's door and this module's at once)."""
+    made = {}
+
+    def get(task):
+        if task not in made:
+            keras.utils.set_random_seed(0)
+            model = TASKS[task][0]()
+            model.build()
+            folder = tmp_path_factory.mktemp(task) / "litert"
+            if task == "race":
+                FINETUNING_TASKS["race"][0]().export(model, TINY_VOCAB, SEQ, folder, "litert")
+            else:
+                litert.export_litert(model, folder, TINY_VOCAB, SEQ, outputs=_task_outputs(task, model))
+            made[task] = model, folder
+        return made[task]
+
+    return get
+
+
 @pytest.mark.parametrize("task", TASKS)
-def test_float32_equals_the_keras_model_and_the_saved_model(task, tmp_path):
-    keras.utils.set_random_seed(0)
-    make, output_names = TASKS[task]
-    model = make()
-    model.build()
-    folder = litert.export_litert(model, tmp_path / "litert", TINY_VOCAB, SEQ, outputs=_task_outputs(task, model))
-    flatbuffer = (tmp_path / "litert" / litert.MODEL_FILE).read_bytes()
+def test_float32_equals_the_keras_model_and_the_saved_model(task, float32_litert, tmp_path):
+    output_names = TASKS[task][1]
+    model, folder = float32_litert(task)
+    flatbuffer = (folder / litert.MODEL_FILE).read_bytes()
     assert litert.custom_ops(flatbuffer) == []  # no Flex (Select TF) op: stock LiteRT runs it
-    description = json.loads((tmp_path / "litert" / litert.IO_FILE).read_text())
+    description = json.loads((folder / litert.IO_FILE).read_text())
     shape = [1, 4, SEQ] if task == "race" else [1, SEQ]
     assert description["task"] == task
     assert [(e["name"], e["dtype"], e["shape"], e["index"]) for e in description["inputs"]] == [
         (name, "int32", shape, i) for i, name in enumerate(litert.INPUTS)]
     assert [e["name"] for e in description["outputs"]] == output_names
-    assert (tmp_path / "litert" / "spiece.model").read_bytes() == TINY_VOCAB.read_bytes()
+    assert (folder / "spiece.model").read_bytes() == TINY_VOCAB.read_bytes()
 
-    lite = litert.LiteRTModel(pathlib.Path(folder) / litert.MODEL_FILE)
+    lite = litert.LiteRTModel(folder / litert.MODEL_FILE)
     # The interpreter's own order is the documented one (BertQuestionAnswerer reads by position).
     assert [d["name"] for d in lite.interpreter.get_input_details()] == list(litert.INPUTS)
     assert [d["name"] for d in lite.interpreter.get_output_details()] == output_names
@@ -111,14 +131,15 @@ def test_float32_equals_the_keras_model_and_the_saved_model(task, tmp_path):
             np.testing.assert_allclose(got[name], saved[saved_names.get(name, name)], atol=1e-4, rtol=0, err_msg=name)
 
 
-def test_every_quantization_converts_to_builtin_ops_and_shrinks(tmp_path):
-    keras.utils.set_random_seed(0)
-    model = AlbertClassifier(CONFIG, num_classes=2)
-    model.build()
+def test_every_quantization_converts_to_builtin_ops_and_shrinks(float32_litert):
+    model, folder = float32_litert("classifier")  # its float32 ("none") conversion is the module's export
     calibration = [{k: v[i] for k, v in _features([8, SEQ], seed=2).items()} for i in range(8)]
     sizes = {}
     for quantization in litert.QUANTIZATIONS:
-        flatbuffer = litert.convert(model, SEQ, quantization, representative_data=calibration)
+        if quantization == "none":
+            flatbuffer = (folder / litert.MODEL_FILE).read_bytes()
+        else:
+            flatbuffer = litert.convert(model, SEQ, quantization, representative_data=calibration)
         assert litert.custom_ops(flatbuffer) == [], quantization
         assert "FusedBatchNormV3" not in str(litert.builtin_ops(flatbuffer))
         sizes[quantization] = len(flatbuffer)
@@ -238,13 +259,17 @@ def _albert_export(*args):
         export.FLAGS.unparse_flags()
 
 
-def test_albert_export_writes_the_encoders_litert_model(tmp_path, capfd, monkeypatch):
+@pytest.fixture(scope="module")
+def encoder_preset(float32_litert, tmp_path_factory):
+    """The module's encoder (seed 0) and its preset folder, which albert-export reads."""
+    encoder, _ = float32_litert("encoder")
+    return encoder, encoder.save_to_preset(tmp_path_factory.mktemp("encoder") / "preset", TINY_VOCAB)
+
+
+def test_albert_export_writes_the_encoders_litert_model(encoder_preset, tmp_path, capfd, monkeypatch):
     from albert_tf.utils.errors import FlagError
 
-    keras.utils.set_random_seed(0)
-    encoder = AlbertEncoder(CONFIG)
-    encoder.build()
-    preset = encoder.save_to_preset(tmp_path / "preset", TINY_VOCAB)
+    encoder, preset = encoder_preset
     texts = tmp_path / "texts.txt"
     texts.write_text("The old man came.\nA river\tat night.\n")
     _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'out'}", "--format=litert",
@@ -331,13 +356,10 @@ def test_every_format_and_precision_gives_the_keras_models_answers(trained_class
     assert at_precision(classifier.classifier, "float32") is classifier.classifier
 
 
-def test_bfloat16_encoder_export_stays_within_its_tolerance_of_float32(tmp_path):
+def test_bfloat16_encoder_export_stays_within_its_tolerance_of_float32(encoder_preset, tmp_path):
     """Pooled outputs of the bf16 SavedModel: cosine >= 0.999 to float32's and no value off by more
     than 0.03; the albert_tf's own CLI writes it (--precision=bfloat16) with bf16 variables."""
-    keras.utils.set_random_seed(0)
-    encoder = AlbertEncoder(CONFIG)
-    encoder.build()
-    preset = encoder.save_to_preset(tmp_path / "preset", TINY_VOCAB)
+    encoder, preset = encoder_preset
     _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'bf16'}", "--max_seq_length=16",
                    "--precision=bfloat16")
     loaded = tf.saved_model.load(str(tmp_path / "bf16"))
@@ -378,7 +400,8 @@ def _squad_v2_model():
 
 
 # The task object of two fine-tuning tools, its model and its LiteRT outputs (GLUE's goes through its
-# command below; SQuAD v1.1's model is TASKS' span labeler).
+# command below; SQuAD v1.1's model is TASKS' span labeler; RACE's is TASKS' too, and its export is
+# the module's `float32_litert("race")`).
 FINETUNING_TASKS = {
     "squad_v2": (lambda: __import__("finetune.squad.task", fromlist=["SquadTask"]).SquadTask(
                  version_2_with_negative=True), _squad_v2_model,
@@ -389,26 +412,29 @@ FINETUNING_TASKS = {
 
 
 @pytest.mark.parametrize("name", FINETUNING_TASKS)
-def test_every_fine_tuning_tasks_litert_export_equals_its_keras_model(name, tmp_path):
+def test_every_fine_tuning_tasks_litert_export_equals_its_keras_model(name, float32_litert, tmp_path):
     make_task, make_model, output_names = FINETUNING_TASKS[name]
-    keras.utils.set_random_seed(0)
-    model = make_model()
-    model.build()
-    folder = make_task().export(model, TINY_VOCAB, SEQ, tmp_path / "export", "litert")
-    description = json.loads((tmp_path / "export" / litert.IO_FILE).read_text())
+    if name == "race":  # the module's RACE model, exported by its task
+        model, folder = float32_litert("race")
+    else:
+        keras.utils.set_random_seed(0)
+        model = make_model()
+        model.build()
+        folder = pathlib.Path(make_task().export(model, TINY_VOCAB, SEQ, tmp_path / "export", "litert"))
+    description = json.loads((folder / litert.IO_FILE).read_text())
     inputs = [*litert.INPUTS, "p_mask"] if name == "squad_v2" else list(litert.INPUTS)
     assert description["task"] == name
     assert [e["name"] for e in description["inputs"]] == inputs
     assert [e["name"] for e in description["outputs"]] == output_names
-    assert (tmp_path / "export" / "spiece.model").read_bytes() == TINY_VOCAB.read_bytes()
-    flatbuffer = (tmp_path / "export" / litert.MODEL_FILE).read_bytes()
+    assert (folder / "spiece.model").read_bytes() == TINY_VOCAB.read_bytes()
+    flatbuffer = (folder / litert.MODEL_FILE).read_bytes()
     assert litert.custom_ops(flatbuffer) == []
 
     features = _features([2, 4, SEQ] if name == "race" else [2, SEQ], seed=5)
     if name == "squad_v2":  # the question's pieces and the padding are no answer; [CLS] is
         features["p_mask"] = 1 - features["segment_ids"]
         features["p_mask"][:, 0] = 0
-    got = litert.LiteRTModel(pathlib.Path(folder) / litert.MODEL_FILE)(features)
+    got = litert.LiteRTModel(folder / litert.MODEL_FILE)(features)
     want = model({k: tf.constant(v) for k, v in features.items()}, training=False)
     want = dict(want) if isinstance(want, dict) else {"logits": want, "probability": tf.nn.softmax(want, -1)}
     assert sorted(got) == output_names
@@ -419,13 +445,11 @@ def test_every_fine_tuning_tasks_litert_export_equals_its_keras_model(name, tmp_
             np.testing.assert_allclose(got[key], np.asarray(want[key]), atol=1e-4, rtol=0, err_msg=key)
 
 
-def test_a_fine_tuning_export_replaces_the_previous_one_only_once_complete(tmp_path, monkeypatch):
+def test_a_fine_tuning_export_replaces_the_previous_one_only_once_complete(float32_litert, tmp_path, monkeypatch):
     """Issue 39: FinetuningTask.export deleted the previous export before the LiteRT conversion had
     succeeded. Also: its precision reaches the SavedModel, and LiteRT refuses bfloat16."""
-    make_task, make_model, _ = FINETUNING_TASKS["race"]
-    keras.utils.set_random_seed(0)
-    model = make_model()
-    model.build()
+    make_task = FINETUNING_TASKS["race"][0]
+    model, _ = float32_litert("race")
     task, export_dir = make_task(), tmp_path / "run" / "export"
     task.export(model, TINY_VOCAB, SEQ, export_dir, precision="bfloat16")
     before = sorted(p.relative_to(export_dir).as_posix() for p in export_dir.rglob("*"))
@@ -467,7 +491,7 @@ def test_glue_tool_writes_full_int8_calibrated_on_its_training_texts(small_data_
     args = ["albert-finetune-glue", "--task=MRPC", f"--data_dir={small_data_dir / 'glue'}",
             f"--albert_config_file={config}", f"--spm_model_file={TINY_VOCAB}", f"--max_seq_length={SEQ}",
             "--train_batch_size=8", "--num_train_steps=2", "--max_train_examples=16", "--progress_bar=false",
-            "--do_train", "--format=litert"]
+            "--nojit_compile", "--do_train", "--format=litert"]  # XLA is not the subject: no compile
     cli.finetune([*args, f"--output_dir={tmp_path / 'run'}", "--quantization=full_int8"])
     export_dir = tmp_path / "run" / "export"
     description = json.loads((export_dir / litert.IO_FILE).read_text())
@@ -525,13 +549,10 @@ def test_squad_tools_dynamic_int8_gives_the_float_answers_on_200_dev_questions(d
 
 
 @pytest.mark.faults
-def test_litert_model_refuses_what_the_saved_model_refuses(tmp_path):
+def test_litert_model_refuses_what_the_saved_model_refuses(float32_litert):
     """Issue 40's LiteRT items: the wrong length was a reshape error, id -1 ran (the SavedModel
     refuses it), and an empty batch was an IndexError."""
-    keras.utils.set_random_seed(0)
-    model = AlbertClassifier(CONFIG, num_classes=3)
-    model.build()
-    folder = pathlib.Path(litert.export_litert(model, tmp_path / "litert", TINY_VOCAB, SEQ))
+    model, folder = float32_litert("classifier")  # AlbertClassifier(CONFIG, num_classes=3)
     lite = litert.LiteRTModel(folder / litert.MODEL_FILE)
     features = _features([2, SEQ])
     with pytest.raises(ValueError) as error:

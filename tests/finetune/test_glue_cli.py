@@ -3,6 +3,8 @@ train, evaluate (eval_results.json) and predict (submission files); a resumed ru
 uninterrupted one does; the exported classifier labels raw sentences in a process that imports
 only tensorflow and tensorflow_text; bad input fails with a message that says what is wrong."""
 
+import contextlib
+import io
 import json
 import math
 import pathlib
@@ -71,10 +73,29 @@ def _eval_results(output_dir):
 
 @pytest.fixture(scope="module")
 def mrpc_run(tmp_path_factory, mrpc_dir, config_file):
+    # Its export is version 1 of TF Serving's layout, <output_dir>/export/1: the serving-version test
+    # writes version 2 beside it instead of two exports of its own.
     output_dir = tmp_path_factory.mktemp("mrpc_run")
     summary = cli.finetune(_args("MRPC", mrpc_dir, output_dir, config_file, "--do_train", "--do_eval",
-                                 "--do_predict", "--save_checkpoints_steps=8"))
+                                 "--do_predict", "--save_checkpoints_steps=8", "--serving_version=1"))
     return output_dir, summary
+
+
+@pytest.fixture(scope="module")
+def predicted_again(mrpc_run, mrpc_dir):
+    """A predict-only run from the trained run's folder, given neither --albert_config_file nor
+    --spm_model_file (the folder keeps both): its summary, its stdout, and the export's mtime and
+    the submission file from before it (two tests read this one run)."""
+    output_dir, summary = mrpc_run
+    exported = (pathlib.Path(summary["export_dir"]) / "saved_model.pb").stat().st_mtime_ns
+    submitted = (output_dir / "MRPC.tsv").read_text()
+    args = [arg for arg in _args("MRPC", mrpc_dir, output_dir, "unused", "--do_predict")
+            if not arg.startswith(("--albert_config_file", "--spm_model_file"))]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        again = cli.finetune(args)
+    return {"summary": again, "stdout": printed.getvalue(), "args": args, "exported": exported,
+            "submitted": submitted}
 
 
 @pytest.mark.slow
@@ -173,14 +194,12 @@ def test_the_summary_prints_the_dev_scores_beside_the_majority_class(mrpc_run, c
 
 
 @pytest.mark.slow
-def test_a_predict_only_run_does_not_export_again(mrpc_run, mrpc_dir, config_file):
+def test_a_predict_only_run_does_not_export_again(mrpc_run, predicted_again):
     output_dir, summary = mrpc_run
-    exported = (pathlib.Path(summary["export_dir"]) / "saved_model.pb").stat().st_mtime_ns
-    submitted = (output_dir / "MRPC.tsv").read_text()
-    again = cli.finetune(_args("MRPC", mrpc_dir, output_dir, config_file, "--do_predict"))
-    assert again["export_dir"] is None
-    assert (pathlib.Path(summary["export_dir"]) / "saved_model.pb").stat().st_mtime_ns == exported
-    assert (output_dir / "MRPC.tsv").read_text() == submitted  # the same model, restored, predicts the same
+    assert predicted_again["summary"]["export_dir"] is None
+    assert (pathlib.Path(summary["export_dir"]) / "saved_model.pb").stat().st_mtime_ns == predicted_again["exported"]
+    # the same model, restored, predicts the same
+    assert (output_dir / "MRPC.tsv").read_text() == predicted_again["submitted"]
 
 
 def test_serving_versions_sit_beside_each_other_with_their_warmup(mrpc_run, mrpc_dir, config_file, tmp_path):
@@ -190,11 +209,11 @@ def test_serving_versions_sit_beside_each_other_with_their_warmup(mrpc_run, mrpc
     from albert_tf.utils.errors import FlagError
 
     output_dir = tmp_path / "run"
-    shutil.copytree(mrpc_run[0], output_dir, ignore=shutil.ignore_patterns("export"))
-    for version in (1, 2):
-        summary = cli.finetune(_args("MRPC", mrpc_dir, output_dir, config_file, "--do_eval", "--max_eval_examples=4",
-                                     f"--serving_version={version}"))
-        assert summary["export_dir"] == str(output_dir / "export" / str(version))
+    shutil.copytree(mrpc_run[0], output_dir)  # with the run's own export, version 1 (mrpc_run)
+    assert mrpc_run[1]["export_dir"] == str(mrpc_run[0] / "export" / "1")
+    summary = cli.finetune(_args("MRPC", mrpc_dir, output_dir, config_file, "--do_eval", "--max_eval_examples=4",
+                                 "--serving_version=2"))
+    assert summary["export_dir"] == str(output_dir / "export" / "2")
     assert tf_serving.versions(output_dir / "export") == [1, 2]
     version = output_dir / "export" / "2"
     logs = tf_serving.read_warmup(version)
@@ -206,21 +225,18 @@ def test_serving_versions_sit_beside_each_other_with_their_warmup(mrpc_run, mrpc
         cli.finetune(_args("MRPC", mrpc_dir, output_dir, config_file, "--do_eval", "--serving_version=1"))
 
 
-def test_the_run_folder_remembers_its_config_and_vocabulary(mrpc_run, mrpc_dir, capsys):
+def test_the_run_folder_remembers_its_config_and_vocabulary(mrpc_run, predicted_again):
     """Predicting from a fine-tuning run folder needs neither --albert_config_file nor
     --spm_model_file again: the run kept albert_config.json and its vocabulary as spiece.model."""
     output_dir, _ = mrpc_run
     assert (output_dir / "spiece.model").read_bytes() == TINY_VOCAB.read_bytes()
-    submitted = (output_dir / "MRPC.tsv").read_text()
-    args = [arg for arg in _args("MRPC", mrpc_dir, output_dir, "unused", "--do_predict", "--noexport")
-            if not arg.startswith(("--albert_config_file", "--spm_model_file"))]
-    again = cli.finetune(args)
-    assert again["predictions"] and (output_dir / "MRPC.tsv").read_text() == submitted
-    assert f"encoder: a checkpoint of an albert_tf run: {output_dir}" in capsys.readouterr().out
+    again, args = predicted_again["summary"], predicted_again["args"]
+    assert again["predictions"] and (output_dir / "MRPC.tsv").read_text() == predicted_again["submitted"]
+    assert f"encoder: a checkpoint of an albert_tf run: {output_dir}" in predicted_again["stdout"]
     # Evaluation alone, from the same folder: the dev scores of the run's last step (it wrote them
     # to TensorBoard outside a training loop, which failed with a NameError).
     trained = _eval_results(output_dir)["dev"]
-    evaluated = cli.finetune([arg.replace("--do_predict", "--do_eval") for arg in args])["eval"]
+    evaluated = cli.finetune([arg.replace("--do_predict", "--do_eval") for arg in args] + ["--noexport"])["eval"]
     assert evaluated["dev"]["accuracy"] == pytest.approx(trained["accuracy"])
 
 

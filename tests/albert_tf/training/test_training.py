@@ -65,8 +65,8 @@ def cli_options(flags):
 # ---- in-process: one replica -------------------------------------------------------------------
 
 
-def test_loop_loss_is_the_pretrainer_loss(tmp_path):
-    run = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
+def test_loop_loss_is_the_pretrainer_loss(one_device):
+    run = one_device["run"]  # whatever its step: the loss is a function of the weights it has
     features = next(iter(random_dataset_fn()(tf.distribute.InputContext(), 8)))
     expected = run.model(features, training=True)
     sums = pretraining_sums(features, expected["mlm_logits"], expected["sop_logits"])
@@ -145,14 +145,14 @@ def test_the_logged_rate_is_the_optimizers_schedule(tmp_path, monkeypatch):
     np.testing.assert_allclose(used, [1e-2] + [2e-2 * (1 - k / 6) ** 2 for k in range(2, 7)], rtol=1e-6, atol=1e-12)
 
 
-def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
-    first = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
-    trajectory(first, 3)
+def test_checkpoint_restores_exactly_the_saved_state(one_device):
+    first = one_device["run"]  # trained 5 steps (6 after the learning test): weights and Adam's moments moved
+    step = first.current_step
     path = first.save()
-    assert path.endswith("ckpt-3")
+    assert step >= 5 and path.endswith(f"ckpt-{step}")
     saved = [v.numpy() for v in first.model.weights + first.optimizer.variables]
-    second = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
-    assert second.restore_or_initialize() == 3
+    second = loop.Trainer(CONFIG, pretraining.PretrainingTask(), first.options)
+    assert second.restore_or_initialize() == step
     restored = [v.numpy() for v in second.model.weights + second.optimizer.variables]
     assert len(saved) == len(restored) > 20
     for a, b in zip(saved, restored):
@@ -470,12 +470,13 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "bad").exists()
 
 
-def test_evaluation_counts_every_record_of_a_last_partial_batch(tmp_path):
+def test_evaluation_counts_every_record_of_a_last_partial_batch(tmp_path, one_device):
     from albert_tf.data.datasets import pretraining_dataset
     from albert_tf.models.pretrainer import losses_from_sums
 
     path = write_records(tmp_path / "eval.tfrecord", 21, seed=3)
-    run = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "run", eval_batch_size=8))
+    run = one_device["run"]  # evaluates in batches of 8; compared below with its own model, whatever its step
+    assert run.options.eval_batch_size == 8
     eval_data = run.distribute(pretraining.file_dataset_fn([path], run.options, is_training=False),
                                run.per_replica_eval_batch)
     got = run.evaluate(eval_data)

@@ -62,6 +62,16 @@ def local_shards(tmp_path_factory, inputs):
     return shards
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One cluster of two workers for the tests that run on Dask's default settings: the first
+    test's runs use it, the second kills one of its workers (it comes later in this file; a run on
+    the worker left would be a run on a Dask cluster all the same). Started once: a cluster is five
+    Python processes that each import Dask, and its workers this package once they run a task."""
+    with LoopbackCluster(tmp_path_factory.mktemp("cluster"), num_workers=2) as started:
+        yield started
+
+
 def _shard_bytes(directory):
     return {p.name: p.read_bytes() for p in sorted(directory.glob("pretrain-*"))}
 
@@ -108,37 +118,38 @@ def _wait_until_no_shard_is_being_made(cluster, timeout=120):
         time.sleep(0.1)
 
 
-def test_shards_on_a_dask_cluster_are_the_local_tools_bytes(tmp_path, inputs, local_shards):
+def test_shards_on_a_dask_cluster_are_the_local_tools_bytes(tmp_path, inputs, local_shards, cluster):
     expected, local_result = local_shards(2)
     assert len(expected) == SHARDS and all(len(b) > 10_000 for b in expected.values())
-    with LoopbackCluster(tmp_path / "cluster", num_workers=2) as cluster:
-        result = _run(_flags(inputs, tmp_path / "out"), cluster)
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert _shard_bytes(tmp_path / "out") == expected
-        metadata = json.loads((tmp_path / "out" / METADATA_FILE).read_text())
-        assert metadata["complete"] is True and metadata["runner"] == "DaskRunner"
-        assert metadata["counts"] == local_result["counts"] and metadata["counts"]["bad_lines"] == 2
-        assert metadata["settings"] == local_result["settings"]
-        # A rerun into the finished folder makes nothing; one missing shard is remade alone.
-        (tmp_path / "out" / "pretrain-00002-of-00004.tfrecord").unlink()
-        again = _run(_flags(inputs, tmp_path / "out"), cluster)
-        assert again.returncode == 0, again.stderr[-3000:]
-        assert json.loads((tmp_path / "out" / METADATA_FILE).read_text())["generated_shards"] == 1
-        assert _shard_bytes(tmp_path / "out") == expected
+    result = _run(_flags(inputs, tmp_path / "out"), cluster)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _shard_bytes(tmp_path / "out") == expected
+    metadata = json.loads((tmp_path / "out" / METADATA_FILE).read_text())
+    assert metadata["complete"] is True and metadata["runner"] == "DaskRunner"
+    assert metadata["counts"] == local_result["counts"] and metadata["counts"]["bad_lines"] == 2
+    assert metadata["settings"] == local_result["settings"]
+    # A rerun into the finished folder makes nothing; one missing shard is remade alone.
+    (tmp_path / "out" / "pretrain-00002-of-00004.tfrecord").unlink()
+    again = _run(_flags(inputs, tmp_path / "out"), cluster)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((tmp_path / "out" / METADATA_FILE).read_text())["generated_shards"] == 1
+    assert _shard_bytes(tmp_path / "out") == expected
 
 
 @pytest.mark.slow
-def test_a_worker_killed_mid_run_costs_nothing_dask_reruns_its_tasks(tmp_path, inputs, local_shards):
+def test_a_worker_killed_mid_run_costs_nothing_dask_reruns_its_tasks(tmp_path, inputs, local_shards, cluster):
     expected, _ = local_shards(8)
-    with LoopbackCluster(tmp_path / "cluster", num_workers=2) as cluster:
-        run = _start(_flags(inputs, tmp_path / "out", dupe_factor=8), cluster)
-        try:
-            killed = _kill_a_worker_making_a_shard(cluster, run)
-            _, stderr = run.communicate(timeout=RUN_TIMEOUT_S)
-        finally:
-            run.kill()
-        assert run.returncode == 0, stderr[-3000:]
-        assert cluster.workers[killed].poll() is not None and cluster.workers[1 - killed].poll() is None
+    # Both workers as started, making no shard yet: the one killed below is killed making one of this run's.
+    assert all(worker.poll() is None for worker in cluster.workers)
+    assert not any(any(cluster.worker_tmp(i).glob("albert-shard-*")) for i in range(cluster.num_workers))
+    run = _start(_flags(inputs, tmp_path / "out", dupe_factor=8), cluster)
+    try:
+        killed = _kill_a_worker_making_a_shard(cluster, run)
+        _, stderr = run.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr[-3000:]
+    assert cluster.workers[killed].poll() is not None and cluster.workers[1 - killed].poll() is None
     assert _shard_bytes(tmp_path / "out") == expected
     assert [p.name for p in (tmp_path / "out").rglob("*incomplete*")] == []
 

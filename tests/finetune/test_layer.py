@@ -132,11 +132,19 @@ def test_cache_keeps_any_shapes_and_is_written_once(tokenizer, tmp_path):
         cached.nothing
 
 
-def test_prediction_returns_every_record_once_in_file_order(tokenizer, tmp_path):
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory):
+    """One Finetuning of the toy task, for the tests that predict with it and the one that trains
+    it (its predictions agree with its model whatever its weights): one model built, its prediction
+    step traced once."""
+    return trainer.Finetuning(CONFIG, ToyChoiceTask(), _options(tmp_path_factory.mktemp("toy") / "run"))
+
+
+def test_prediction_returns_every_record_once_in_file_order(tokenizer, tmp_path, toy_run):
     task = ToyChoiceTask(num_examples=25)
     cached = task.features("dev", tokenizer, SEQ, tmp_path / "features")
     assert cached.num_records == 37  # not a multiple of the batch of 8
-    run = trainer.Finetuning(CONFIG, task, _options(tmp_path / "run"))
+    run = toy_run
     predictions, rate = run.predict(cached)
     records = _toy_examples(25, 0)
     assert rate > 0 and set(predictions) == {"logits", "example_index", "label", "score"}
@@ -318,36 +326,34 @@ def test_length_bucketed_training_follows_the_padded_trajectory(tokenizer, tmp_p
                                                         save_checkpoints_steps=6, steps_per_loop=3,
                                                         jit_compile=jit_compile, group_by_length=False))
         run.restore_or_initialize()
+        initial = [v.numpy() for v in run.model.trainable_variables]
         trainer.train(run, cached)
         weights[buckets is None] = [v.numpy() for v in run.model.trainable_variables]
     for bucketed, padded in zip(weights[False], weights[True]):
         np.testing.assert_allclose(bucketed, padded, atol=1e-4, rtol=0)
-    # The runs trained: the weights differ from a fresh model's.
-    keras.utils.set_random_seed(0)
-    fresh = trainer.Finetuning(CONFIG, task, _options(tmp_path / "fresh"))
-    fresh.restore_or_initialize()
-    moved = any(np.abs(a - v.numpy()).max() > 1e-3 for a, v in zip(weights[True], fresh.model.trainable_variables))
+    # The runs trained: the weights differ from the fresh model's they started from.
+    moved = any(np.abs(a - b).max() > 1e-3 for a, b in zip(weights[True], initial))
     assert moved
 
 
-def test_a_task_model_learns_on_the_shared_trainer(tokenizer, tmp_path):
+def test_a_task_model_learns_on_the_shared_trainer(tokenizer, tmp_path, toy_run):
     task = ToyChoiceTask(num_examples=24, seed=1)
     cached = task.features("train", tokenizer, SEQ, tmp_path / "features")
-    run = trainer.Finetuning(CONFIG, task, _options(tmp_path / "run"))
-    run.restore_or_initialize()
+    run = toy_run
+    assert run.restore_or_initialize() == 0  # nothing trained it before
     before = task.evaluate("train", run.predict(cached)[0], cached)["accuracy"]
     result = trainer.train(run, cached)
     after = task.evaluate("train", run.predict(cached)[0], cached)["accuracy"]
     assert result["step"] == 40 and set(result["train"]) >= {"loss", "accuracy"}
     assert after >= 0.9 and after > before, (before, after)
-    recorded = json.loads((tmp_path / "run" / TASK_FILE).read_text())  # the task, and the model its heads are
+    recorded = json.loads((pathlib.Path(run.options.output_dir) / TASK_FILE).read_text())  # the task, and the model its heads are
     assert recorded == {"task": "Toy", "class": type(run.model).__name__,
                         "arguments": {name: getattr(run.model, name) for name in run.model.config_arguments}}
     # Another task's run in the same folder is refused.
     other = ToyChoiceTask()
     other.name = "Other"
     with pytest.raises(ValueError, match="holds a Toy run, not Other"):
-        trainer.Finetuning(CONFIG, other, _options(tmp_path / "run"))
+        trainer.Finetuning(CONFIG, other, _options(run.options.output_dir))
 
 
 # ---- the CLI skeleton ----------------------------------------------------------------------------

@@ -4,7 +4,9 @@ SIGKILL; the errors it owes on bad input.
 Strategies with several CPU devices or processes run in child processes (this file is also their
 entry point: `python -m tests.albert_tf.training.test_training <mode> <args>`), because logical devices can
 only be configured before TensorFlow initialises them, and workers are processes: children of the
-warm Python (tests/warm_python.py), which has TensorFlow loaded but not initialised.
+warm Python (tests/warm_python.py), which has TensorFlow loaded but not initialised. The mirrored
+child trains the mirrored run alone: the one-device run it must follow is made here, once, and is
+the learning test's run too.
 """
 
 from __future__ import annotations
@@ -63,8 +65,8 @@ def cli_options(flags):
 # ---- in-process: one replica -------------------------------------------------------------------
 
 
-def test_loop_loss_is_the_pretrainer_loss(tmp_path):
-    run = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
+def test_loop_loss_is_the_pretrainer_loss(one_device):
+    run = one_device["run"]  # whatever its step: the loss is a function of the weights it has
     features = next(iter(random_dataset_fn()(tf.distribute.InputContext(), 8)))
     expected = run.model(features, training=True)
     sums = pretraining_sums(features, expected["mlm_logits"], expected["sop_logits"])
@@ -72,9 +74,25 @@ def test_loop_loss_is_the_pretrainer_loss(tmp_path):
     np.testing.assert_allclose(float(loss), float(expected["loss"]), rtol=1e-6)
 
 
-def test_training_learns_and_accumulation_gives_the_same_updates(tmp_path):
-    whole = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "a"))
-    losses = trajectory(whole, 6)
+@pytest.fixture(scope="module")
+def one_device(tmp_path_factory):
+    """A one-device run of the loop's default options after 5 steps: its losses, its weights and
+    its evaluation of 17 records, the mirrored run's reference; and the run itself, which
+    test_training_learns_and_accumulation_gives_the_same_updates takes on (the values kept here
+    are copies: they stay those of step 5)."""
+    folder = tmp_path_factory.mktemp("one_device")
+    run = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(folder / "run"))
+    losses = trajectory(run, 5)
+    records = [write_records(folder / "eval.tfrecord", 17, seed=3)]
+    evaluation = run.evaluate(run.distribute(pretraining.file_dataset_fn(records, run.options, is_training=False),
+                                             run.per_replica_eval_batch))
+    return {"run": run, "losses": losses, "weights": weights(run), "evaluation": evaluation}
+
+
+def test_training_learns_and_accumulation_gives_the_same_updates(tmp_path, one_device):
+    whole = one_device["run"]  # 5 steps made (its evaluation changed nothing): one more
+    assert whole.current_step == 5
+    losses = one_device["losses"] + trajectory(whole, 1)
     # The synthetic masked ids come from 4 values: from ln(128) = 4.85 the MLM loss must fall.
     assert losses[-1] < losses[0] - 0.5, losses
     accumulated = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "b", grad_accum_steps=4))
@@ -127,14 +145,14 @@ def test_the_logged_rate_is_the_optimizers_schedule(tmp_path, monkeypatch):
     np.testing.assert_allclose(used, [1e-2] + [2e-2 * (1 - k / 6) ** 2 for k in range(2, 7)], rtol=1e-6, atol=1e-12)
 
 
-def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
-    first = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
-    trajectory(first, 3)
+def test_checkpoint_restores_exactly_the_saved_state(one_device):
+    first = one_device["run"]  # trained 5 steps (6 after the learning test): weights and Adam's moments moved
+    step = first.current_step
     path = first.save()
-    assert path.endswith("ckpt-3")
+    assert step >= 5 and path.endswith(f"ckpt-{step}")
     saved = [v.numpy() for v in first.model.weights + first.optimizer.variables]
-    second = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path))
-    assert second.restore_or_initialize() == 3
+    second = loop.Trainer(CONFIG, pretraining.PretrainingTask(), first.options)
+    assert second.restore_or_initialize() == step
     restored = [v.numpy() for v in second.model.weights + second.optimizer.variables]
     assert len(saved) == len(restored) > 20
     for a, b in zip(saved, restored):
@@ -143,13 +161,14 @@ def test_checkpoint_restores_exactly_the_saved_state(tmp_path):
 
 def test_resume_with_dropout_draws_the_masks_of_the_uninterrupted_run(tmp_path):
     config = CONFIG.replace(hidden_dropout_prob=0.1)
+    # The uninterrupted run checkpoints at step 2 and goes on; a new Trainer resumes from that
+    # checkpoint (the steps of an interrupted run up to it are these, element for element).
     straight = loop.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "straight"))
-    expected = trajectory(straight, 4)
-    first = loop.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "resumed"))
-    trajectory(first, 2)
-    path = first.save()
+    expected = trajectory(straight, 2)
+    path = straight.save()
+    expected += trajectory(straight, 2)
     assert any(name.startswith("rng/") for name, _ in tf.train.list_variables(path))
-    resumed = loop.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "resumed"))
+    resumed = loop.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "straight"))
     assert resumed.restore_or_initialize() == 2
     np.testing.assert_allclose(trajectory(resumed, 2), expected[2:], atol=1e-6, rtol=0)
     for a, b in zip(weights(resumed), weights(straight)):
@@ -157,7 +176,8 @@ def test_resume_with_dropout_draws_the_masks_of_the_uninterrupted_run(tmp_path):
 
     # The seed states matter: the same checkpoint resumed with dropout's seed states put back to
     # where a fresh run starts them draws other masks, and so another loss.
-    reseeded = loop.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "resumed"))
+    # (The resumed Trainer restores that checkpoint once more: a new one would trace its steps again.)
+    reseeded = resumed
     assert reseeded.restore_or_initialize() == 2
     fresh = loop.Trainer(config, pretraining.PretrainingTask(), options(tmp_path / "fresh"))
     assert len(reseeded._seed_states) == len(fresh._seed_states) > 0
@@ -252,7 +272,7 @@ def test_init_checkpoint_missing_or_mismatching_is_an_error(tmp_path):
 # ---- subprocesses: several replicas, several workers, SIGKILL ------------------------------------
 
 
-def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path, warm_python):
+def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path, warm_python, one_device):
     result = warm_python.run(["-m", "tests.albert_tf.training.test_training", "mirrored", tmp_path], cwd=REPO_ROOT,
                              capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -260,11 +280,14 @@ def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path, warm_py
     assert report["replicas"] == 2
     # Same global batch, losses normalised by the global batch, gradients summed then clipped: the
     # two runs differ only by float summation order (and XLA on the mirrored side).
-    np.testing.assert_allclose(report["mirrored"], report["one_device"], atol=1e-5)
-    assert report["max_weight_difference"] < 1e-5
+    np.testing.assert_allclose(report["mirrored"], one_device["losses"], atol=1e-5)
+    with np.load(report["weights"]) as saved:
+        mirrored_weights = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    assert len(mirrored_weights) == len(one_device["weights"]) > 20
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(one_device["weights"], mirrored_weights)) < 1e-5
     assert report["mirrored"][-1] < report["mirrored"][0] - 0.3
     assert "not divisible by the 2 replicas" in report["uneven_batch_error"]
-    one_eval, two_eval = report["evaluation"]
+    one_eval, two_eval = one_device["evaluation"], report["evaluation"]
     assert one_eval["examples"] == two_eval["examples"] == 17
     for name, value in one_eval.items():
         assert two_eval[name] == pytest.approx(value, abs=1e-4), name
@@ -342,14 +365,14 @@ def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupt
     for key, variable in model_weights(run.model).items():
         np.testing.assert_array_equal(variable.numpy(), reader.get_tensor(run_folder.checkpoint_key(key)))
 
-    # ...and, finishing, ends where an uninterrupted run with the same seed ends.
-    resumed = pretraining.run_pretraining(CONFIG, opts)
-    assert (resumed["resumed_from"], resumed["step"]) == (last_step, steps)
+    # ...and the rerun, finishing (its summary above: from last_step to step 12), ends where an
+    # uninterrupted run with the same seed ends: the same last loss, the same weights.
     straight_dir = tmp_path / "straight"
     straight = pretraining.run_pretraining(CONFIG, cli_options(cli_flags(tmp_path, straight_dir, steps)))
     assert straight["resumed_from"] is None
-    assert resumed["train"]["loss"] == pytest.approx(straight["train"]["loss"], abs=1e-6)
-    ends = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(d))) for d in (killed_dir, straight_dir)]
+    last_loss = curve_series(str(rerun_dir))["loss"]["train loss"][-1]
+    assert last_loss == (steps, pytest.approx(straight["train"]["loss"], abs=1e-6))
+    ends = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(d))) for d in (rerun_dir, straight_dir)]
     names = [n for n in ends[0].get_variable_to_shape_map() if n.startswith("model/")]
     assert len(names) == len(run.model.weights) > 30
     for name in names:
@@ -447,12 +470,13 @@ def test_cli_pretrains_evaluates_and_exports(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "bad").exists()
 
 
-def test_evaluation_counts_every_record_of_a_last_partial_batch(tmp_path):
+def test_evaluation_counts_every_record_of_a_last_partial_batch(tmp_path, one_device):
     from albert_tf.data.datasets import pretraining_dataset
     from albert_tf.models.pretrainer import losses_from_sums
 
     path = write_records(tmp_path / "eval.tfrecord", 21, seed=3)
-    run = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(tmp_path / "run", eval_batch_size=8))
+    run = one_device["run"]  # evaluates in batches of 8; compared below with its own model, whatever its step
+    assert run.options.eval_batch_size == 8
     eval_data = run.distribute(pretraining.file_dataset_fn([path], run.options, is_training=False),
                                run.per_replica_eval_batch)
     got = run.evaluate(eval_data)
@@ -475,24 +499,15 @@ def _mirrored(output_dir):
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from albert_tf.training import strategies
 
-    one = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
+    # The one-device run to compare with is the test's own (the one_device fixture, in its process).
     mirrored_strategy = strategies.get_strategy("mirrored")
     two = loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/two", jit_compile=True), mirrored_strategy)
-    report = {
-        "replicas": two.num_replicas,
-        "one_device": trajectory(one, 5),
-        "mirrored": trajectory(two, 5),
-    }
-    report["max_weight_difference"] = max(
-        float(np.max(np.abs(a - b))) for a, b in zip(weights(one), weights(two))
-    )
+    report = {"replicas": two.num_replicas, "mirrored": trajectory(two, 5), "weights": f"{output_dir}/weights.npz"}
+    np.savez(report["weights"], *weights(two))
     # 17 records make 5 per-replica batches of 4: the replicas' last step is completed by fillers.
     records = [write_records(f"{output_dir}/eval.tfrecord", 17, seed=3)]
-    report["evaluation"] = [
-        run.evaluate(run.distribute(pretraining.file_dataset_fn(records, run.options, is_training=False),
-                                    run.per_replica_eval_batch))
-        for run in (one, two)
-    ]
+    report["evaluation"] = two.evaluate(two.distribute(pretraining.file_dataset_fn(records, two.options, is_training=False),
+                                                       two.per_replica_eval_batch))
     try:
         loop.Trainer(CONFIG, pretraining.PretrainingTask(), options(f"{output_dir}/odd", train_batch_size=7), mirrored_strategy)
     except ValueError as error:

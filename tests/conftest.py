@@ -33,16 +33,16 @@ def pytest_configure(config):
 # the workers end on short ones, together, instead of one running a long module alone at the end.
 # Modules not named keep their order, after these.
 SLOWEST_MODULES = (
-    "albert_tf/serving/test_litert.py", "albert_tf/training/test_training.py", "test_readme_demo.py", "test_docs.py",
-    "albert_tf/training/test_worker_faults.py", "albert_tf/serving/test_export.py", "albert_tf/cli/test_quiet_cli.py",
-    "finetune/test_glue_cli.py", "finetune/test_update_parity.py", "finetune/test_layer.py",
-    "finetune/test_squad_cli.py", "albert_tf/presets/test_model_sources.py", "test_faults.py",
-    "data_prep/test_dask_runner.py", "albert_tf/presets/test_convert.py", "albert_tf/models/test_model_harness.py",
-    "finetune/test_glue_training.py", "albert_tf/serving/test_task_exports.py", "data_prep/test_record_order.py",
-    "test_faults_five.py", "albert_tf/tasks/test_entity_recognizer.py", "albert_tf/presets/test_presets.py",
-    "albert_tf/presets/test_releases.py", "albert_tf/training/test_xla_and_mixed_precision.py", "finetune/test_ner_cli.py",
-    "albert_tf/training/test_strategies.py", "albert_tf/serving/test_hf_qa_pipeline.py",
-    "albert_tf/tokenizers/test_release_tokenization.py", "test_ram_filesystem.py", "data_prep/test_beam_pipeline.py",
+    "test_readme_demo.py", "albert_tf/training/test_training.py", "albert_tf/serving/test_litert.py",
+    "albert_tf/training/test_worker_faults.py", "test_docs.py", "finetune/test_squad_cli.py",
+    "albert_tf/serving/test_export.py", "finetune/test_layer.py", "albert_tf/cli/test_quiet_cli.py",
+    "test_faults.py", "albert_tf/serving/test_hf_qa_pipeline.py", "finetune/test_glue_cli.py",
+    "albert_tf/presets/test_model_sources.py", "finetune/test_update_parity.py",
+    "albert_tf/presets/test_releases.py", "data_prep/test_dask_runner.py", "albert_tf/serving/test_task_exports.py",
+    "albert_tf/tasks/test_entity_recognizer.py", "albert_tf/models/test_model_harness.py",
+    "albert_tf/presets/test_convert.py", "test_faults_five.py", "finetune/test_ner_cli.py",
+    "finetune/test_squad_v2_export.py", "test_resume_flags.py", "albert_tf/training/test_xla_and_mixed_precision.py",
+    "data_prep/test_record_order.py", "finetune/test_squad_serving.py",
 )
 
 

@@ -70,14 +70,14 @@ class AlbertSquadV2(AlbertConfigModel):
         self.encoder = AlbertEncoder(self.config, dtype=policy, name="encoder")
         self.start_dense = common.Dense(1, kernel_initializer=init(), dtype=policy, name="start_logits")
         self.end_dense_0 = common.Dense(hidden, activation="tanh", kernel_initializer=init(), dtype=policy,
-                                              name="end_logits_dense_0")
+                                      name="end_logits_dense_0")
         self.end_layer_norm = common.layer_norm(self, name="end_logits_layer_norm")
         self.end_dense_1 = common.Dense(1, kernel_initializer=init(), dtype=policy, name="end_logits_dense_1")
         self.answer_dense_0 = common.Dense(hidden, activation="tanh", kernel_initializer=init(), dtype=policy,
-                                                 name="answer_class_dense_0")
+                                      name="answer_class_dense_0")
         self.answer_dropout = keras.layers.Dropout(dropout, dtype=policy)
         self.answer_dense_1 = common.Dense(1, use_bias=False, kernel_initializer=init(), dtype=policy,
-                                                 name="answer_class_dense_1")
+                                      name="answer_class_dense_1")
 
     def build(self, input_shape=None):
         hidden = self.config.hidden_size

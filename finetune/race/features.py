@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from albert_tf.data.multiple_choice import (  # noqa: F401  (RACE's rows: the names its callers take)
-    BLANK, LETTERS, MAX_QA_LENGTH, MAX_SEQ_LENGTH, NUM_OPTIONS, SEQUENCE_FEATURES, check_lengths, fit,
-    graph_features, qa_text)
+from albert_tf.data.multiple_choice import (LETTERS, MAX_QA_LENGTH, MAX_SEQ_LENGTH, NUM_OPTIONS, SEQUENCE_FEATURES,
+                                            check_lengths, fit, qa_text)
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune.race.readers import Question
 

@@ -4,6 +4,7 @@ to fit; the graph builder equal to the Python one id for id."""
 import numpy as np
 import pytest
 
+from albert_tf.data import multiple_choice
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune.race import features, readers
@@ -110,7 +111,7 @@ def test_graph_rows_equal_python_rows_on_real_questions(small_data_dir, tokenize
     questions += extra
     for max_seq_length, max_qa_length in ((128, 32), (512, 128)):
         expected = list(features.convert_questions(questions, tokenizer, max_seq_length, max_qa_length))
-        got = features.graph_features(
+        got = multiple_choice.graph_features(
             graph_tokenizer,
             [q.article for q in questions],
             [q.question for q in questions],

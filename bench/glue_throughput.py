@@ -4,7 +4,7 @@ Rows (examples per second, after a warm-up call that compiles; the best of the r
 on a shared machine other processes only ever slow a repeat down, and the median beside it):
   fine-tuning: the fine-tuning loop of finetune/trainer.py (forward, backward, the release's
       AdamW with clipping) on cached SST-2 train features, global batch 32 as in the paper;
-  evaluation: `Finetuning.predict` on SST-2 dev features (input pipeline, compiled forward,
+  evaluation: `finetune.trainer.predict` on SST-2 dev features (input pipeline, compiled forward,
       gathering and reordering the outputs, dropping the padding rows; each batch cut to the
       length bucket of its longest row);
   raw forward: the same compiled forward pass on one in-memory batch of the evaluation batch size,
@@ -53,9 +53,11 @@ harness.set_threads(ARGS.threads)
 
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer  # noqa: E402
+from albert_tf.training import loop  # noqa: E402
 from finetune import trainer  # noqa: E402
 from finetune.glue import data  # noqa: E402
 from finetune.glue.task import GlueTask  # noqa: E402
+from finetune.options import FinetuneOptions  # noqa: E402
 from finetune.glue.definitions import get_task  # noqa: E402
 
 
@@ -84,17 +86,17 @@ def main():
           f"{time.perf_counter() - began:.1f} s")
     dev = subset(dev, ARGS.eval_examples, work)
 
-    options = trainer.FinetuneOptions(
+    options = FinetuneOptions(
         output_dir=os.path.join(work, "run"), train_batch_size=ARGS.train_batch, eval_batch_size=ARGS.eval_batch,
         max_seq_length=ARGS.seq_length, learning_rate=1e-5, num_train_steps=100000, num_warmup_steps=0,
         steps_per_loop=ARGS.train_steps, jit_compile=bool(ARGS.jit_compile), max_train_examples=4096,
     )
-    run = trainer.Finetuning(config, GlueTask(task), options, tf.distribute.OneDeviceStrategy("/cpu:0"))
-    iterator = iter(run.distribute(run.dataset_fn(train, for_training=True), run.per_replica_batch))
+    run = loop.Trainer(config, GlueTask(task), options, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    iterator = iter(run.distribute(trainer.dataset_fn(run, train, for_training=True), run.per_replica_batch))
 
     rates = {"fine-tuning": [], "evaluation": [], "raw forward": []}
     run.train_steps(iterator, 1)  # compiles
-    run.predict(dev)  # compiles
+    trainer.predict(run, dev)  # compiles
     batch = next(iter(data.make_dataset(dev, global_batch_size=ARGS.eval_batch, training=False)))[0]
     tf.nest.map_structure(lambda t: t.numpy(), run._forward(batch))
     forward_calls = max(1, ARGS.eval_examples // ARGS.eval_batch)
@@ -102,7 +104,7 @@ def main():
         began = time.perf_counter()
         run.train_steps(iterator, ARGS.train_steps)
         rates["fine-tuning"].append(ARGS.train_steps * ARGS.train_batch / (time.perf_counter() - began))
-        _, rate = run.predict(dev)
+        _, rate = trainer.predict(run, dev)
         rates["evaluation"].append(rate)
         began = time.perf_counter()
         for _ in range(forward_calls):

@@ -4,8 +4,8 @@ Face's PyTorch AlbertForSequenceClassification with per-batch dynamic padding, i
 Ours is the real fine-tuning path: features cached by `finetune.glue.data.cache_features` at
 `--seq_length`, batched by the trainer's `dataset_fn` (`finetune.inputs.make_dataset`: training
 records grouped by length within windows of shuffled batches, each batch cut to the smallest length
-bucket that holds its longest row), updates by `Finetuning.train_steps` (the compiled loop:
-forward, backward, the release's AdamW with clipping) and evaluation by `Finetuning.predict`.
+bucket that holds its longest row), updates by `Trainer.train_steps` (the compiled loop:
+forward, backward, the release's AdamW with clipping) and evaluation by `finetune.trainer.predict`.
 Hugging Face's model is built from the same config (random weights, no download), each batch padded
 only to its own longest row as `DataCollatorWithPadding` does: training is forward with labels,
 backward, gradient clipping to 1.0 and torch's AdamW, on batches drawn at random from the same
@@ -19,7 +19,7 @@ A few timed batches are a sample of the lengths: the table of mean columns over 
 batches, printed first, says what a long run computes, and the results table gives the timed
 batches' own mean columns beside it.
 Hugging Face evaluates the dev examples in file order (its Trainer's sequential sampler); ours
-sorts them by length within windows of batches, as `Finetuning.predict` does. `--ours` picks
+sorts them by length within windows of batches, as `finetune.trainer.predict` does. `--ours` picks
 our variants (float32 with XLA, the default options; without XLA; mixed_bfloat16 without XLA).
 The systems rotate which goes first (PyTorch's OpenMP threads spin a while after their work). The
 table gives medians over repeats in examples per second, the ratio ours / Hugging Face's (above 1:
@@ -83,9 +83,11 @@ from albert_tf.presets.convert import config_to_hf  # noqa: E402
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer  # noqa: E402
 from finetune import inputs  # noqa: E402
 from finetune.trainer import SORT_WINDOW  # noqa: E402
+from albert_tf.training import loop  # noqa: E402
 from finetune import trainer  # noqa: E402
 from finetune.glue import data  # noqa: E402
 from finetune.glue.task import GlueTask  # noqa: E402
+from finetune.options import FinetuneOptions  # noqa: E402
 from finetune.glue.definitions import get_task  # noqa: E402
 
 
@@ -114,24 +116,24 @@ VARIANTS = {"xla": (True, "none"), "noxla": (False, "none"), "bf16": (False, "bf
 
 
 class Ours:
-    """One task's `Finetuning` run, timed through its own input pipeline."""
+    """One task's fine-tuning run, timed through its own input pipeline."""
 
     def __init__(self, config, task, train, dev, work, variant):
         jit_compile, mixed_precision = VARIANTS[variant]
-        options = trainer.FinetuneOptions(
+        options = FinetuneOptions(
             output_dir=os.path.join(work, f"run-{task.name}-{variant}"), train_batch_size=ARGS.train_batch,
             eval_batch_size=ARGS.eval_batch, max_seq_length=ARGS.seq_length, learning_rate=1e-5,
             num_train_steps=100000, num_warmup_steps=0, steps_per_loop=ARGS.train_steps,
             jit_compile=jit_compile, mixed_precision=mixed_precision,
             max_train_examples=ARGS.train_examples,
         )
-        self.run = trainer.Finetuning(config, GlueTask(task), options, tf.distribute.OneDeviceStrategy("/cpu:0"))
+        self.run = loop.Trainer(config, GlueTask(task), options, tf.distribute.OneDeviceStrategy("/cpu:0"))
         self.train, self.dev = train, dev
 
     def train_batches(self):
         """The batches that `train` feeds the loop, as numpy (the same seed, the same order), and
         batches drawn at random from the same records (Hugging Face's Trainer's default)."""
-        dataset = self.run.dataset_fn(self.train, for_training=True)(tf.distribute.InputContext(), ARGS.train_batch)
+        dataset = trainer.dataset_fn(self.run, self.train, for_training=True)(tf.distribute.InputContext(), ARGS.train_batch)
         at_random = inputs.make_dataset(self.train, global_batch_size=ARGS.train_batch, training=True,
                                         seed=self.run.options.seed, max_records=ARGS.train_examples)
         return ([{k: v.numpy() for k, v in batch.items()} for batch in dataset.take(ARGS.train_steps)],
@@ -139,7 +141,7 @@ class Ours:
 
     def dev_batches(self):
         """Our evaluation batches, and the dev records in file order in batches (Hugging Face's)."""
-        ours = self.run.dataset_fn(self.dev, for_training=False)(tf.distribute.InputContext(), ARGS.eval_batch)
+        ours = trainer.dataset_fn(self.run, self.dev, for_training=False)(tf.distribute.InputContext(), ARGS.eval_batch)
         in_order = inputs.make_dataset(self.dev, global_batch_size=ARGS.eval_batch, training=False)
         return ([{k: v.numpy() for k, v in batch.items()} for batch in ours],
                 [{k: v.numpy() for k, v in batch.items()} for batch in in_order])
@@ -147,13 +149,13 @@ class Ours:
     def train_rate(self) -> float:
         # Built afresh from the seed: the same batches every repeat (their reading is timed).
         began = time.perf_counter()
-        iterator = iter(self.run.distribute(self.run.dataset_fn(self.train, for_training=True),
+        iterator = iter(self.run.distribute(trainer.dataset_fn(self.run, self.train, for_training=True),
                                             self.run.per_replica_batch))
         self.run.train_steps(iterator, ARGS.train_steps)
         return ARGS.train_steps * ARGS.train_batch / (time.perf_counter() - began)
 
     def eval_rate(self) -> float:
-        return self.run.predict(self.dev)[1]
+        return trainer.predict(self.run, self.dev)[1]
 
     def rates(self, row: str) -> bool:
         return True
@@ -219,7 +221,7 @@ def length_table(task, train, dev):
     """Mean columns a batch computes over many training batches and the whole dev split: ours
     (grouped or sorted by length, the task's buckets; and without grouping), Hugging Face's (each
     batch's longest row, batches at random or in file order; and on our grouped batches)."""
-    seed = trainer.FinetuneOptions(output_dir="unused").seed  # the seed of the timed runs
+    seed = FinetuneOptions(output_dir="unused").seed  # the seed of the timed runs
     task_buckets = GlueTask(task).length_buckets(ARGS.seq_length)
     rows = {}
     for split, cached, training, batch in (("train", train, True, ARGS.train_batch), ("dev", dev, False, ARGS.eval_batch)):

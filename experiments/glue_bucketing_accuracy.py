@@ -3,8 +3,8 @@ batches cut to length buckets or padded to max_seq_length, grouped by length or 
 and in mixed_bfloat16.
 
 Every variant starts from the same random weights (the seed) and trains through the real path
-(`Finetuning.dataset_fn` and `train_steps`), then evaluates the whole dev split with
-`Finetuning.predict`:
+(`finetune.trainer.dataset_fn` and `Trainer.train_steps`), then evaluates the whole dev split with
+`finetune.trainer.predict`:
   padded: batches drawn at random, every batch padded to --seq_length (no length buckets);
   bucketed: the same batches, each cut to the smallest length bucket that holds its longest row
       (evaluation also sorts by length within windows);
@@ -67,8 +67,10 @@ harness.set_threads(ARGS.threads)
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer  # noqa: E402
 from albert_tf.presets import loader as initialization  # noqa: E402
+from albert_tf.training import loop  # noqa: E402
 from finetune import trainer  # noqa: E402
 from finetune.glue.task import GlueTask  # noqa: E402
+from finetune.options import FinetuneOptions  # noqa: E402
 
 SMALL = AlbertConfig(vocab_size=30000, embedding_size=32, hidden_size=64, num_hidden_layers=2,
                      num_attention_heads=2, intermediate_size=256, hidden_dropout_prob=0.0,
@@ -87,26 +89,26 @@ def run_variant(name, seed, config, tokenizer, work):
         task.length_buckets = lambda max_seq_length: None
     train_features = task.features("train", tokenizer, ARGS.seq_length, ARGS.cache_dir)
     dev_features = task.features("dev", tokenizer, ARGS.seq_length, ARGS.cache_dir)
-    options = trainer.FinetuneOptions(
+    options = FinetuneOptions(
         output_dir=os.path.join(work, f"{name}-{seed}"), train_batch_size=ARGS.train_batch,
         eval_batch_size=ARGS.eval_batch, max_seq_length=ARGS.seq_length, learning_rate=ARGS.learning_rate,
         num_train_steps=ARGS.train_steps, num_warmup_steps=ARGS.train_steps // 10, steps_per_loop=ARGS.log_every,
         seed=seed, group_by_length=grouped, mixed_precision=precision, jit_compile=bool(ARGS.jit_compile) and precision == "none",
     )
-    run = trainer.Finetuning(config, task, options, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    run = loop.Trainer(config, task, options, tf.distribute.OneDeviceStrategy("/cpu:0"))
     start = None
     if ARGS.init_checkpoint:
         def start(model):
             return initialization.initialize_encoder(model, ARGS.init_checkpoint, None)
     run.restore_or_initialize(start)
-    iterator = iter(run.distribute(run.dataset_fn(train_features, for_training=True), run.per_replica_batch))
+    iterator = iter(run.distribute(trainer.dataset_fn(run, train_features, for_training=True), run.per_replica_batch))
     losses = []
     began = time.perf_counter()
     for _ in range(ARGS.train_steps // ARGS.log_every):
         losses.append(run.train_steps(iterator, ARGS.log_every)["loss"])
         print(f"{name}, seed {seed}: step {run.current_step} loss {losses[-1]:.4f}", flush=True)
     seconds = time.perf_counter() - began
-    predictions, rate = run.predict(dev_features)
+    predictions, rate = trainer.predict(run, dev_features)
     logits = predictions["logits"]
     results = task.evaluate("dev", predictions, dev_features)
     print(f"{name}, seed {seed}: dev {results} in {seconds:.0f} s of training, evaluation {rate:.1f} examples/s", flush=True)

@@ -116,12 +116,14 @@ class Evaluation:
     def results(self, write_summaries: bool = True) -> dict:
         """`{"task", "global_step", <split>: {metrics, examples, skipped_rows, examples_per_second}}`;
         the metrics go to TensorBoard unless `write_summaries` is False (`run_loop` writes them)."""
+        from finetune import trainer  # here: the module loads without TensorFlow (--help)
+
         step = self.run.current_step
         if self._step == step:
             return self._results
         results = {"task": self.task.name, "global_step": step}
         for split, cached in self.splits.items():
-            predictions, rate = self.run.predict(cached)
+            predictions, rate = trainer.predict(self.run, cached)
             split_results = self.task.evaluate(split, predictions, cached)
             split_results.update(examples=cached.num_examples, skipped_rows=cached.num_skipped,
                                  examples_per_second=rate)
@@ -239,6 +241,7 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     `model` (the task model).
     """
     from albert_tf.checkpoints.run_folder import check_run_settings, keep_run_vocabulary
+    from albert_tf.training import loop
     from finetune import trainer
 
     check_actions(task, actions, options.output_dir)  # the run's one check, before any device or model
@@ -250,7 +253,7 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     spm_model_file = spm_model_file or source.spm_model_file
     output_dir = options.output_dir
     cache_dir = cache_dir or default_cache_dir(output_dir)
-    run = trainer.Finetuning(source.config, task, options, strategy)
+    run = loop.Trainer(source.config, task, options, strategy)
     if actions.train:  # the settings of training: an evaluation at another length is no resume
         check_run_settings(output_dir, options, write=run.is_chief, allow_changed=allow_changed_flags)
     run.restore_or_initialize(initialize or _initialize_from(source))
@@ -283,7 +286,7 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     if actions.predict:
         for split in task.predict_splits:
             cached = features(task, split, tokenizer, options.max_seq_length, cache_dir)
-            predictions, _ = run.predict(cached)
+            predictions, _ = trainer.predict(run, cached)
             if run.is_chief:
                 summary["predictions"] += task.write_predictions(split, predictions, cached, output_dir)
 

@@ -1,7 +1,7 @@
 """The fine-tuning task protocol: what a fine-tuning task supplies to the shared trainer, CLI and
 export, on albert_tf's `albert_tf.training.task.TrainingTask` (which pretraining implements too).
 
-A task is one class derived from `FinetuningTask`; the trainer (`finetune.trainer.Finetuning`), the
+A task is one class derived from `FinetuningTask`; the trainer (`albert_tf.training.loop.Trainer`), the
 CLI skeleton (`finetune.cli`), the feature cache (`finetune.cache`), the input pipeline
 (`finetune.inputs`), the encoder initialisation (`albert_tf.presets.loader`, the one loader) and the
 export never change for a new task. Model Garden's tasks (build_model, build_inputs, build_losses,
@@ -28,6 +28,9 @@ Model
     `predict_outputs(model, features)`: the per-record outputs that prediction gathers (a dict of
         tensors with the batch dimension first).
     `prediction_features`: record features handed back beside the outputs (labels, indices).
+    The evaluation protocol of every trainer task (`albert_tf.training.task.TrainingTask`) is
+    written here once: `validation_step` is `predict_outputs` with the `prediction_features`,
+    `reduce_aggregated_logs` puts every record's back in file order (`finetune.trainer.predict`).
 
 Results
     `evaluate(split, predictions, cached)`: the split's metrics (a dict of floats) from
@@ -243,6 +246,31 @@ class FinetuningTask(TrainingTask):
     def predict_outputs(self, model, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         outputs = model(model_inputs(features), training=False)
         return dict(outputs) if isinstance(outputs, Mapping) else {"outputs": outputs}
+
+    def validation_step(self, model, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """`predict_outputs` with the record features that prediction hands back: the
+        `prediction_features`, and each record's weight (0: a filler completing the last batch) and
+        position in its file."""
+        from albert_tf.data.features import EXAMPLE_WEIGHT
+        from finetune.inputs import RECORD_INDEX
+
+        kept = (*self.prediction_features, EXAMPLE_WEIGHT, RECORD_INDEX)
+        return {**self.predict_outputs(model, features), **{name: features[name] for name in kept}}
+
+    def reduce_aggregated_logs(self, state: list, cached) -> dict[str, np.ndarray]:
+        """The outputs and `prediction_features` of every record of `cached`, once each, in file
+        order, the fillers removed: the `predictions` that `evaluate` scores."""
+        from albert_tf.data.features import EXAMPLE_WEIGHT
+        from finetune.inputs import RECORD_INDEX
+
+        arrays = {name: np.concatenate([outputs[name] for outputs in state]) for name in state[0]}
+        real = arrays.pop(EXAMPLE_WEIGHT) > 0
+        index = arrays.pop(RECORD_INDEX)[real]
+        order = np.argsort(index, kind="stable")
+        if not np.array_equal(index[order], np.arange(cached.num_records)):
+            raise RuntimeError(f"prediction saw {index.size} of the {cached.num_records} records "
+                               f"of {cached.path} (or some twice)")
+        return {name: value[real][order] for name, value in arrays.items()}
 
     # ---- results -----------------------------------------------------------------------------
 

@@ -110,3 +110,35 @@ def test_must_be_one_of_is_written_once():
         check_export_settings(format="onnx")
     with pytest.raises(FlagError, match="^optimizer must be one of .*, got 'sgd'$"):
         PretrainingOptions(output_dir="x", optimizer="sgd")
+
+
+def test_one_trainer_and_one_evaluation_protocol():
+    """Issue 51 item 2: pretraining and every fine-tuning task run on `loop.Trainer` itself (no
+    subclass), and evaluate through its one protocol: the task's `validation_step` on each replica,
+    gathered by the trainer, `aggregate_logs` and `reduce_aggregated_logs`; only the loop hands work
+    to the replicas."""
+    subclasses, replica_calls = [], []
+    for package in PACKAGES:
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            source = path.read_text(encoding="utf-8")
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.ClassDef) and any(ast.unparse(base).split(".")[-1] == "Trainer" for base in node.bases):
+                    subclasses.append(f"{path.relative_to(REPO_ROOT)}:{node.name}")
+            if re.search(r"strategy\.(run|gather)\(", source):
+                replica_calls.append(str(path.relative_to(REPO_ROOT)))
+    assert subclasses == []
+    # preemption.py asks every replica one flag (a SIGTERM seen anywhere), not a task's step.
+    assert replica_calls == ["albert_tf/training/loop.py", "albert_tf/training/preemption.py"]
+
+    from albert_tf.training.pretraining import PretrainingTask
+    from albert_tf.training.task import TrainingTask
+    from finetune.glue.task import GlueTask
+    from finetune.ner.task import NerTask
+    from finetune.race.task import RaceTask
+    from finetune.squad.task import SquadTask
+
+    protocol = ("validation_step", "aggregate_logs", "reduce_aggregated_logs")
+    for task in (PretrainingTask, GlueTask, SquadTask, RaceTask, NerTask):
+        assert all(getattr(task, name) is not getattr(TrainingTask, name) or name == "aggregate_logs"
+                   for name in protocol), task
+        assert not hasattr(task, "validation_sums") and not hasattr(task, "metrics_from_sums")

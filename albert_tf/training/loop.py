@@ -49,6 +49,7 @@ from albert_tf.training.replicas import replica_batch_size, share_overflow, work
 from albert_tf.training.strategies import lost_workers_named
 from albert_tf.training.summaries import format_metrics, summary_writer, write_scalars
 from albert_tf.training.task import TrainingTask
+from albert_tf.utils.validation import check_positions
 
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
 
@@ -64,8 +65,8 @@ class Trainer:
     It owns everything that every task does alike: the per-replica batch, the seed, the task's
     model and optimizer built under the strategy's scope (with fp16 loss scaling), the checkpoint
     and its manager, resumption, the distributed input, the compiled loop of `steps_per_loop`
-    updates and the evaluation of summed metrics. `run_loop` drives it; tests and benchmarks call
-    `train_steps` directly.
+    updates and the one evaluation protocol (`evaluate`, over the task's validation step). `run_loop`
+    drives it; tests and benchmarks call `train_steps` directly.
 
     Args:
         config: the model's AlbertConfig, recorded in (and checked against) `output_dir`.
@@ -78,6 +79,7 @@ class Trainer:
     initialized_from: Optional[str] = None
 
     def __init__(self, config: AlbertConfig, task: TrainingTask, options: TrainingOptions, strategy=None):
+        check_positions(options.max_seq_length, config.max_position_embeddings)
         self.config = config
         self.task = task
         self.options = options
@@ -132,7 +134,11 @@ class Trainer:
         )
         self._train_loop = tf.function(self._train_loop_fn)
         self._grad_fn = tf.function(self._grad_fn_impl, jit_compile=options.jit_compile)
-        self._eval_step = tf.function(self._eval_step_fn)
+        self._validation_step = tf.function(lambda batch: task.validation_step(self.model, batch),
+                                            jit_compile=options.jit_compile)
+        # Length-bucketed batches differ in their last axis: traced once for any length (after the
+        # first), not once a bucket; XLA still compiles one program a shape.
+        self._eval_step = tf.function(self._eval_step_fn, reduce_retracing=True)
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -212,6 +218,13 @@ class Trainer:
     def _restore(self, path: str):
         self.checkpoint.restore(path).assert_consumed()
 
+    def write_copy(self, name: str) -> str:
+        """Writes the whole state as checkpoint `name` in output_dir (every worker takes part; only
+        the chief's copy is kept), beside the numbered ones; returns its prefix."""
+        directory = self.options.output_dir if self.is_chief else self.manager.directory
+        with disk_refusals_named(os.path.join(directory, name)):
+            return self.checkpoint.write(os.path.join(directory, name))
+
     def save(self) -> str:
         """Writes a checkpoint numbered by the step; returns its path (a write the disk refuses: the
         machine's one line, the checkpoints before kept)."""
@@ -276,26 +289,27 @@ class Trainer:
 
     # ---- evaluation --------------------------------------------------------------------------
 
-    def _eval_replica(self, batch):
-        return self.task.validation_sums(self.model, batch)
-
     def _eval_step_fn(self, batch):
-        sums = self.strategy.run(self._eval_replica, args=(batch,))
-        return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in sums.items()}
+        # Through a Python function: handed to strategy.run itself, the XLA-compiled step reads
+        # every replica's variables from the first device, which XLA refuses.
+        outputs = self.strategy.run(lambda x: self._validation_step(x), args=(batch,))
+        return {name: self.strategy.gather(value, axis=0) for name, value in outputs.items()}
 
-    def evaluate(self, dataset, max_steps: Optional[int] = None) -> dict[str, float]:
-        """The task's metrics over `dataset` (a distributed dataset; its first `max_steps` batches
-        when given), from its validation sums added up over every batch and replica."""
-        totals = None
+    def evaluate(self, dataset, max_steps: Optional[int] = None, **context):
+        """The task's evaluation of `dataset` (a distributed dataset; its first `max_steps` batches
+        when given): its `validation_step` on every batch and replica, gathered, aggregated by its
+        `aggregate_logs` and reduced by its `reduce_aggregated_logs(state, **context)`, whose
+        result this returns (`albert_tf.training.task.TrainingTask`)."""
+        state, batches = None, 0
         with input_errors_named():
-            for i, batch in enumerate(dataset):
-                if max_steps and i >= max_steps:
+            for batches, batch in enumerate(dataset, start=1):
+                outputs = {name: value.numpy() for name, value in self._eval_step(batch).items()}
+                state = self.task.aggregate_logs(state, outputs)
+                if max_steps and batches >= max_steps:
                     break
-                sums = {k: float(v) for k, v in self._eval_step(batch).items()}
-                totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
-        if not totals:
+        if not batches:
             raise ValueError("the eval input holds no records")
-        return self.task.metrics_from_sums(totals)
+        return self.task.reduce_aggregated_logs(state, **context)
 
     def learning_rate_at(self, step: int) -> float:
         """The rate of update `step`, asked of the optimizer (the inner one under loss scaling)."""

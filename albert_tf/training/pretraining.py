@@ -101,11 +101,17 @@ class PretrainingTask(TrainingTask):
         sums = pretraining_sums(features, outputs["mlm_logits"], outputs["sop_logits"])
         return losses_from_sums(sums, **denominators)
 
-    def validation_sums(self, model, features):
+    def validation_step(self, model, features):
+        # Sums, each of one element: gathered across replicas and added up over batches.
         outputs = model(features, training=False)
-        return pretraining_sums(features, outputs["mlm_logits"], outputs["sop_logits"])
+        return {k: tf.reshape(v, [1]) for k, v in pretraining_sums(features, outputs["mlm_logits"],
+                                                                   outputs["sop_logits"]).items()}
 
-    def metrics_from_sums(self, totals):
+    def aggregate_logs(self, state, outputs):
+        sums = {k: float(np.sum(v)) for k, v in outputs.items()}
+        return sums if state is None else {k: state[k] + sums[k] for k in state}
+
+    def reduce_aggregated_logs(self, totals):
         """Masked-LM and SOP loss and accuracy, and the number of examples."""
         metrics = {k: float(v) for k, v in losses_from_sums(totals).items()}
         metrics["examples"] = totals["examples"]

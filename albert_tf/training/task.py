@@ -33,8 +33,18 @@ class TrainingTask:
       ("loss" among them); `progress_metrics`: those the progress bar shows;
     - `check_output_dir(output_dir, write)`: refuses an output_dir of another task (the trainer
       checks the config itself);
-    - for `Trainer.evaluate`: `validation_sums(model, batch)`, sums over a batch that add up across
-      batches and replicas, and `metrics_from_sums(totals)`.
+
+    and, for `Trainer.evaluate` (Model Garden's validation_step, aggregate_logs and
+    reduce_aggregated_logs: one evaluation protocol for pretraining and every fine-tuning task):
+
+    - `validation_step(model, batch)`, in the compiled step on each replica: a dict of tensors,
+      each with the batch (or, for a sum, a length-1) axis first; the trainer gathers every
+      replica's along that axis;
+    - `aggregate_logs(state, outputs)`, in Python after each batch: `state` (None at the first
+      batch) with the batch's gathered `outputs` (numpy arrays) added; by default a list of them;
+    - `reduce_aggregated_logs(state, **context)`: the evaluation's result from the aggregated state
+      (pretraining: its metrics; fine-tuning: every record's outputs in file order, which the
+      task's `evaluate` scores). `context` is what `Trainer.evaluate` was given besides the data.
     """
 
     metric_names: tuple[str, ...] = ("loss",)
@@ -64,8 +74,11 @@ class TrainingTask:
     def total_loss(self, parts: dict):
         return parts["loss"]
 
-    def validation_sums(self, model, batch) -> dict:
-        raise NotImplementedError(f"{type(self).__name__} has no validation sums")
+    def validation_step(self, model, batch) -> dict:
+        raise NotImplementedError(f"{type(self).__name__} has no evaluation")
 
-    def metrics_from_sums(self, totals: dict) -> dict:
-        raise NotImplementedError(f"{type(self).__name__} has no validation sums")
+    def aggregate_logs(self, state: list | None, outputs: dict) -> list:
+        return [*(state or ()), outputs]
+
+    def reduce_aggregated_logs(self, state, **context) -> dict:
+        raise NotImplementedError(f"{type(self).__name__} has no evaluation")

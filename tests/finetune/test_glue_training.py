@@ -43,7 +43,7 @@ def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path, small_d
 
 
 def _options(output_dir, **changes):
-    from finetune.trainer import FinetuneOptions
+    from finetune.options import FinetuneOptions
 
     values = dict(output_dir=str(output_dir), train_batch_size=BATCH, eval_batch_size=BATCH, max_seq_length=SEQ,
                   learning_rate=1e-3, num_train_steps=STEPS, num_warmup_steps=1, classifier_dropout=0.0,
@@ -53,7 +53,9 @@ def _options(output_dir, **changes):
 
 
 def _trajectory(run, cached, num_steps):
-    dataset = run.distribute(run.dataset_fn(cached, for_training=True), run.per_replica_batch,
+    from finetune import trainer
+
+    dataset = run.distribute(trainer.dataset_fn(run, cached, for_training=True), run.per_replica_batch,
                              skip_steps=run.current_step)
     iterator = iter(dataset)
     return [run.train_steps(iterator, 1)["loss"] for _ in range(num_steps)]
@@ -70,7 +72,7 @@ def _mirrored(output_dir, data_dir):
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from albert_tf import AlbertConfig
-    from albert_tf.training import strategies
+    from albert_tf.training import loop, strategies
     from albert_tf.tokenizers.tokenizer import AlbertTokenizer
     from finetune import trainer
     from finetune.glue import data
@@ -83,22 +85,22 @@ def _mirrored(output_dir, data_dir):
     # The 408 dev rows: a small split that trains and predicts in seconds.
     cached = data.cache_features(task, os.path.join(data_dir, "glue"), "dev", AlbertTokenizer(TINY_VOCAB), SEQ,
                                  os.path.join(output_dir, "features"))
-    one = trainer.Finetuning(config, GlueTask(task), _options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
+    one = loop.Trainer(config, GlueTask(task), _options(f"{output_dir}/one"), strategies.get_strategy("one_device"))
     mirrored = strategies.get_strategy("mirrored")
     # Without XLA: albert_tf/training/test_training.py's mirrored trajectory compiles its replicas.
-    two = trainer.Finetuning(config, GlueTask(task), _options(f"{output_dir}/two"), mirrored)
+    two = loop.Trainer(config, GlueTask(task), _options(f"{output_dir}/two"), mirrored)
     report = {"replicas": two.num_replicas, "one_device": _trajectory(one, cached, STEPS)}
     # Interrupted after step 3 (its checkpoint), then on to the end: the resume below starts there.
     report["mirrored"] = _trajectory(two, cached, 3)
     two.save()
     report["mirrored"] += _trajectory(two, cached, STEPS - 3)
     report["max_weight_difference"] = _max_difference(one, two)
-    (outputs_one, _), (outputs_two, _) = one.predict(cached), two.predict(cached)
+    (outputs_one, _), (outputs_two, _) = trainer.predict(one, cached), trainer.predict(two, cached)
     outputs_one, outputs_two = outputs_one["logits"], outputs_two["logits"]
     report["predicted"] = len(outputs_two)
     report["max_prediction_difference"] = float(np.max(np.abs(outputs_one - outputs_two)))
 
-    resumed = trainer.Finetuning(config, GlueTask(task), _options(f"{output_dir}/two"), mirrored)
+    resumed = loop.Trainer(config, GlueTask(task), _options(f"{output_dir}/two"), mirrored)
     resumed.restore_or_initialize()
     result = trainer.train(resumed, cached)
     report["resumed"] = {"resumed_from": result["resumed_from"], "step": result["step"]}

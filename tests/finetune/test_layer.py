@@ -24,8 +24,10 @@ from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from albert_tf.checkpoints.run_folder import CONFIG_FILE
 from albert_tf.checkpoints.weights import model_weights
 from albert_tf.presets import loader as initialization
+from albert_tf.training import loop
 from finetune import cache, cli, inputs, trainer
 from albert_tf.checkpoints.run_folder import TASK_FILE
+from finetune.options import FinetuneOptions
 from finetune.task import HPARAM_FIELDS, FinetuningTask, model_inputs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -111,7 +113,7 @@ def _options(output_dir, **changes):
                   learning_rate=2e-3, num_train_steps=40, num_warmup_steps=4, classifier_dropout=0.0,
                   save_checkpoints_steps=40, steps_per_loop=20, jit_compile=False, seed=3)
     values.update(changes)
-    return trainer.FinetuneOptions(**values)
+    return FinetuneOptions(**values)
 
 
 def test_cache_keeps_any_shapes_and_is_written_once(tokenizer, tmp_path):
@@ -134,10 +136,10 @@ def test_cache_keeps_any_shapes_and_is_written_once(tokenizer, tmp_path):
 
 @pytest.fixture(scope="module")
 def toy_run(tmp_path_factory):
-    """One Finetuning of the toy task, for the tests that predict with it and the one that trains
+    """One fine-tuning run (the one Trainer) of the toy task, for the tests that predict with it and the one that trains
     it (its predictions agree with its model whatever its weights): one model built, its prediction
     step traced once."""
-    return trainer.Finetuning(CONFIG, ToyChoiceTask(), _options(tmp_path_factory.mktemp("toy") / "run"))
+    return loop.Trainer(CONFIG, ToyChoiceTask(), _options(tmp_path_factory.mktemp("toy") / "run"))
 
 
 def test_prediction_returns_every_record_once_in_file_order(tokenizer, tmp_path, toy_run):
@@ -145,7 +147,7 @@ def test_prediction_returns_every_record_once_in_file_order(tokenizer, tmp_path,
     cached = task.features("dev", tokenizer, SEQ, tmp_path / "features")
     assert cached.num_records == 37  # not a multiple of the batch of 8
     run = toy_run
-    predictions, rate = run.predict(cached)
+    predictions, rate = trainer.predict(run, cached)
     records = _toy_examples(25, 0)
     assert rate > 0 and set(predictions) == {"logits", "example_index", "label", "score"}
     np.testing.assert_array_equal(predictions["example_index"], [r["example_index"] for r in records])
@@ -194,15 +196,15 @@ def test_length_bucketed_prediction_equals_padded_prediction(tokenizer, tmp_path
     # longer rows and one its filler.
     assert [b["input_ids"].shape[-1] for b in batches][:2] == [2, 2]
     assert all(b["input_ids"].shape[-1] in task.buckets for b in batches) and len(batches) == 4
-    run = trainer.Finetuning(CONFIG, task, _options(tmp_path / "run", jit_compile=jit_compile))
-    shapes = [b["input_ids"].shape[-1] for b in run.dataset_fn(cached, for_training=False)(
+    run = loop.Trainer(CONFIG, task, _options(tmp_path / "run", jit_compile=jit_compile))
+    shapes = [b["input_ids"].shape[-1] for b in trainer.dataset_fn(run, cached, for_training=False)(
         tf.distribute.InputContext(), 8)]
     assert len(set(shapes)) == 3, shapes  # sorted by length: 2, 2, 4, SEQ
-    bucketed, _ = run.predict(cached)
+    bucketed, _ = trainer.predict(run, cached)
     # Traced for the first length, then once for any length: not once a bucket.
-    assert run._predict_step.experimental_get_tracing_count() == 2
+    assert run._eval_step.experimental_get_tracing_count() == 2
     task.buckets = None
-    padded, _ = run.predict(cached)
+    padded, _ = trainer.predict(run, cached)
     np.testing.assert_array_equal(bucketed["example_index"], np.arange(27))
     np.testing.assert_allclose(bucketed["logits"], padded["logits"], atol=1e-5, rtol=0)
     assert np.std(padded["logits"]) > 1e-3
@@ -300,9 +302,9 @@ def test_the_trainer_groups_training_batches_by_length_unless_told_not_to(tokeni
     cached = task.features("train", tokenizer, SEQ, tmp_path / "features")
 
     def widths(group_by_length):
-        run = trainer.Finetuning(CONFIG, task, _options(tmp_path / f"run-{group_by_length}",
+        run = loop.Trainer(CONFIG, task, _options(tmp_path / f"run-{group_by_length}",
                                                         group_by_length=group_by_length))
-        dataset = run.dataset_fn(cached, for_training=True)(tf.distribute.InputContext(), 8)
+        dataset = trainer.dataset_fn(run, cached, for_training=True)(tf.distribute.InputContext(), 8)
         return [b["input_ids"].shape[-1] for b in dataset.take(trainer.SORT_WINDOW)]
 
     grouped, at_random = widths(True), widths(False)
@@ -322,7 +324,7 @@ def test_length_bucketed_training_follows_the_padded_trajectory(tokenizer, tmp_p
         task.buckets = buckets
         keras.utils.set_random_seed(0)
         # Batches drawn at random, as without buckets (grouping by length would change them).
-        run = trainer.Finetuning(CONFIG, task, _options(tmp_path / f"run_{buckets is None}", num_train_steps=6,
+        run = loop.Trainer(CONFIG, task, _options(tmp_path / f"run_{buckets is None}", num_train_steps=6,
                                                         save_checkpoints_steps=6, steps_per_loop=3,
                                                         jit_compile=jit_compile, group_by_length=False))
         run.restore_or_initialize()
@@ -341,9 +343,9 @@ def test_a_task_model_learns_on_the_shared_trainer(tokenizer, tmp_path, toy_run)
     cached = task.features("train", tokenizer, SEQ, tmp_path / "features")
     run = toy_run
     assert run.restore_or_initialize() == 0  # nothing trained it before
-    before = task.evaluate("train", run.predict(cached)[0], cached)["accuracy"]
+    before = task.evaluate("train", trainer.predict(run, cached)[0], cached)["accuracy"]
     result = trainer.train(run, cached)
-    after = task.evaluate("train", run.predict(cached)[0], cached)["accuracy"]
+    after = task.evaluate("train", trainer.predict(run, cached)[0], cached)["accuracy"]
     assert result["step"] == 40 and set(result["train"]) >= {"loss", "accuracy"}
     assert after >= 0.9 and after > before, (before, after)
     recorded = json.loads((pathlib.Path(run.options.output_dir) / TASK_FILE).read_text())  # the task, and the model its heads are
@@ -353,7 +355,7 @@ def test_a_task_model_learns_on_the_shared_trainer(tokenizer, tmp_path, toy_run)
     other = ToyChoiceTask()
     other.name = "Other"
     with pytest.raises(ValueError, match="holds a Toy run, not Other"):
-        trainer.Finetuning(CONFIG, other, _options(run.options.output_dir))
+        loop.Trainer(CONFIG, other, _options(run.options.output_dir))
 
 
 # ---- the CLI skeleton ----------------------------------------------------------------------------
@@ -369,11 +371,11 @@ class _PresetTask(ToyChoiceTask):
 def test_cli_flags_are_the_option_fields():
     flag_values = flags.FlagValues()
     cli.define_flags(flag_values)
-    fields = {f.name for f in dataclasses.fields(trainer.FinetuneOptions)}
+    fields = {f.name for f in dataclasses.fields(FinetuneOptions)}
     assert fields <= set(flag_values)
     flag_values(["prog", "--output_dir=/tmp/x", "--learning_rate=1e-4", "--seed=5", "--jit_compile=false"])
     options = cli.options_from_flags(flag_values, _PresetTask())
-    assert options == trainer.FinetuneOptions(
+    assert options == FinetuneOptions(
         output_dir="/tmp/x", learning_rate=1e-4, train_batch_size=32, num_train_steps=100, num_warmup_steps=10,
         max_seq_length=64, classifier_dropout=0.1, seed=5, jit_compile=False, progress_bar=True)
     assert all(flag_values[name].default is None for name in HPARAM_FIELDS)
@@ -422,11 +424,11 @@ def test_evaluation_while_training_goes_to_tensorboard_and_keeps_the_best_checkp
     assert best["value"] == pytest.approx(max(dev.values()))
     # model.ckpt-best holds that step's weights: restored, it scores what was recorded.
     task = _DevTask(num_examples=24)
-    run = trainer.Finetuning(CONFIG, task, _options(tmp_path / "other"))
+    run = loop.Trainer(CONFIG, task, _options(tmp_path / "other"))
     run.checkpoint.read(str(output_dir / cli.BEST_CHECKPOINT)).assert_existing_objects_matched()
     cached = task.features("dev", AlbertTokenizer(TINY_VOCAB), SEQ, output_dir / "features")
     assert run.current_step == best_step
-    assert task.evaluate("dev", run.predict(cached)[0], cached)["accuracy"] == pytest.approx(best["value"])
+    assert task.evaluate("dev", trainer.predict(run, cached)[0], cached)["accuracy"] == pytest.approx(best["value"])
 
 
 # ---- encoder sources -----------------------------------------------------------------------------

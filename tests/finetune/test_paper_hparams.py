@@ -11,7 +11,8 @@ import json
 import pytest
 
 from albert_tf import AlbertConfig
-from finetune import trainer
+from albert_tf.training import loop
+from finetune.options import FinetuneOptions
 from finetune.glue.hparams import glue_hparams
 from finetune.glue.task import GlueTask
 from finetune.ner.task import NerTask
@@ -84,12 +85,12 @@ def test_the_encoder_dropout_replaces_the_configs_in_the_model_trained(tmp_path)
     assert config.hidden_dropout_prob == config.attention_probs_dropout_prob == 0.0  # as the v2 models
     rte = GlueTask("RTE", tmp_path)
     for hparams, expected in (("paper", 0.1), ("release", 0.0)):
-        options = trainer.FinetuneOptions(output_dir=str(tmp_path / hparams), jit_compile=False,
+        options = FinetuneOptions(output_dir=str(tmp_path / hparams), jit_compile=False,
                                           **GlueTask("RTE", tmp_path, hparams=hparams).default_options(max_seq_length=16))
-        run = trainer.Finetuning(config, rte, options)
+        run = loop.Trainer(config, rte, options)
         encoder_config = run.model.encoder.config
         assert (encoder_config.hidden_dropout_prob, encoder_config.attention_probs_dropout_prob) == (expected, expected)
         # The run's folder keeps the encoder's own config: a resumed run compares with it.
         assert json.loads((tmp_path / hparams / "albert_config.json").read_text())["hidden_dropout_prob"] == 0.0
     with pytest.raises(ValueError, match=r"encoder_dropout must be in \[0, 1\), got 1.0"):
-        trainer.FinetuneOptions(output_dir=str(tmp_path / "bad"), encoder_dropout=1.0)
+        FinetuneOptions(output_dir=str(tmp_path / "bad"), encoder_dropout=1.0)

@@ -140,7 +140,7 @@ def test_every_trainable_weight_of_the_squad_models_gets_a_gradient(version_2):
     """The heads read the sequence output only: the task freezes the unused pooler, so training
     neither warns of missing gradients nor carries optimizer slots for it."""
     from finetune.squad.task import SquadTask
-    from finetune.trainer import FinetuneOptions
+    from finetune.options import FinetuneOptions
 
     task = SquadTask(version_2_with_negative=version_2)
     model = task.build_model(TINY, FinetuneOptions(output_dir="/nonexistent"), dtype="float32")

@@ -1,5 +1,5 @@
 """Update parity: 20 steps of the real training loop (`albert_tf.training.loop.Trainer`, the
-fine-tuning `Finetuning` and pretraining's task on it, one device and two mirrored replicas, with
+fine-tuning's task and pretraining's on the one Trainer, one device and two mirrored replicas, with
 gradient accumulation) against the same steps taken by an independent implementation, written here
 in PyTorch on Hugging Face's model, of the rules the loop claims to follow; after every step each
 weight of ours equals the reference's.
@@ -151,8 +151,9 @@ def trajectory(tmp, case: str, strategy_name: str, strategy=None) -> dict:
     config = hf_tasks.tiny_config()
     common = dict(output_dir=f"{tmp}/{case}-{strategy_name}", max_seq_length=SEQ, learning_rate=PEAK,
                   num_train_steps=STEPS, num_warmup_steps=WARMUP, steps_per_loop=1, jit_compile=False)
+    from albert_tf.training.loop import Trainer
+
     if case == "pretraining_lamb":
-        from albert_tf.training.loop import Trainer
         from albert_tf.training.options import PretrainingOptions
         from albert_tf.training.pretraining import PretrainingTask
 
@@ -164,13 +165,12 @@ def trajectory(tmp, case: str, strategy_name: str, strategy=None) -> dict:
         kind, hf_loss, lamb = "pretraining", _hf_pretraining_loss, True
     else:
         from finetune.options import FinetuneOptions
-        from finetune.trainer import Finetuning
 
         batch_size = 16
         task, records = _glue_records(tmp, 48)
         optimizer = case.split("_", 1)[1]
         options = FinetuneOptions(train_batch_size=batch_size, classifier_dropout=0.0, optimizer=optimizer, **common)
-        run = Finetuning(config, task, options, strategy)
+        run = Trainer(config, task, options, strategy)
         kind, hf_loss, lamb = "classifier", _hf_glue_loss, False
     hf = hf_tasks.hf_model(kind, config, 2 if kind == "classifier" else 0, seed=1)
     weight_map = hf_tasks.map_weights(run.model, hf, kind, config, 2 if kind == "classifier" else 0)

@@ -34,6 +34,7 @@ question_answering.py, the multiple-choice model's (RACE's) in multiple_choice.p
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Callable, Mapping, Sequence
 
@@ -158,8 +159,10 @@ def write(model, output_dir: str | os.PathLike, serving: ServingModule, tokenize
     asset `vocab_file`, and each of `serving.stored()` as a variable; the model's config goes beside
     (`write_config`, with its task.json). Returns the output directory."""
     output_dir = os.fspath(output_dir)
+    options = tf.saved_model.SaveOptions()
     with atomic_folder(output_dir) as folder:  # a folder holding files is refused before any tracing
-        signatures = serving.signatures()
+        with _saving(options):
+            signatures = serving.signatures()
         trainable, others = serving_variables(model)
         root = tf.train.Checkpoint()
         root.serving = serving
@@ -174,10 +177,26 @@ def write(model, output_dir: str | os.PathLike, serving: ServingModule, tokenize
         from albert_tf.checkpoints.run_folder import disk_refusals_named
 
         with disk_refusals_named(os.path.join(folder, "variables", "variables"), shown=output_dir):
-            tf.saved_model.save(root, folder, signatures=dict(signatures))
+            tf.saved_model.save(root, folder, signatures=dict(signatures), options=options)
         write_config(model, folder)
         record_task(folder, model)  # which model's heads its variables hold: the export is a model source
     return output_dir
+
+
+@contextlib.contextmanager
+def _saving(options):
+    """Traces as `tf.saved_model.save(..., options=options)` does. The save traces every function it
+    stores again unless it was traced in a save context with the same options (the context is part
+    of a function's cache key): without this, the reusable `__call__` and the model's forward pass
+    were traced twice per export. TensorFlow's save context is not public API; where it is gone the
+    export is the same, only traced twice."""
+    try:
+        from tensorflow.python.saved_model import save_context
+    except ImportError:  # pragma: no cover - a TensorFlow without it
+        yield
+        return
+    with save_context.save_context(options):
+        yield
 
 
 def write_config(model, folder: str) -> None:

@@ -143,11 +143,21 @@ def exported(models, tmp_path_factory):
     export_encoder(models["encoder"], paths["encoder"], TINY_SPM, SEQ)
     export_pretrainer(models["pretrainer"], paths["pretrainer"], TINY_SPM, SEQ, PREDICTIONS)
     # The fine-tuning tasks' way: any output dict from the encoder-style inputs.
-    export_saved_model(
-        models["classifier"], paths["classifier"], TINY_SPM, SEQ,
-        outputs_fn=lambda inputs, training: {"logits": models["classifier"](inputs, training=training)},
-    )
+    def outputs_fn(inputs, training):
+        CLASSIFIER_TRACES.append(training)
+        return {"logits": models["classifier"](inputs, training=training)}
+
+    export_saved_model(models["classifier"], paths["classifier"], TINY_SPM, SEQ, outputs_fn=outputs_fn)
     return paths
+
+
+CLASSIFIER_TRACES = []  # the `training` flag of each trace of the classifier's export
+
+
+def test_an_export_traces_the_model_once_at_inference_and_once_in_training(exported):
+    # tf.saved_model.save traces every function it stores again unless they were traced in its save
+    # context (albert_tf.serving.export._saving): each export traced the model four times before.
+    assert sorted(CLASSIFIER_TRACES) == [False, True]
 
 
 @pytest.fixture(scope="module")

@@ -161,7 +161,7 @@ def write(model, output_dir: str | os.PathLike, serving: ServingModule, tokenize
     output_dir = os.fspath(output_dir)
     options = tf.saved_model.SaveOptions()
     with atomic_folder(output_dir) as folder:  # a folder holding files is refused before any tracing
-        with _saving(options):
+        with save_tracing(options):
             signatures = serving.signatures()
         trainable, others = serving_variables(model)
         root = tf.train.Checkpoint()
@@ -184,7 +184,7 @@ def write(model, output_dir: str | os.PathLike, serving: ServingModule, tokenize
 
 
 @contextlib.contextmanager
-def _saving(options):
+def save_tracing(options):
     """Traces as `tf.saved_model.save(..., options=options)` does. The save traces every function it
     stores again unless it was traced in a save context with the same options (the context is part
     of a function's cache key): without this, the reusable `__call__` and the model's forward pass

@@ -156,7 +156,7 @@ CLASSIFIER_TRACES = []  # the `training` flag of each trace of the classifier's 
 
 def test_an_export_traces_the_model_once_at_inference_and_once_in_training(exported):
     # tf.saved_model.save traces every function it stores again unless they were traced in its save
-    # context (albert_tf.serving.export._saving): each export traced the model four times before.
+    # context (albert_tf.serving.export.save_tracing): each export traced the model four times before.
     assert sorted(CLASSIFIER_TRACES) == [False, True]
 
 

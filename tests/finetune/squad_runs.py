@@ -5,7 +5,8 @@ first; a module run alone builds what it reads).
 - `v1_chain`, `v2_chain`: albert-finetune-squad's 30-step chain runs (`train_chain`: the tiny chain
   model of tests/helpers.py from random weights, trained and predicting on the same questions,
   exported). tests/finetune/test_squad_cli.py checks their predictions, scores and served answers;
-  tests/finetune/test_squad_v2_export.py exports the v2.0 run again with albert-export.
+  tests/finetune/test_squad_v2_export.py exports the v2.0 run again with albert-export;
+  tests/finetune/test_max_examples.py predicts from a copy of the v1.1 run.
 - `random_export`: a random-weight SQuAD v1.1 or v2.0 model with short windows, exported by
   `export_squad`, with its Python outputs on the questions it was built on (`serving_questions`).
   tests/finetune/test_squad_serving.py compares the served answers with the Python pipeline's;
@@ -26,6 +27,9 @@ from tests.shared_builds import shared_build
 # The chains of the default run: 30 steps leave the answers poor but many and varied, which is all
 # their checks need (the measure tier's chains, hundreds of steps, show the pipeline learns).
 SHORT_CHAIN = ("--num_train_steps=30", "--num_warmup_steps=3")
+# The chains' windows, which a run predicting from a chain's folder gives again.
+CHAIN_WINDOWS = tuple(flag for flag in SQUAD_CHAIN_TRAINING
+                      if flag.split("=")[0] in ("--max_seq_length", "--doc_stride", "--max_query_length"))
 V2_ARTICLE = "dev-v2.0.article0.json"  # 208 questions, 112 unanswerable
 
 

@@ -306,8 +306,7 @@ def test_squad_serve_text_answers_empty_contexts_and_batches_and_refuses_a_misma
     from tests.finetune import squad_runs
 
     # A random-weight model's SQuAD export (v2.0: with a null threshold), shared with test_squad_serving.py.
-    export = squad_runs.random_export(tmp_path_factory, small_data_dir, version_2)["export"]
-    serve = tf.saved_model.load(str(export)).signatures["serve_text"]
+    serve = squad_runs.serve_text(squad_runs.random_export(tmp_path_factory, small_data_dir, version_2)["export"])
     out = serve(question=tf.constant(["What?", "Who?", "Where?"]), context=tf.constant(["", "   ", "The cat sat."]))
     assert [t.decode() for t in out["answer_text"].numpy()[:2]] == ["", ""]
     assert out["char_start"].numpy()[:2].tolist() == [0, 0] and out["char_end"].numpy()[:2].tolist() == [0, 0]

@@ -10,13 +10,15 @@ first; a module run alone builds what it reads).
 - `random_export`: a random-weight SQuAD v1.1 or v2.0 model with short windows, exported by
   `export_squad`, with its Python outputs on the questions it was built on (`serving_questions`).
   tests/finetune/test_squad_serving.py compares the served answers with the Python pipeline's;
-  tests/test_faults.py serves bad inputs to the same SavedModels.
+  tests/test_faults.py serves bad inputs to the same SavedModels. `serve_text` loads one once in a
+  test process (its first call, where TensorFlow prepares the function, is as dear as the load).
 
 The folders are read-only: a test that writes into one takes `tests.shared_builds.copy_of` first.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -133,3 +135,12 @@ def random_export(tmp_path_factory, small_data_dir, version_2: bool) -> dict:
     with np.load(folder / "outputs.npz") as outputs:
         return {"export": folder / "export", "outputs": dict(outputs),
                 "threshold": json.loads((folder / "threshold.json").read_text())}
+
+
+@functools.cache
+def serve_text(export):
+    """The `serve_text` signature of the SavedModel at `export` (a `random_export`'s), loaded once in
+    this process for every test that serves it: they only call it."""
+    import tensorflow as tf
+
+    return tf.saved_model.load(str(export)).signatures["serve_text"]

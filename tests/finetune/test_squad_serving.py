@@ -65,7 +65,7 @@ def test_served_probabilities_are_the_offline_n_best(small_data_dir, tmp_path_fa
     built = squad_runs.random_export(tmp_path_factory, small_data_dir, version_2=False)
     outputs = built["outputs"]
     expected = postprocess.postprocess_v1(examples, records, outputs["start_logits"], outputs["end_logits"])
-    serve = tf.saved_model.load(str(built["export"])).signatures["serve_text"]
+    serve = squad_runs.serve_text(built["export"])  # loaded once in this process (test_faults.py serves it too)
     got = {k: v.numpy() for k, v in serve(question=tf.constant([e.question for e in examples]),
                                           context=tf.constant([e.context for e in examples])).items()}
 

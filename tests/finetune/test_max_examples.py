@@ -90,7 +90,8 @@ def test_squad_answers_and_scores_the_first_questions(small_data_dir, tmp_path_f
     out = copy_of(squad_runs.v1_chain(tmp_path_factory, small_data_dir) / "run", tmp_path / "out")
     summary = cli.finetune(["albert-finetune-squad", f"--predict_file={squad / 'dev-v1.1.articles1-2.json'}",
                             f"--output_dir={out}", *squad_runs.CHAIN_WINDOWS, "--nojit_compile", "--noexport",
-                            "--noprogress_bar", "--do_predict", "--max_predict_examples=6"])  # the release's --do_predict
+                            "--noprogress_bar",
+                            "--do_predict", "--max_predict_examples=6"])  # the release's --do_predict
     first = [e.qas_id for e in read_squad(squad / "dev-v1.1.articles1-2.json")[:6]]
     answers = json.loads((out / "predictions.json").read_text())
     assert list(answers) == first

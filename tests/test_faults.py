@@ -298,25 +298,15 @@ def np_allclose_rows(values, target):
 
 
 @pytest.mark.parametrize("version_2", [False, True])
-def test_squad_serve_text_answers_empty_contexts_and_batches_and_refuses_a_mismatch(version_2, tmp_path,
+def test_squad_serve_text_answers_empty_contexts_and_batches_and_refuses_a_mismatch(version_2, tmp_path_factory,
                                                                                    small_data_dir):
     """Item 4: an empty context, a batch of 0 and 2 questions with 1 context were internal errors."""
-    import keras
     import tensorflow as tf
 
-    from albert_tf import AlbertConfig
-    from albert_tf.models import AlbertSpanLabeler
-    from albert_tf.serving.question_answering import export_squad
-    from finetune.squad import features
-    from finetune.squad.model import AlbertSquadV2
+    from tests.finetune import squad_runs
 
-    keras.utils.set_random_seed(0)
-    config = AlbertConfig(**CONFIG)
-    model = AlbertSquadV2(config) if version_2 else AlbertSpanLabeler(config)
-    settings = features.FeatureSettings(max_seq_length=48, doc_stride=16, max_query_length=16)
-    export_squad(model, tmp_path / "export", small_data_dir / "albert" / "30k-clean.model", settings,
-                 version_2=version_2, null_score_diff_threshold=0.0 if version_2 else None)
-    serve = tf.saved_model.load(str(tmp_path / "export")).signatures["serve_text"]
+    # A random-weight model's SQuAD export (v2.0: with a null threshold), shared with test_squad_serving.py.
+    serve = squad_runs.serve_text(squad_runs.random_export(tmp_path_factory, small_data_dir, version_2)["export"])
     out = serve(question=tf.constant(["What?", "Who?", "Where?"]), context=tf.constant(["", "   ", "The cat sat."]))
     assert [t.decode() for t in out["answer_text"].numpy()[:2]] == ["", ""]
     assert out["char_start"].numpy()[:2].tolist() == [0, 0] and out["char_end"].numpy()[:2].tolist() == [0, 0]

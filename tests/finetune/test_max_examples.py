@@ -78,15 +78,19 @@ def test_race_scores_and_predicts_the_first_questions(small_data_dir, source, tm
     assert [p["id"] for p in predicted] == ["middle1011.txt-0", "middle1011.txt-1"]
 
 
-def test_squad_answers_and_scores_the_first_questions(small_data_dir, source, tmp_path):
+def test_squad_answers_and_scores_the_first_questions(small_data_dir, tmp_path_factory, tmp_path):
     from finetune.squad import cli
     from finetune.squad.readers import read_squad
+    from tests.finetune import squad_runs
+    from tests.shared_builds import copy_of
 
+    # A copy of a fine-tuned v1.1 run (tests/finetune/squad_runs.py's 30-step chain, shared with
+    # test_squad_cli.py), predicting from its folder alone: no model or update of this test's own.
     squad = small_data_dir / "squad"
-    out = tmp_path / "out"
-    summary = cli.finetune(["albert-finetune-squad", f"--train_file={squad / 'train-v1.1.articles2-3.json'}",
-                            f"--predict_file={squad / 'dev-v1.1.articles1-2.json'}", f"--output_dir={out}",
-                            *source, *SHORT, "--max_seq_length=64", "--max_query_length=16", "--doc_stride=32",
+    out = copy_of(squad_runs.v1_chain(tmp_path_factory, small_data_dir) / "run", tmp_path / "out")
+    summary = cli.finetune(["albert-finetune-squad", f"--predict_file={squad / 'dev-v1.1.articles1-2.json'}",
+                            f"--output_dir={out}", *squad_runs.CHAIN_WINDOWS, "--nojit_compile", "--noexport",
+                            "--noprogress_bar",
                             "--do_predict", "--max_predict_examples=6"])  # the release's --do_predict
     first = [e.qas_id for e in read_squad(squad / "dev-v1.1.articles1-2.json")[:6]]
     answers = json.loads((out / "predictions.json").read_text())

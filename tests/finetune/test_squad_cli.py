@@ -10,17 +10,10 @@ import json
 import pytest
 
 from finetune.squad import cli, metrics, readers
+from tests.finetune import squad_runs
+from tests.finetune.squad_runs import chain_argv as _argv
 from tests.helpers import FRESH_SERVING_SCRIPT, console_script
-from tests.helpers import SQUAD_CHAIN_CONFIG as CONFIG
 from tests.helpers import SQUAD_CHAIN_TRAINING as TRAINING
-from tests.helpers import first_squad_questions as _first_questions
-
-def _argv(tmp_path, small_data_dir, *flags):
-    config = tmp_path / "albert_config.json"
-    config.write_text(json.dumps(CONFIG))
-    return ["albert-finetune-squad", f"--albert_config_file={config}",
-            f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}",
-            f"--output_dir={tmp_path / 'run'}", *flags]
 
 
 def test_bad_files_are_one_line_and_write_nothing(tmp_path, small_data_dir, monkeypatch, capsys):
@@ -81,15 +74,13 @@ def _serve(export_dir, examples, tmp_path, fresh_process):
     return json.loads(fresh_process.script(script, export_dir, pairs).strip().splitlines()[-1])
 
 
-def _v1_chain(tmp_path, small_data_dir, fresh_process, *training):
-    """Fine-tunes on the first 200 v1.1 questions and answers the same; checks what holds after any
-    number of steps (every question answered, ours the official metric, the n-best lists headed by the
-    answers, the SavedModel in a process without this package answering as predictions.json) and
-    returns the official EM, the SavedModel's answers to the first 100 and predictions.json's."""
-    data = _first_questions(small_data_dir / "squad" / "dev-v1.1.articles1-2.json", 200, tmp_path / "v1.json")
-    summary = cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={data}", f"--predict_file={data}",
-                                 "--do_train", "--do_predict", *TRAINING, *training))
-    run = tmp_path / "run"
+def _check_v1_chain(folder, tmp_path, fresh_process):
+    """Checks what holds of the v1.1 chain in `folder` (`squad_runs.train_chain`: the first 200
+    questions, trained on and answered) after any number of steps (every question answered, ours
+    the official metric, the n-best lists headed by the answers, the SavedModel in a process without
+    this package answering as predictions.json) and returns the official EM, the SavedModel's answers
+    to the first 100 and predictions.json's."""
+    data, run = folder / "v1.json", folder / "run"
     results = json.loads((run / "eval_results.json").read_text())["dev"]
     print("v1.1 chain:", results)
     predictions = json.loads((run / "predictions.json").read_text())
@@ -99,15 +90,16 @@ def _v1_chain(tmp_path, small_data_dir, fresh_process, *training):
     assert official["exact_match"] == pytest.approx(results["exact_match"])
     nbest = json.loads((run / "nbest_predictions.json").read_text())
     assert all(1 <= len(v) <= 20 and v[0]["text"] == predictions[k] for k, v in nbest.items())
-    served = _serve(summary["export_dir"], examples[:100], tmp_path, fresh_process)
+    served = _serve(run / "export", examples[:100], tmp_path, fresh_process)
     return official["exact_match"], served["answer_text"], [predictions[e.qas_id] for e in examples[:100]]
 
 
-def test_chain_v1_predicts_scores_and_serves_its_answers(tmp_path, small_data_dir, fresh_process):
-    # 30 steps: the answers are poor but many and varied, which is all the checks need; the measure
-    # tier's chains show the windows, labels and post-processing learn (python -m pytest -m measure).
-    _, served, predicted = _v1_chain(tmp_path, small_data_dir, fresh_process, "--num_train_steps=30",
-                                     "--num_warmup_steps=3")
+def test_chain_v1_predicts_scores_and_serves_its_answers(tmp_path_factory, tmp_path, small_data_dir, fresh_process):
+    # The 30-step run (squad_runs.SHORT_CHAIN), shared with other modules: the answers are poor but
+    # many and varied, which is all the checks need; the measure tier's chains show the windows,
+    # labels and post-processing learn (python -m pytest -m measure).
+    _, served, predicted = _check_v1_chain(squad_runs.v1_chain(tmp_path_factory, small_data_dir), tmp_path,
+                                           fresh_process)
     assert served == predicted  # the SavedModel, in a process without this package, answers as predictions.json
 
 
@@ -116,20 +108,20 @@ def test_chain_learns_v1_and_serves_its_answers(tmp_path, small_data_dir, fresh_
     # 600 steps at 3e-3 (exact 91.2 when measured; 750 at 2e-3: 99.5), against 3.4 after 250 steps at
     # 4e-3, a model that has not yet learnt to read spans. 450 steps gave 85.3 once but 71.6 with
     # today's wheels (TF 2.21.0, Keras 3.15.1, numpy 2.4.6): too near the bound of 80 to stand.
-    exact_match, served, predicted = _v1_chain(tmp_path, small_data_dir, fresh_process, "--num_train_steps=600",
-                                               "--num_warmup_steps=60", "--learning_rate=3e-3")
+    squad_runs.train_chain(tmp_path, small_data_dir, False, "--num_train_steps=600", "--num_warmup_steps=60",
+                           "--learning_rate=3e-3")
+    exact_match, served, predicted = _check_v1_chain(tmp_path, tmp_path, fresh_process)
     assert exact_match >= 80.0 and served == predicted
 
 
-def _v2_chain(tmp_path, small_data_dir, fresh_process, *training):
-    """Fine-tunes on the 208 questions of a v2.0 article and answers the same; checks what holds after
-    any number of steps (every question counted, ours the official metric, "" wherever the null odds
-    reach the run's threshold, the SavedModel in a process without this package giving the null odds
-    and answers of predictions.json) and returns the run's results."""
-    data = small_data_dir / "squad" / "dev-v2.0.article0.json"  # 208 questions, 112 unanswerable
-    summary = cli.finetune(_argv(tmp_path, small_data_dir, f"--train_file={data}", f"--predict_file={data}",
-                                 "--version_2_with_negative", "--do_train", "--do_predict", *TRAINING, *training))
-    run = tmp_path / "run"
+def _check_v2_chain(folder, tmp_path, small_data_dir, fresh_process):
+    """Checks what holds of the v2.0 chain in `folder` (`squad_runs.train_chain`: the 208 questions
+    of a v2.0 article, trained on and answered) after any number of steps (every question counted,
+    ours the official metric, "" wherever the null odds reach the run's threshold, the SavedModel in
+    a process without this package giving the null odds and answers of predictions.json) and
+    returns the run's results and the first 100 answers of predictions.json."""
+    data = small_data_dir / "squad" / squad_runs.V2_ARTICLE  # 208 questions, 112 unanswerable
+    run = folder / "run"
     results = json.loads((run / "eval_results.json").read_text())["dev"]
     predictions = json.loads((run / "predictions.json").read_text())
     null_odds = json.loads((run / "null_odds.json").read_text())
@@ -141,7 +133,7 @@ def _v2_chain(tmp_path, small_data_dir, fresh_process, *training):
     threshold = results["null_score_diff_threshold"]
     assert all(predictions[q] == "" for q in predictions if null_odds[q] >= threshold)
     examples = readers.read_squad(data, version_2_with_negative=True)
-    served = _serve(summary["export_dir"], examples[:100], tmp_path, fresh_process)
+    served = _serve(run / "export", examples[:100], tmp_path, fresh_process)
     assert served["null_odds"] == pytest.approx([null_odds[e.qas_id] for e in examples[:100]], abs=1e-4)
     # The threshold is a dev question's own null odds (the best cut), so that question lies on the
     # cut itself, where the SavedModel's rounding (no XLA) may put it on either side.
@@ -155,14 +147,15 @@ def _v2_chain(tmp_path, small_data_dir, fresh_process, *training):
     return results, expected
 
 
-def test_chain_v2_predicts_scores_and_serves_its_answers(tmp_path, small_data_dir, fresh_process):
-    # 30 steps: the checks of _v2_chain hold for any model. Before it learns (about 200 steps here), the
-    # release's threshold (the best F1's) answers "" to every question; the served null odds, one a
-    # question, must still be the offline ones (the v1.1 chain checks served answer texts).
-    results, answers = _v2_chain(tmp_path, small_data_dir, fresh_process, "--num_train_steps=30",
-                                 "--num_warmup_steps=3")
+def test_chain_v2_predicts_scores_and_serves_its_answers(tmp_path_factory, tmp_path, small_data_dir, fresh_process):
+    # The 30-step run (squad_runs.SHORT_CHAIN), shared with other modules: the checks of
+    # _check_v2_chain hold for any model. Before it learns (about 200 steps here), the release's
+    # threshold (the best F1's) answers "" to every question; the served null odds, one a question,
+    # must still be the offline ones (the v1.1 chain checks served answer texts).
+    folder = squad_runs.v2_chain(tmp_path_factory, small_data_dir)
+    results, answers = _check_v2_chain(folder, tmp_path, small_data_dir, fresh_process)
     assert answers == [""] * 100 and results["exact"] == pytest.approx(100 * 112 / 208)
-    null_odds = json.loads((tmp_path / "run" / "null_odds.json").read_text())
+    null_odds = json.loads((folder / "run" / "null_odds.json").read_text())
     assert len({round(v, 6) for v in null_odds.values()}) > 100  # a question's own odds, not one value for all
 
 
@@ -170,8 +163,9 @@ def test_chain_v2_predicts_scores_and_serves_its_answers(tmp_path, small_data_di
 def test_chain_learns_v2_and_serves_its_answers(tmp_path, small_data_dir, fresh_process):
     # 450 steps at 3e-3 (the last value of a flag wins), as the v1.1 chain: exact 97.6, HasAns 94.8,
     # NoAns 100 here, well over the bounds below.
-    results, _ = _v2_chain(tmp_path, small_data_dir, fresh_process, "--num_train_steps=450", "--num_warmup_steps=45",
+    squad_runs.train_chain(tmp_path, small_data_dir, True, "--num_train_steps=450", "--num_warmup_steps=45",
                            "--learning_rate=3e-3")
+    results, _ = _check_v2_chain(tmp_path, tmp_path, small_data_dir, fresh_process)
     assert results["exact"] >= 90.0
     assert results["NoAns_exact"] >= 90.0 and results["HasAns_exact"] >= 80.0
 

@@ -1,45 +1,36 @@
 """The SQuAD SavedModel answers raw (question, context) pairs in a fresh process that imports only
 tensorflow and tensorflow_text, with the answers of the Python pipeline (features -> model ->
-post-processing), windows and all."""
+post-processing), windows and all.
+
+The random-weight models and their exports are tests/finetune/squad_runs.py's (`random_export`,
+shared with tests/test_faults.py): built once, with the Python model's outputs on the questions'
+windows beside each export."""
 
 import json
 
-import keras
 import numpy as np
 import pytest
 
-from albert_tf import AlbertConfig
-from albert_tf.tokenizers.tokenizer import AlbertTokenizer
-from albert_tf.serving.question_answering import export_squad
-from finetune.squad import features, postprocess, readers
-from finetune.squad.model import AlbertSquadV2
+from finetune.squad import postprocess
+from tests.finetune import squad_runs
 from tests.helpers import FRESH_SERVING_SCRIPT
 
-CONFIG = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16, num_hidden_layers=1,
-                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
-# Short windows, so that most contexts need several.
-SETTINGS = features.FeatureSettings(max_seq_length=64, doc_stride=16, max_query_length=16)
 
 @pytest.mark.slow
-def test_fresh_process_answers_like_the_python_pipeline(small_data_dir, tmp_path, fresh_process):
-    spm_model = small_data_dir / "albert" / "30k-clean.model"
-    tokenizer = AlbertTokenizer(spm_model)
-    examples = readers.read_squad(small_data_dir / "squad" / "dev-v2.0.article0.json", True)[:100]
-    records = features.stack_records(features.convert_examples(examples, tokenizer, SETTINGS))
+def test_fresh_process_answers_like_the_python_pipeline(small_data_dir, tmp_path_factory, tmp_path, fresh_process):
+    examples, records = squad_runs.serving_questions(small_data_dir, version_2=True)  # 100 of a v2.0 article
     assert len(records["input_ids"]) > 3 * len(examples)  # many windows
-    keras.utils.set_random_seed(0)
-    model = AlbertSquadV2(CONFIG)
-    outputs = {k: v.numpy() for k, v in model({k: records[k] for k in ("input_ids", "input_mask", "segment_ids", "p_mask")}).items()}
-    threshold = float(np.median(outputs["cls_logits"]))
+    built = squad_runs.random_export(tmp_path_factory, small_data_dir, version_2=True)
+    # The AlbertSquadV2's outputs on those windows, and the median of its [CLS] logits, its threshold.
+    outputs, threshold = built["outputs"], built["threshold"]
+    assert threshold == float(np.median(outputs["cls_logits"]))
     expected = postprocess.postprocess_v2(examples, records, outputs, null_score_diff_threshold=threshold)
 
-    export_squad(model, tmp_path / "exported", spm_model, SETTINGS, version_2=True,
-                 null_score_diff_threshold=threshold)
     pairs = tmp_path / "pairs.json"
     pairs.write_text(json.dumps([[e.question, e.context] for e in examples]))
     script = tmp_path / "fresh.py"
     script.write_text(FRESH_SERVING_SCRIPT)
-    got = json.loads(fresh_process.script(script, tmp_path / "exported", pairs).strip().splitlines()[-1])
+    got = json.loads(fresh_process.script(script, built["export"], pairs).strip().splitlines()[-1])
 
     answers = [expected.answers[e.qas_id] for e in examples]
     assert got["answer_text"] == answers
@@ -66,21 +57,15 @@ def test_fresh_process_answers_like_the_python_pipeline(small_data_dir, tmp_path
     assert got["probability"] == [row[0] for row in got["top_k_probability"]]
 
 
-def test_served_probabilities_are_the_offline_n_best(small_data_dir, tmp_path):
+def test_served_probabilities_are_the_offline_n_best(small_data_dir, tmp_path_factory):
     import tensorflow as tf
 
-    from albert_tf.models import AlbertSpanLabeler
-
-    spm_model = small_data_dir / "albert" / "30k-clean.model"
-    examples = readers.read_squad(small_data_dir / "squad" / "dev-v1.1.articles1-2.json", False)[:30]
-    records = features.stack_records(features.convert_examples(examples, AlbertTokenizer(spm_model), SETTINGS))
-    keras.utils.set_random_seed(0)
-    model = AlbertSpanLabeler(CONFIG)
-    outputs = model({k: records[k] for k in ("input_ids", "input_mask", "segment_ids")})
-    expected = postprocess.postprocess_v1(examples, records, outputs["start_logits"].numpy(),
-                                          outputs["end_logits"].numpy())
-    export_squad(model, tmp_path / "exported", spm_model, SETTINGS, version_2=False, top_k=3)
-    serve = tf.saved_model.load(str(tmp_path / "exported")).signatures["serve_text"]
+    examples, records = squad_runs.serving_questions(small_data_dir, version_2=False)  # 30 v1.1 questions
+    # A random AlbertSpanLabeler's outputs on their windows, and its export serving 3 answers a question.
+    built = squad_runs.random_export(tmp_path_factory, small_data_dir, version_2=False)
+    outputs = built["outputs"]
+    expected = postprocess.postprocess_v1(examples, records, outputs["start_logits"], outputs["end_logits"])
+    serve = squad_runs.serve_text(built["export"])  # loaded once in this process (test_faults.py serves it too)
     got = {k: v.numpy() for k, v in serve(question=tf.constant([e.question for e in examples]),
                                           context=tf.constant([e.context for e in examples])).items()}
 

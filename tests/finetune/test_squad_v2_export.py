@@ -12,36 +12,30 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from finetune.squad import cli, readers
-from tests.helpers import SQUAD_CHAIN_CONFIG, SQUAD_CHAIN_TRAINING, console_script, first_squad_questions
+from finetune.squad import readers
+from tests.finetune import squad_runs
+from tests.helpers import console_script
 
 SEQ = 128  # SQUAD_CHAIN_TRAINING's --max_seq_length
 
 
 @pytest.fixture(scope="module")
 def v2_run(tmp_path_factory, small_data_dir):
-    """Three training steps of the tiny chain model on the first paragraphs of a v2.0 article (21
-    questions, 11 unanswerable), predicted (the threshold of best F1 chosen) and exported by
-    albert-finetune-squad."""
-    folder = tmp_path_factory.mktemp("squad_v2_export")
-    data = first_squad_questions(small_data_dir / "squad" / "dev-v2.0.article0.json", 20, folder / "v2.json")
-    config = folder / "albert_config.json"
-    config.write_text(json.dumps(SQUAD_CHAIN_CONFIG))
-    summary = cli.finetune(["albert-finetune-squad", f"--albert_config_file={config}",
-                            f"--spm_model_file={small_data_dir / 'albert' / '30k-clean.model'}",
-                            f"--output_dir={folder / 'run'}", f"--train_file={data}", f"--predict_file={data}",
-                            "--version_2_with_negative", "--do_train", "--do_predict", *SQUAD_CHAIN_TRAINING,
-                            "--num_train_steps=3", "--num_warmup_steps=1", "--train_batch_size=8", "--nojit_compile"])
-    return {"folder": folder, "run": folder / "run", "data": data, "export": summary["export_dir"]}
+    """The 30-step v2.0 chain (tests/finetune/squad_runs.py, shared with test_squad_cli.py): the tiny
+    chain model trained on the 208 questions of a v2.0 article (112 unanswerable), predicted (the
+    threshold of best F1 chosen) and exported by albert-finetune-squad."""
+    folder = squad_runs.v2_chain(tmp_path_factory, small_data_dir)
+    return {"run": folder / "run", "data": small_data_dir / "squad" / squad_runs.V2_ARTICLE,
+            "export": folder / "run" / "export"}
 
 
-@pytest.mark.slow  # ~35 s of one core: a 3-step run, its export, albert-export's, both loaded and served
-def test_albert_export_of_a_v2_run_serves_what_its_export_does(v2_run, monkeypatch, capsys):
-    """Same signatures; the same null odds (to 1e-5), answers and n-best lists on the run's 21
+@pytest.mark.slow  # albert-export of the shared run, both exports loaded and served
+def test_albert_export_of_a_v2_run_serves_what_its_export_does(v2_run, tmp_path, monkeypatch, capsys):
+    """Same signatures; the same null odds (to 1e-5), answers and n-best lists on the run's 208
     questions; "" by the threshold the run's evaluation chose (eval_results.json), not by none."""
     from albert_tf.cli import export as export_cli
 
-    again = v2_run["folder"] / "again"
+    again = tmp_path / "again"
     code, out, err = console_script(export_cli.run, ["albert-export", f"--preset={v2_run['run']}",
                                                      f"--max_seq_length={SEQ}", f"--output_dir={again}"],
                                     monkeypatch, capsys)
@@ -49,7 +43,7 @@ def test_albert_export_of_a_v2_run_serves_what_its_export_does(v2_run, monkeypat
     assert f"wrote the SQuAD-v2.0 SavedModel (float32) to {again}" in out
 
     examples = readers.read_squad(v2_run["data"], version_2_with_negative=True)
-    assert len(examples) == 21 and sum(e.is_impossible for e in examples) == 11  # 10 answerable
+    assert len(examples) == 208 and sum(e.is_impossible for e in examples) == 112  # 96 answerable
     pairs = {"question": tf.constant([e.question for e in examples]),
              "context": tf.constant([e.context for e in examples])}
     tools, ours = (tf.saved_model.load(str(path)) for path in (v2_run["export"], again))

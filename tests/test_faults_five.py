@@ -20,6 +20,8 @@ import pytest
 from finetune.ner import readers
 from tests.conftest import REPO_ROOT
 from tests.helpers import console_script
+from tests.pretrained_runs import glue_mrpc_flags, glue_mrpc_two_steps
+from tests.shared_builds import copy_of
 
 pytestmark = pytest.mark.faults
 
@@ -198,20 +200,15 @@ def _limited(limit=FILE_LIMIT):
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
 
-def test_a_checkpoint_the_disk_refuses_is_one_line_and_leaves_no_temp_folder(tmp_path, small_data_dir, monkeypatch,
-                                                                              capsys):
+def test_a_checkpoint_the_disk_refuses_is_one_line_and_leaves_no_temp_folder(tmp_path, tmp_path_factory,
+                                                                              small_data_dir, monkeypatch, capsys):
     """A file size limit stands in for a full disk (tests/albert_tf/utils/test_full_disk.py). Before: TensorFlow's
     `SaveV2 ... ckpt-4_temp/part-00000-of-00001.data-00000-of-00001.tempstate...; File too large`, and
     `ckpt-4_temp/` left, which on a full disk made the rerun fail again."""
-    config = tmp_path / "albert_config.json"
-    config.write_text(json.dumps({**CONFIG, "vocab_size": 300, "max_position_embeddings": 32}))
-    out = tmp_path / "run"
-    args = ["albert-finetune-glue", "--task=MRPC", f"--data_dir={small_data_dir / 'glue'}", f"--output_dir={out}",
-            f"--albert_config_file={config}", f"--spm_model_file={TINY_VOCAB}", "--max_seq_length=32",
-            "--train_batch_size=8", "--num_warmup_steps=0", "--max_train_examples=64", "--steps_per_loop=2",
-            "--save_checkpoints_steps=2", "--progress_bar=false", "--nojit_compile", "--noexport", "--do_train"]
-    first = _console("finetune.glue.cli", [*args, "--num_train_steps=2"], monkeypatch, capsys)
-    assert first[0] == 0, first
+    # The first run, two steps of `--do_train --num_train_steps=2`, is the session's (tests/pretrained_runs.py).
+    shared = glue_mrpc_two_steps(tmp_path_factory, small_data_dir / "glue")
+    out = copy_of(shared / "run", tmp_path / "run")
+    args = [*glue_mrpc_flags(small_data_dir / "glue", out, shared / "config.json"), "--do_train"]
     kept = sorted(os.listdir(out))
     assert "ckpt-2.index" in kept
     run = subprocess.run([sys.executable, "-m", "finetune.glue.cli", *args[1:], "--num_train_steps=4"],

@@ -5,7 +5,8 @@
   of a tiny model on its records (4 steps, an evaluation, the encoder's export), each a new process
   started as a user starts it, its exit code and output kept beside the folders it made.
   tests/albert_tf/cli/test_quiet_cli.py reads that output (the process is its subject),
-  tests/albert_tf/cli/test_run_folders.py the run folder (what albert-export then needs of it).
+  tests/albert_tf/cli/test_run_folders.py the run folder (what albert-export then needs of it), and
+  tests/albert_tf/presets/test_model_sources.py takes the run and its export as two model sources.
 - `glue_mrpc_two_steps`: albert-finetune-glue of a tiny model on MRPC, two steps and their
   checkpoint, no export: the run that tests/test_resume_flags.py resumes with other flags and
   tests/test_faults_five.py resumes on a disk that refuses the next checkpoint. Both write into it,

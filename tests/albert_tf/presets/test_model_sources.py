@@ -69,17 +69,17 @@ def sources(tmp_path_factory, small_data_dir):
     """Every kind of source, by the tools that make it: {name: (path, holds, encoder, heads)}."""
     from finetune.glue import cli as glue_cli
 
+    # albert-pretrain's run of CONFIG (4 steps, its encoder exported): the session's, read only here
+    # (tests/pretrained_runs.py; made, if this module asks first, in the environment of the others).
+    pretrained = tiny_corpus_pretraining(tmp_path_factory)
+    assert process_output(pretrained, "albert-pretrain").returncode == 0
+    run = pretrained / "run"
+    assert AlbertConfig.from_json_file(run / "albert_config.json") == CONFIG
     made = tmp_path_factory.mktemp("sources")
     patch = pytest.MonkeyPatch()
     _load_each_saved_model_once(patch)
     patch.setenv("ALBERT_TF_HOME", str(made / "cache"))
     patch.delenv("ALBERT_TF_OFFLINE", raising=False)
-    # albert-pretrain's run of CONFIG (4 steps, its encoder exported): the session's, read only here
-    # (tests/pretrained_runs.py).
-    pretrained = tiny_corpus_pretraining(tmp_path_factory)
-    assert process_output(pretrained, "albert-pretrain").returncode == 0
-    run = pretrained / "run"
-    assert AlbertConfig.from_json_file(run / "albert_config.json") == CONFIG
     pre_encoder, pre_heads = _checkpoint_tensors(tf.train.latest_checkpoint(str(run)))
 
     glue = made / "rte"

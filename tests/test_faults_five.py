@@ -10,16 +10,14 @@ import importlib
 import json
 import os
 import re
-import resource
-import signal
-import subprocess
-import sys
 
 import pytest
 
 from finetune.ner import readers
 from tests.conftest import REPO_ROOT
 from tests.helpers import console_script
+from tests.pretrained_runs import glue_mrpc_flags, glue_mrpc_two_steps
+from tests.shared_builds import copy_of
 
 pytestmark = pytest.mark.faults
 
@@ -193,30 +191,29 @@ TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
 FILE_LIMIT = 128 * 1024  # a checkpoint's data (weights and Adam's two slots) is 204 KB, every other file under 64 KB
 
 
-def _limited(limit=FILE_LIMIT):
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write then fails with EFBIG, as a full disk's does
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+def _run_limited(warm_python, module, *args, limit=FILE_LIMIT):
+    """`python -m module args...` in a child of the warm Python (TensorFlow loaded already) whose writes
+    stop at `limit` bytes a file: the finished process."""
+    code = ("import resource, runpy, signal, sys; "
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "  # a write then fails with EFBIG, as a full disk's does
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, resource.RLIM_INFINITY)); "
+            "sys.argv = sys.argv[1:]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
+    return warm_python.run(["-c", code, module, *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
-def test_a_checkpoint_the_disk_refuses_is_one_line_and_leaves_no_temp_folder(tmp_path, small_data_dir, monkeypatch,
-                                                                              capsys):
+def test_a_checkpoint_the_disk_refuses_is_one_line_and_leaves_no_temp_folder(tmp_path, tmp_path_factory,
+                                                                              small_data_dir, warm_python,
+                                                                              monkeypatch, capsys):
     """A file size limit stands in for a full disk (tests/albert_tf/utils/test_full_disk.py). Before: TensorFlow's
     `SaveV2 ... ckpt-4_temp/part-00000-of-00001.data-00000-of-00001.tempstate...; File too large`, and
     `ckpt-4_temp/` left, which on a full disk made the rerun fail again."""
-    config = tmp_path / "albert_config.json"
-    config.write_text(json.dumps({**CONFIG, "vocab_size": 300, "max_position_embeddings": 32}))
-    out = tmp_path / "run"
-    args = ["albert-finetune-glue", "--task=MRPC", f"--data_dir={small_data_dir / 'glue'}", f"--output_dir={out}",
-            f"--albert_config_file={config}", f"--spm_model_file={TINY_VOCAB}", "--max_seq_length=32",
-            "--train_batch_size=8", "--num_warmup_steps=0", "--max_train_examples=64", "--steps_per_loop=2",
-            "--save_checkpoints_steps=2", "--progress_bar=false", "--nojit_compile", "--noexport", "--do_train"]
-    first = _console("finetune.glue.cli", [*args, "--num_train_steps=2"], monkeypatch, capsys)
-    assert first[0] == 0, first
+    # The first run, two steps of `--do_train --num_train_steps=2`, is the session's (tests/pretrained_runs.py).
+    shared = glue_mrpc_two_steps(tmp_path_factory, small_data_dir / "glue")
+    out = copy_of(shared / "run", tmp_path / "run")
+    args = [*glue_mrpc_flags(small_data_dir / "glue", out, shared / "config.json"), "--do_train"]
     kept = sorted(os.listdir(out))
     assert "ckpt-2.index" in kept
-    run = subprocess.run([sys.executable, "-m", "finetune.glue.cli", *args[1:], "--num_train_steps=4"],
-                         capture_output=True, text=True, timeout=300, preexec_fn=_limited,
-                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    run = _run_limited(warm_python, "finetune.glue.cli", *args[1:], "--num_train_steps=4")
     assert (run.returncode, run.stderr.splitlines()[-1]) == (1, f"error: File too large: {out / 'ckpt-4'}"), run.stderr
     assert sorted(os.listdir(out)) == kept  # the checkpoint before, and no ckpt-4_temp/
     # A temp folder that a killed save left is removed when the run resumes, which then finishes.
@@ -248,7 +245,7 @@ def test_no_space_left_while_tensorflow_writes_is_the_documented_line(tmp_path):
             raise tf.errors.InvalidArgumentError(None, None, "shapes differ")
 
 
-def test_a_saved_model_the_disk_refuses_is_one_line_naming_the_export(tmp_path):
+def test_a_saved_model_the_disk_refuses_is_one_line_naming_the_export(tmp_path, warm_python):
     """Before: `SaveV2 ... variables/variables_temp/part-...tempstate...; File too large`."""
     import keras
 
@@ -258,8 +255,7 @@ def test_a_saved_model_the_disk_refuses_is_one_line_naming_the_export(tmp_path):
     config = AlbertConfig(**{**CONFIG, "vocab_size": 300, "max_position_embeddings": 32})
     AlbertEncoder(config).save_to_preset(tmp_path / "preset", TINY_VOCAB)  # its weights 68 KB
     out = tmp_path / "export"
-    run = subprocess.run([sys.executable, "-m", "albert_tf.cli.export", f"--preset={tmp_path / 'preset'}",
-                          f"--output_dir={out}", "--max_seq_length=16"], capture_output=True, text=True, timeout=300,
-                         preexec_fn=lambda: _limited(48 * 1024), env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    run = _run_limited(warm_python, "albert_tf.cli.export", f"--preset={tmp_path / 'preset'}", f"--output_dir={out}",
+                   "--max_seq_length=16", limit=48 * 1024)
     assert (run.returncode, run.stderr.splitlines()[-1]) == (1, f"error: File too large: {out}"), run.stderr
     assert sorted(os.listdir(tmp_path)) == ["preset"]  # no export, no partial folder beside it

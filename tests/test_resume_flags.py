@@ -15,8 +15,9 @@ from albert_tf.checkpoints import run_folder
 from albert_tf.utils.errors import FlagError
 from albert_tf.cli import pretrain
 from finetune.glue import cli as glue_cli
-from tests.conftest import REPO_ROOT
 from tests.helpers import cli_flags, console_script, latest_step, write_random_records
+from tests.pretrained_runs import glue_mrpc_flags, glue_mrpc_two_steps
+from tests.shared_builds import copy_of
 
 pytestmark = pytest.mark.faults
 
@@ -96,23 +97,18 @@ def test_a_run_folder_without_settings_resumes_and_records_them(tmp_path):
 
 
 def test_finetuning_resumed_with_other_flags_is_refused_and_an_evaluation_is_no_resume(tmp_path, small_data_dir,
-                                                                                        monkeypatch, capsys):
-    config = tmp_path / "albert_config.json"
-    config.write_text(json.dumps({"vocab_size": 300, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
-                                  "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 32}))
-    out = tmp_path / "run"
-    args = ["albert-finetune-glue", "--task=MRPC", f"--data_dir={small_data_dir / 'glue'}", f"--output_dir={out}",
-            f"--albert_config_file={config}", f"--spm_model_file={REPO_ROOT / 'tests/fixtures/data_prep/tiny_vocab.model'}",
-            "--max_seq_length=32", "--train_batch_size=8", "--num_warmup_steps=0", "--max_train_examples=32",
-            "--steps_per_loop=2", "--save_checkpoints_steps=2", "--progress_bar=false", "--nojit_compile",
-            "--noexport"]
+                                                                                        tmp_path_factory, monkeypatch,
+                                                                                        capsys):
+    # The first run, two steps of `--do_train --num_train_steps=2`, is the session's (tests/pretrained_runs.py).
+    shared = glue_mrpc_two_steps(tmp_path_factory, small_data_dir / "glue")
+    out = copy_of(shared / "run", tmp_path / "run")
+    args = glue_mrpc_flags(small_data_dir / "glue", out, shared / "config.json")
 
     def glue(*more):
         code, _, err = console_script(glue_cli.run, [*args, *more], monkeypatch, capsys)
         return code, err.strip().splitlines()
 
-    code, err = glue("--do_train", "--num_train_steps=2")
-    assert code == 0, err[-20:]
+    assert latest_step(out) == 2 and _settings(out)["max_train_examples"] == 32
     kept = _files(out)
     code, err = glue("--do_train", "--num_train_steps=4", "--learning_rate=1e-4", "--nogroup_by_length")
     # GLUE's recipe gave the first run its learning rate (the paper's for MRPC).

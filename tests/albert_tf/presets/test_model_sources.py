@@ -36,11 +36,11 @@ from albert_tf.tasks.text_classifier import AlbertTextClassifier
 from albert_tf.utils.errors import UserError
 from tests.albert_tf.release_replicas import LoopbackServer, point_the_hub_at
 from tests.conftest import REPO_ROOT
-from tests.helpers import console_script, write_pretraining_records
+from tests.helpers import console_script
+from tests.pretrained_runs import TINY_CONFIG, process_output, tiny_corpus_pretraining
 
 TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
-CONFIG = AlbertConfig(vocab_size=300, embedding_size=8, hidden_size=16, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+CONFIG = AlbertConfig(**TINY_CONFIG)
 SEQ = 16
 
 
@@ -67,25 +67,19 @@ def _checkpoint_tensors(prefix: str) -> tuple[dict, dict]:
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory, small_data_dir):
     """Every kind of source, by the tools that make it: {name: (path, holds, encoder, heads)}."""
-    from albert_tf.cli import pretrain
     from finetune.glue import cli as glue_cli
 
+    # albert-pretrain's run of CONFIG (4 steps, its encoder exported): the session's, read only here
+    # (tests/pretrained_runs.py; made, if this module asks first, in the environment of the others).
+    pretrained = tiny_corpus_pretraining(tmp_path_factory)
+    assert process_output(pretrained, "albert-pretrain").returncode == 0
+    run = pretrained / "run"
+    assert AlbertConfig.from_json_file(run / "albert_config.json") == CONFIG
     made = tmp_path_factory.mktemp("sources")
     patch = pytest.MonkeyPatch()
     _load_each_saved_model_once(patch)
     patch.setenv("ALBERT_TF_HOME", str(made / "cache"))
     patch.delenv("ALBERT_TF_OFFLINE", raising=False)
-    config_file = made / "albert_config.json"
-    CONFIG.to_json_file(config_file)
-    records = write_pretraining_records(made / "train.tfrecord", 32)
-    run = made / "pretrain"
-    capsys = _NoCapture()
-    code, _, _ = console_script(pretrain.run, [
-        "albert-pretrain", f"--input_file={records}", f"--output_dir={run}", f"--albert_config_file={config_file}",
-        f"--spm_model_file={TINY_VOCAB}", "--train_batch_size=8", "--num_train_steps=3", "--num_warmup_steps=1",
-        "--learning_rate=1e-2", "--nojit_compile", "--progress_bar=false", "--max_seq_length=16",
-        "--max_predictions_per_seq=4"], patch, capsys)
-    assert code == 0
     pre_encoder, pre_heads = _checkpoint_tensors(tf.train.latest_checkpoint(str(run)))
 
     glue = made / "rte"
@@ -160,13 +154,6 @@ def _load_each_saved_model_once(patch):
         return loaded[key]
 
     patch.setattr(model_source, "load_saved_model", load_once)
-
-
-class _NoCapture:
-    def readouterr(self):
-        class Out:
-            out = err = ""
-        return Out()
 
 
 def _encoder_equal(model, expected):

@@ -14,7 +14,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -202,15 +201,15 @@ def test_a_download_cut_short_resumes_where_it_stopped(release, server, cache):
     assert server.requests[-1] == ("/albert_tiny.tar.gz", f"bytes={len(data) // 3}-")
 
 
-def test_two_processes_loading_at_once_share_one_download(release, server, cache):
+def test_two_processes_loading_at_once_share_one_download(release, server, cache, warm_python):
     tarball, _ = release
     server.files["/albert_tiny.tar.gz"] = tarball.read_bytes()
     server.delay = 0.02  # long enough that both processes ask while the first downloads
     url = server.url("albert_tiny.tar.gz")
     script = "import sys; from albert_tf.presets.sources import resolve; print(resolve(sys.argv[1], progress=False))"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    runs = [subprocess.Popen([sys.executable, "-c", script, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env) for _ in range(2)]
+    # Two processes (children of the warm Python: TensorFlow loaded already), this environment's cache.
+    runs = [warm_python.popen(["-c", script, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
     outputs = [run.communicate(timeout=240) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], [err[-2000:] for _, err in outputs]
     assert outputs[0][0] == outputs[1][0] and folder.is_preset(outputs[0][0].strip())
@@ -266,7 +265,7 @@ def test_no_network_fails_within_seconds_naming_the_url(cache, monkeypatch):
         sources.resolve(f"http://127.0.0.1:{silent.getsockname()[1]}/x.tar.gz")
 
 
-def test_a_cache_that_cannot_be_written_is_named_not_the_download(server, cache, tmp_path, monkeypatch):
+def test_a_cache_that_cannot_be_written_is_named_not_the_download(server, cache, tmp_path, monkeypatch, warm_python):
     server.files["/big.tar.gz"] = os.urandom(1 << 20)
     url = server.url("big.tar.gz")
     # ALBERT_TF_HOME below a file: the cache's fault, named, before any request.
@@ -280,7 +279,7 @@ def test_a_cache_that_cannot_be_written_is_named_not_the_download(server, cache,
     script = ("import resource, signal; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
               "resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, resource.RLIM_INFINITY)); "
               f"from albert_tf.presets import sources; sources.resolve({url!r}, progress=False)")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    result = warm_python.run(["-c", script], capture_output=True, text=True, timeout=120)  # a process of its own
     assert result.returncode != 0
     assert re.search(r"UserError: cannot write .*big.tar.gz.download in the cache \(.*File too large", result.stderr)
     assert "could not download" not in result.stderr

@@ -138,9 +138,14 @@ def random_export(tmp_path_factory, small_data_dir, version_2: bool) -> dict:
 
 
 @functools.cache
-def serve_text(export):
-    """The `serve_text` signature of the SavedModel at `export` (a `random_export`'s), loaded once in
-    this process for every test that serves it: they only call it."""
+def _loaded(export):
     import tensorflow as tf
 
-    return tf.saved_model.load(str(export)).signatures["serve_text"]
+    return tf.saved_model.load(str(export))
+
+
+def serve_text(export):
+    """The `serve_text` signature of the SavedModel at `export` (a `random_export`'s), loaded once in
+    this process for every test that serves it: they only call it. The loaded object is kept with
+    it: its variables live only as long as it does."""
+    return _loaded(export).signatures["serve_text"]

@@ -38,9 +38,9 @@ def new_process(name, *args, **env):
     """The console script `name` run on `args` in a new Python, as the installed script runs it, with
     the caller's environment but the log settings a user has not made (TF_CPP_MIN_LOG_LEVEL,
     ALBERT_TF_VERBOSE), `env` added: the finished process (its stdout and stderr as text)."""
-    code = f"import sys; sys.argv = {[name, *args]!r}; from albert_tf.cli.pretrain import run; run()"
-    if name == "albert-create-pretraining-data":
-        code = code.replace("albert_tf.cli.pretrain", "data_prep.create_pretraining_data")
+    code = ("import sys; from importlib.metadata import entry_points; "
+            f"(entry,) = entry_points(group='console_scripts', name={name!r}); "
+            f"sys.argv = {[name, *args]!r}; sys.exit(entry.load()())")
     clean = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "ALBERT_TF_VERBOSE")}
     return subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=dict(clean, **env),
                           capture_output=True, text=True, timeout=600)

@@ -78,7 +78,9 @@ class TrainingTask:
         raise NotImplementedError(f"{type(self).__name__} has no evaluation")
 
     def aggregate_logs(self, state: list | None, outputs: dict) -> list:
-        return [*(state or ()), outputs]
+        state = [] if state is None else state
+        state.append(outputs)  # in place: one list for the whole evaluation, not a copy a batch
+        return state
 
     def reduce_aggregated_logs(self, state, **context) -> dict:
         raise NotImplementedError(f"{type(self).__name__} has no evaluation")

@@ -282,6 +282,29 @@ def load_saved_model(path: str):
     return tf.saved_model.load(path)
 
 
+def saved_model_variables(path: str) -> dict:
+    """The values of the SavedModel's root `variables` list by variable name, read from its object
+    graph and variables checkpoint without loading it: `tf.saved_model.load` would rebuild every
+    function (most of the time a fine-tuning run took to start from an export)."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    nodes = saved_model.meta_graphs[0].object_graph_def.nodes
+    listed = [child.node_id for child in nodes[0].children if child.local_name == "variables"]
+    if not listed:
+        from albert_tf.utils.errors import UserError
+
+        raise UserError(f"the SavedModel {path} has no `variables` list at its root: it is not an export "
+                        "of albert-export (or TF-Hub's reusable format)")
+    reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    return {nodes[child.node_id].variable.name.split(":")[0]:
+            reader.get_tensor(f"variables/{child.local_name}/.ATTRIBUTES/VARIABLE_VALUE")
+            for child in nodes[listed[0]].children}
+
+
 def saved_model_key(name: str) -> str:
     """A weight's name below the exported model, from its SavedModel variable name (the top model's
     name and ":0" go)."""
@@ -294,11 +317,11 @@ def _saved_model(name: str, albert_config_file: Optional[str]) -> ModelSource:
     def read():
         import numpy as np
 
-        loaded = load_saved_model(name)
         # The root's `variables` are the model's own (albert_tf.serving.export.write), not the
         # values it stores beside them (labels, thresholds); dropout's seed states are no weights.
-        return split_tensors({saved_model_key(v.name): np.asarray(v.numpy(), np.float32) for v in loaded.variables
-                       if not v.name.split(":")[0].endswith("seed_generator_state")})
+        return split_tensors({saved_model_key(key): np.asarray(value, np.float32)
+                              for key, value in saved_model_variables(name).items()
+                              if not key.endswith("seed_generator_state")})
 
     return ModelSource(name, "saved_model", name, config, saved_model_vocab_file(name),
                        _run_task(name, has_heads=False), read)

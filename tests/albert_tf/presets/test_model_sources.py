@@ -77,7 +77,6 @@ def sources(tmp_path_factory, small_data_dir):
     assert AlbertConfig.from_json_file(run / "albert_config.json") == CONFIG
     made = tmp_path_factory.mktemp("sources")
     patch = pytest.MonkeyPatch()
-    _load_each_saved_model_once(patch)
     patch.setenv("ALBERT_TF_HOME", str(made / "cache"))
     patch.delenv("ALBERT_TF_OFFLINE", raising=False)
     pre_encoder, pre_heads = _checkpoint_tensors(tf.train.latest_checkpoint(str(run)))
@@ -136,24 +135,6 @@ def sources(tmp_path_factory, small_data_dir):
     yield table
     server.stop()
     patch.undo()
-
-
-def _load_each_saved_model_once(patch):
-    """Every door reads the two exports' variables anew, from one `tf.saved_model.load` of each for
-    the module (the folders do not change) instead of a load a door: the loading was most of what the
-    doors cost."""
-    from albert_tf.presets import model_source
-
-    loaded = {}
-    load = model_source.load_saved_model
-
-    def load_once(path):
-        key = str(pathlib.Path(path).resolve())
-        if key not in loaded:
-            loaded[key] = load(path)
-        return loaded[key]
-
-    patch.setattr(model_source, "load_saved_model", load_once)
 
 
 def _encoder_equal(model, expected):

@@ -135,17 +135,18 @@ def _one_line(stderr: str) -> str:
 def test_a_killed_worker_stops_the_other_at_once_and_a_restart_ends_as_uninterrupted(
         tmp_path, data_dir, uninterrupted, workers):
     output_dir = tmp_path / "run"
-    flags = _flags(data_dir, output_dir)
+    # A dead process on a live machine: its sockets are reset, so the survivor stops without waiting
+    # for the --worker_timeout_s. Set to an hour here, the survivor stops within the test's wait only
+    # if it does (asserted by what happens, not by how many seconds it took on this machine's load).
+    flags = _flags(data_dir, output_dir, worker_timeout_s=3600)
     run = workers(flags, tmp_path, "killed")
     run.wait_for_checkpoint(output_dir, 2 * SAVE_EVERY)
     run.processes[0].send_signal(signal.SIGKILL)  # the chief, which also hosts the coordination service
-    killed_at = time.monotonic()
-    code = run.wait(1, timeout=120)
-    stopped_after = time.monotonic() - killed_at
+    try:
+        code = run.wait(1)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"worker 1 still runs {RUN_TIMEOUT_S} s after worker 0 was killed: {run.stderr(1)[-3000:]}")
     assert code == 1, run.stderr(1)[-3000:]
-    # A dead process on a live machine: its sockets are reset, the survivor need not wait for the
-    # --worker_timeout_s (60 s).
-    assert stopped_after < 30
     last = latest_step(output_dir)
     assert 2 * SAVE_EVERY <= last < STEPS
     line = _one_line(run.stderr(1))
@@ -190,15 +191,16 @@ def test_a_frozen_worker_stops_the_other_after_the_worker_timeout(tmp_path, data
     run.processes[1].send_signal(signal.SIGSTOP)  # alive, silent, its connections open: a machine gone
     frozen_at = time.monotonic()
     try:
-        code = run.wait(0, timeout=timeout_s + 60)
+        code = run.wait(0)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"worker 0 still runs {timeout_s + 60} s after worker 1 froze: {run.stderr(0)[-3000:]}")
+        pytest.fail(f"worker 0 still runs {RUN_TIMEOUT_S} s after worker 1 froze: {run.stderr(0)[-3000:]}")
     finally:
         run.processes[1].kill()
     stopped_after = time.monotonic() - frozen_at
     assert code == 1, run.stderr(0)[-3000:]
     # Declared lost once silent for the timeout, counted from its last heartbeat (sent every half
-    # timeout or so, before it froze): not before half the timeout, and not long after it.
-    assert timeout_s / 2 <= stopped_after <= timeout_s + 30
+    # timeout or so, before it froze): never before half the timeout. (No upper bound: how long after
+    # it the survivor gets to run is the machine's load, not the behaviour.)
+    assert stopped_after >= timeout_s / 2
     line = _one_line(run.stderr(0))
     assert line.startswith("error: worker 1 of the cluster was lost (died, or silent for the --worker_timeout_s)")

@@ -71,16 +71,22 @@ def test_signals_reach_the_child_and_end_it_as_they_would(warm_python):
         child.stdout.close()
 
 
-def test_a_wait_past_its_timeout_raises_and_a_run_past_it_kills_the_child(warm_python):
+def test_a_wait_past_its_timeout_raises_and_a_run_past_it_kills_the_child(warm_python, tmp_path):
     child = warm_python.popen(["-c", "import time; time.sleep(60)"])
     with pytest.raises(subprocess.TimeoutExpired):
         child.wait(timeout=0.2)
     child.kill()
     assert child.wait(timeout=30) == -signal.SIGKILL
-    began = time.monotonic()
+    pid_file = tmp_path / "pid"
     with pytest.raises(subprocess.TimeoutExpired):
-        warm_python.run(["-c", "import time; time.sleep(60)"], timeout=1)
-    assert time.monotonic() - began < 30
+        warm_python.run(["-c", f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+                               "time.sleep(600)"], timeout=5)
+    # The run's child is killed, not left to sleep (said by the process table, not by a stopwatch).
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 60
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the timed-out child still runs"
+        time.sleep(0.05)
 
 
 def test_a_child_whose_caller_hangs_up_is_killed(warm_python, tmp_path):

@@ -2,6 +2,8 @@
 
 import pathlib
 import random
+import sys
+import unicodedata
 
 import numpy as np
 import pytest
@@ -155,3 +157,16 @@ def test_tokenizers_of_one_model_share_its_tables_and_another_model_has_its_own(
         tokenizer.release_viterbi.pieces["x"] = (5, np.float32(0))
     with pytest.raises(ValueError):
         Vocabulary.read(path.read_bytes()).scores[0] = 1
+
+
+def test_character_ranges_hold_exactly_the_code_points_of_their_definition():
+    """The graph tokenizer's regex classes come from these ranges (found with numpy over one string
+    of every code point): each holds exactly what its definition picks (`str.isspace`, as `str.split`
+    uses it; a non-zero `unicodedata.combining`), checked here one `chr` at a time."""
+    from albert_tf.tokenizers.tokenizer import combining_ranges, whitespace_ranges
+
+    definitions = ((whitespace_ranges(), str.isspace), (combining_ranges(), lambda c: unicodedata.combining(c) != 0))
+    for ranges, is_member in definitions:
+        members = [code for code in range(sys.maxunicode + 1) if is_member(chr(code))]
+        assert [code for first, last in ranges for code in range(first, last + 1)] == members
+    assert whitespace_ranges()[:2] == [(9, 13), (28, 32)] and (0x300, 0x34E) in combining_ranges()

@@ -231,6 +231,12 @@ def truncate_pair_lengths(len_a: int, len_b: int, max_tokens: int) -> tuple[int,
     return kept_a, min(len_b, max_tokens - kept_a)
 
 
+def _unpickled(cls, model_proto: bytes, spm_model_file, do_lower_case: bool) -> "AlbertTokenizer":
+    tokenizer = cls(model_proto, do_lower_case)
+    tokenizer.spm_model_file = spm_model_file
+    return tokenizer
+
+
 class AlbertTokenizer:
     """SentencePiece tokenizer with ALBERT's normalisation and special ids.
 
@@ -263,6 +269,10 @@ class AlbertTokenizer:
         self._piece_runs, self._id_runs = tables.piece_runs, tables.id_runs
         self._tie_prone_pieces, self._tie_prone_ids = tables.tie_prone_pieces, tables.tie_prone_ids
         self._piece_resplits, self._id_resplits = tables.piece_resplits, tables.id_resplits
+
+    def __reduce__(self):
+        """A pickle (or deep copy) holds the model's bytes; its tokenizer shares the model's tables."""
+        return _unpickled, (type(self), self._sp.serialized_model_proto(), self.spm_model_file, self.do_lower_case)
 
     @property
     def vocab_size(self) -> int:

@@ -1,6 +1,8 @@
 """AlbertTokenizer: normalisation, special ids, round trips and packing."""
 
+import copy
 import pathlib
+import pickle
 import random
 import sys
 import unicodedata
@@ -157,6 +159,10 @@ def test_tokenizers_of_one_model_share_its_tables_and_another_model_has_its_own(
         tokenizer.release_viterbi.pieces["x"] = (5, np.float32(0))
     with pytest.raises(ValueError):
         Vocabulary.read(path.read_bytes()).scores[0] = 1
+    # A pickle or a deep copy (Beam ships DoFns pickled) carries the model and finds its tables.
+    for copied in (pickle.loads(pickle.dumps(tiny)), copy.deepcopy(tiny)):
+        assert copied.release_viterbi is tiny.release_viterbi and copied.spm_model_file == TINY_VOCAB
+        assert copied.encode(text) == tiny.encode(text) and copied.do_lower_case
 
 
 def test_character_ranges_hold_exactly_the_code_points_of_their_definition():

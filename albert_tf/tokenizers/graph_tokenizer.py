@@ -13,18 +13,26 @@ the same and gives the ids of `tokenize` (it is also the quicker one). The older
 way, but it is the one with byte spans: `tokenize_with_offsets` takes the fast kernel's ids and lays
 the span kernel's spans on them, piece by piece within each run of pieces that repeat one string
 (`albert_tf.tokenizers.segmentation.tie_runs`). docs/data.md gives the measurement.
+
+The tables drawn from the vocabulary (`GraphTables`) are built once per distinct model and shared;
+each tokenizer makes its own tensors of them, which belong to the graph or layer that holds it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
-from typing import Sequence
+from types import MappingProxyType
+from typing import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow_text.core.pybinds import pywrap_model_converter
 
 from albert_tf.tokenizers.length_buckets import bucket_length
+from albert_tf.tokenizers.segmentation import SPIECE_UNDERLINE, release_tables
 from albert_tf.tokenizers.tokenizer import (
     AlbertTokenizer,
     combining_ranges,
@@ -53,6 +61,70 @@ def _lower(texts: tf.Tensor) -> tf.Tensor:
     joined = tf.strings.reduce_join(ended, axis=1)
     length = tf.strings.length(joined)
     return tf.reshape(tf.strings.substr(joined, tf.zeros_like(length), length - 1), tf.shape(texts))
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphTables:
+    """The graph tokenizer's tables of one model (`graph_tables`): tensorflow-text's conversion of
+    the model for its fast kernel, and read-only numpy arrays of which each `AlbertGraphTokenizer`
+    makes its own tensors, each named as the attribute that holds it (`_tie_strings`, ...)."""
+
+    fast_model: bytes
+    fast_decoder: bytes
+    tie_longest: int
+    arrays: Mapping[str, np.ndarray]
+
+
+@functools.lru_cache(maxsize=8)
+def graph_tables(model_proto: bytes) -> GraphTables:
+    """The `GraphTables` of a serialized SentencePiece model, built once per distinct model (the
+    fast kernel's conversion alone took 0.07 s for 30,000 pieces, every tokenizer again)."""
+    tables = release_tables(model_proto)
+    pieces, runs = tables.vocabulary.pieces, tables.id_runs
+    strings = {root: number for number, root in enumerate(sorted({root for root, _ in runs.values()}), 1)}
+    longest = max([length for _, length in runs.values()], default=1)
+    # For `_release_ties`: per string and length, the piece's float32 score in the release's search and its id.
+    score_table = np.full([len(strings) + 1, longest + 1], -np.inf, np.float32)
+    id_table = np.zeros([len(strings) + 1, longest + 1], np.int64)
+    for piece_id, (root, length) in runs.items():
+        score_table[strings[root], length] = tables.viterbi.pieces[pieces[piece_id]][1]
+        id_table[strings[root], length] = piece_id
+    # Row i is what id i becomes and, for offsets, how many characters each part takes ([i] and
+    # "all of them", or the release's digit-comma re-split of `▁2012,`).
+    rows = [tables.id_resplits.get(i, (i,)) for i in range(len(pieces))]
+    widths = [[len(pieces[p].lstrip(SPIECE_UNDERLINE)) for p in row] if len(row) > 1 else [1 << 30] for row in rows]
+    arrays = {
+        # Per id, for the span kernel's ties: which string the piece repeats (0: none that can tie)
+        # and its UTF-8 bytes; for `_release_ties`, its score and how many times it repeats its string.
+        "tie_strings": np.array([strings[runs[i][0]] if i in runs else 0 for i in range(len(pieces))], np.int64),
+        "tie_bytes": np.array([len(p.encode("utf-8")) if i in runs else 0 for i, p in enumerate(pieces)], np.int64),
+        "release_scores": tables.viterbi.scores_by_id(len(pieces)),
+        "tie_lengths": np.array([runs[i][1] if i in runs else 0 for i in range(len(pieces))], np.int64),
+        "run_scores": score_table,
+        "run_ids": id_table,
+        "part_ids": np.array([p for row in rows for p in row], np.int32),
+        "part_widths": np.array([w for row in widths for w in row], np.int64),
+        "part_counts": np.array([len(row) for row in rows], np.int64),
+    }
+    for array in arrays.values():
+        array.flags.writeable = False
+    return GraphTables(
+        fast_model=pywrap_model_converter.convert_sentencepiece_model(model_proto),
+        fast_decoder=pywrap_model_converter.convert_sentencepiece_model_for_decoder(model_proto),
+        tie_longest=longest,
+        arrays=MappingProxyType(arrays),
+    )
+
+
+class _FastSentencepiece(tf_text.FastSentencepieceTokenizer):
+    """tensorflow-text's fast kernel on a model converted once (`graph_tables`): the attributes that
+    the parent's __init__ (tensorflow-text 2.21's) sets after converting the model, tensors its own."""
+
+    def __init__(self, tables: GraphTables):  # in place of the parent's, which converts again
+        self._converted_model = tf.constant(np.frombuffer(tables.fast_model, np.uint8))
+        self._converted_model_detokenizer = tf.constant(np.frombuffer(tables.fast_decoder, np.uint8))
+        self._vocab_size = pywrap_model_converter.get_vocabulary_size(tables.fast_model)
+        self._reverse = self._add_bos = self._add_eos = False
 
 
 class AlbertGraphTokenizer(tf.Module):
@@ -89,39 +161,13 @@ class AlbertGraphTokenizer(tf.Module):
         self.cls_id, self.sep_id, self.mask_id = reference.cls_id, reference.sep_id, reference.mask_id
         self._whitespace = _regex_class(whitespace_ranges()) + "+"
         self._combining = _regex_class(combining_ranges())
-        self._sentencepiece = tf_text.FastSentencepieceTokenizer(model_bytes)
+        # The tables are shared by every tokenizer of the model; the tensors are this one's.
+        tables = graph_tables(model_bytes)
+        self._sentencepiece = _FastSentencepiece(tables)
         self._sentencepiece_spans = tf_text.SentencepieceTokenizer(model=model_bytes, out_type=tf.int32)
-        # Per id, for the span kernel's ties: which string the piece repeats (0: none that can tie)
-        # and its UTF-8 bytes.
-        runs = reference.id_tie_runs
-        strings = {root: number for number, root in enumerate(sorted({root for root, _ in runs.values()}), 1)}
-        self._tie_strings = tf.constant(
-            [strings[runs[i][0]] if i in runs else 0 for i in range(self.vocab_size)], tf.int64
-        )
-        pieces = reference.convert_ids_to_tokens(range(self.vocab_size))
-        self._tie_bytes = tf.constant([len(p.encode("utf-8")) if i in runs else 0 for i, p in enumerate(pieces)], tf.int64)
-        # For deciding a run as the release's search does (`_release_ties`): each id's float32 score
-        # there, how many times its piece repeats its string, and per string and length the piece.
-        self._release_scores = tf.constant(reference.release_viterbi.scores_by_id(self.vocab_size), tf.float32)
-        self._tie_lengths = tf.constant([runs[i][1] if i in runs else 0 for i in range(self.vocab_size)], tf.int64)
-        self._tie_longest = max([length for _, length in runs.values()], default=1)
-        score_table = np.full([len(strings) + 1, self._tie_longest + 1], -np.inf, np.float32)
-        id_table = np.zeros([len(strings) + 1, self._tie_longest + 1], np.int64)
-        for piece_id, (root, length) in runs.items():
-            score_table[strings[root], length] = reference.release_viterbi.pieces[pieces[piece_id]][1]
-            id_table[strings[root], length] = piece_id
-        self._run_scores, self._run_ids = tf.constant(score_table), tf.constant(id_table)
-        # Row i of this table is what id i becomes and, for offsets, how many characters each part
-        # takes ([i] and "all of them", or the release's digit-comma re-split of `▁2012,`).
-        resplits = reference.id_resplits
-        rows = [resplits.get(i, [i]) for i in range(self.vocab_size)]
-        widths = [
-            [len(reference.convert_ids_to_tokens([p])[0].lstrip("\u2581")) for p in row] if len(row) > 1 else [1 << 30]
-            for row in rows
-        ]
-        self._part_ids = tf.constant([p for row in rows for p in row], tf.int32)
-        self._part_widths = tf.constant([w for row in widths for w in row], tf.int64)
-        self._part_counts = tf.constant([len(row) for row in rows], tf.int64)
+        self._tie_longest = tables.tie_longest
+        for name, array in tables.arrays.items():
+            setattr(self, f"_{name}", tf.constant(array))
 
     def normalize(self, texts: tf.Tensor) -> tf.Tensor:
         """ALBERT's normalisation of a string tensor (any shape), in the Python tokenizer's order."""

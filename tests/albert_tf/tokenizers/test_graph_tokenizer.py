@@ -1,11 +1,12 @@
 """AlbertGraphTokenizer gives the Python tokenizer's ids, in a graph and from a SavedModel."""
 
+import pathlib
 import random
 
 import pytest
 import tensorflow as tf
 
-from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer, graph_tables
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 
 BATCH_LINES = 8192
@@ -141,6 +142,28 @@ def test_round_trips_through_a_saved_model_with_the_model_as_an_asset(tmp_path, 
     texts = ["Hello World, said the lobster.", "Naïve café"]
     expected = [python_tokenizer.pack(python_tokenizer.encode(t), max_seq_length=12)["input_ids"] for t in texts]
     assert restored.encode(tf.constant(texts)).numpy().tolist() == expected
+
+
+def test_tokenizers_of_one_model_share_its_tables_but_not_their_tensors(tokenizers, model_path):
+    """Issue 53: what the graph tokenizer draws from the vocabulary (the fast kernel's conversion
+    of the model and the tie and re-split tables) is built once per model; each tokenizer still
+    makes its own tensors, which belong to the graph or layer that holds it."""
+    python_tokenizer, first = tokenizers
+    before = graph_tables.cache_info()
+    second = AlbertGraphTokenizer(model_path.read_bytes())
+    assert graph_tables.cache_info().hits == before.hits + 1 and graph_tables.cache_info().misses == before.misses
+    assert second._part_ids is not first._part_ids and second._sentencepiece._converted_model is not (
+        first._sentencepiece._converted_model)
+    tiny_path = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "data_prep" / "tiny_vocab.model"
+    tiny = AlbertGraphTokenizer(tiny_path.read_bytes())
+    assert graph_tables.cache_info().misses == before.misses + 1
+    assert graph_tables(tiny_path.read_bytes()).arrays["part_counts"].shape == (300,)
+    with pytest.raises(ValueError):
+        graph_tables(model_path.read_bytes()).arrays["part_ids"][0] = 1  # read-only
+    texts = ["Emma Woodhouse, handsome, clever, and rich (she said 1,995 times).", "!!!! 80888 66666"]
+    for graph_tokenizer, reference in ((second, python_tokenizer), (tiny, AlbertTokenizer(tiny_path))):
+        assert graph_tokenizer.tokenize(tf.constant(texts)).to_list() == reference.encode_batch(texts)
+    assert tiny.tokenize(tf.constant(texts)).to_list() != second.tokenize(tf.constant(texts)).to_list()
 
 
 def test_refuses_bytes_that_are_not_a_model():

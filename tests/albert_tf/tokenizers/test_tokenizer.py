@@ -1,10 +1,17 @@
 """AlbertTokenizer: normalisation, special ids, round trips and packing."""
 
+import copy
+import pathlib
+import pickle
 import random
+import sys
+import unicodedata
 
+import numpy as np
 import pytest
 import sentencepiece as spm
 
+from albert_tf.tokenizers.segmentation import BYTE, CONTROL, UNKNOWN, UNUSED, USER_DEFINED, Vocabulary
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer, normalize_text, truncate_pair_lengths
 
 
@@ -112,3 +119,60 @@ def test_word_starts_follow_the_release_rule(tokenizer):
     # Digits and punctuation start words, not only "▁" pieces.
     assert [p for p, i in zip(pieces, ids) if flags[i] and not p.startswith("▁")]
     assert all(flags[i] for p, i in zip(pieces, ids) if p.startswith("▁"))
+
+
+TINY_VOCAB = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "data_prep" / "tiny_vocab.model"
+
+
+@pytest.mark.parametrize("model", ["30k-clean", "tiny_vocab"])
+def test_the_one_pass_vocabulary_is_what_sentencepiece_answers_id_by_id(model, small_data_dir):
+    path = small_data_dir / "albert" / "30k-clean.model" if model == "30k-clean" else TINY_VOCAB
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    vocabulary = Vocabulary.read(path.read_bytes())
+    ids = range(sp.GetPieceSize())
+    assert vocabulary.pieces == tuple(sp.IdToPiece(i) for i in ids)
+    assert vocabulary.scores.dtype == np.float32 and vocabulary.scores.tolist() == [sp.GetScore(i) for i in ids]
+    kinds = {CONTROL: sp.IsControl, UNKNOWN: sp.IsUnknown, UNUSED: sp.IsUnused, BYTE: sp.IsByte}
+    assert all(is_kind(i) == (vocabulary.types[i] == kind) for kind, is_kind in kinds.items() for i in ids)
+    assert vocabulary.unk_id == sp.unk_id() == 1 and USER_DEFINED in vocabulary.types  # "(" ")": score 0
+
+
+def test_tokenizers_of_one_model_share_its_tables_and_another_model_has_its_own(tokenizer, small_data_dir):
+    """Issue 53: the tables drawn from the vocabulary (a tenth of a second for 30,000 pieces) are built
+    once per model, whether it comes as a path or as bytes, and shared read-only."""
+    path = small_data_dir / "albert" / "30k-clean.model"
+    again = AlbertTokenizer(path.read_bytes(), do_lower_case=False)
+    assert again._sp is tokenizer._sp and again.release_viterbi is tokenizer.release_viterbi
+    assert again.id_resplits is tokenizer.id_resplits and again.id_tie_runs is tokenizer.id_tie_runs
+    tiny = AlbertTokenizer(TINY_VOCAB)
+    assert tiny.release_viterbi is not tokenizer.release_viterbi and tiny.vocab_size == 300
+    assert len(tiny.release_viterbi.pieces) == 295  # all but <pad>, <unk>, [CLS], [SEP], [MASK]
+    text = "Emma Woodhouse, handsome, clever, and rich (she said)."
+    for model, shared in ((path, tokenizer), (TINY_VOCAB, tiny)):
+        plain = spm.SentencePieceProcessor(model_file=str(model))
+        assert shared.encode(text) == plain.encode(normalize_text(text)) and len(set(shared.encode(text))) > 10
+    assert again.encode("emma") == tokenizer.encode("Emma") != again.encode("Emma")  # its own case
+    # Nothing a tokenizer hands out can change the tables the others use.
+    with pytest.raises(TypeError):
+        tokenizer.id_resplits[5] = (5,)
+    with pytest.raises(TypeError):
+        tokenizer.release_viterbi.pieces["x"] = (5, np.float32(0))
+    with pytest.raises(ValueError):
+        Vocabulary.read(path.read_bytes()).scores[0] = 1
+    # A pickle or a deep copy (Beam ships DoFns pickled) carries the model and finds its tables.
+    for copied in (pickle.loads(pickle.dumps(tiny)), copy.deepcopy(tiny)):
+        assert copied.release_viterbi is tiny.release_viterbi and copied.spm_model_file == TINY_VOCAB
+        assert copied.encode(text) == tiny.encode(text) and copied.do_lower_case
+
+
+def test_character_ranges_hold_exactly_the_code_points_of_their_definition():
+    """The graph tokenizer's regex classes come from these ranges (found with numpy over one string
+    of every code point): each holds exactly what its definition picks (`str.isspace`, as `str.split`
+    uses it; a non-zero `unicodedata.combining`), checked here one `chr` at a time."""
+    from albert_tf.tokenizers.tokenizer import combining_ranges, whitespace_ranges
+
+    definitions = ((whitespace_ranges(), str.isspace), (combining_ranges(), lambda c: unicodedata.combining(c) != 0))
+    for ranges, is_member in definitions:
+        members = [code for code in range(sys.maxunicode + 1) if is_member(chr(code))]
+        assert [code for first, last in ranges for code in range(first, last + 1)] == members
+    assert whitespace_ranges()[:2] == [(9, 13), (28, 32)] and (0x300, 0x34E) in combining_ranges()

@@ -133,9 +133,10 @@ class Trainer:
             self.checkpoint, directory, max_to_keep=keep, checkpoint_name="ckpt"
         )
         # Traced as written, without autograph: its transpiling of the loop, the steps and the task's
-        # functions cost every training process 1.75 s of CPU (of a 4.3 s trace). So the loop over
-        # steps is an explicit tf.while_loop, and the tasks' Python `if`s and `for`s are on Python
-        # values (a tensor's would fail at trace time).
+        # functions cost every training process 1.2 s of CPU (the tests' tiny trainer traced its loop
+        # in 2.8 s, now 1.7 s: bench/trace_costs.py). So the loop over steps is an explicit
+        # tf.while_loop, and the tasks' Python `if`s and `for`s are on Python values (a tensor's
+        # would fail at trace time).
         self._train_loop = tf.function(self._train_loop_fn, autograph=False)
         self._grad_fn = tf.function(self._grad_fn_impl, jit_compile=options.jit_compile, autograph=False)
         self._validation_step = tf.function(lambda batch: task.validation_step(self.model, batch),

@@ -114,8 +114,8 @@ def one_device(tmp_path_factory):
 
 
 def test_training_and_evaluation_are_traced_as_written(one_device):
-    # Autograph's transpiling of the loop, the steps and the task's functions was 1.75 s of CPU
-    # in every training process; the evaluation's reader (albert_tf.data.datasets) was transpiled too.
+    # Autograph's transpiling of the loop, the steps and the task's functions was 1.2 s of CPU in
+    # every training process; the evaluation's reader (albert_tf.data.datasets) was transpiled too.
     assert one_device["transpiled"] == []
 
 

@@ -2,11 +2,13 @@
 (python bench/trace_costs.py [--repeats 3]), for docs/testing.md's "Where the suite's time goes".
 
 Each case runs in a new process (a trace is paid once a process and model), the cases interleaved
-in a fresh random order each repeat; the table gives medians:
+in a fresh random order each repeat; the table gives medians of wall time, and of the process's
+CPU time for the trace (which the machine's other jobs disturb less):
 - `trainer`: albert_tf.training.loop.Trainer on the pretraining task with the tests' LOOP_CONFIG
-  (tests/helpers.py), one update: tracing its loop, the first call (Grappler optimises the graph
-  there), a second call; `trainer, no Grappler` the same with TensorFlow's graph optimiser off, to
-  show its share (the tests and the tools keep it on);
+  (tests/helpers.py), one update: tracing its loop (without autograph, as the trainer traces all
+  its functions), the first call (Grappler optimises the graph there), a second call; `trainer, no
+  Grappler` the same with TensorFlow's graph optimiser off, to show its share (the tests and the
+  tools keep it on);
 - `plain step`: a classifier's forward, gradient and Adam update in one tf.function, traced with
   autograph and without, to show autograph's share.
 """
@@ -39,10 +41,7 @@ def _trainer(grappler: bool) -> dict:
     run = loop.Trainer(LOOP_CONFIG, pretraining.PretrainingTask(), pretraining_options(tempfile.mkdtemp()))
     iterator = iter(run.distribute(random_dataset_fn(), run.per_replica_batch))
     steps = tf.constant(1, tf.int32)
-    times = {}
-    start = time.perf_counter()
-    run._train_loop.get_concrete_function(iterator, steps)
-    times["trace"] = time.perf_counter() - start
+    times = _traced(lambda: run._train_loop.get_concrete_function(iterator, steps))
     for name in ("first call", "second call"):
         start = time.perf_counter()
         run._train_loop(iterator, steps)
@@ -70,9 +69,14 @@ def _plain_step(autograph: bool) -> dict:
         optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
         return loss
 
-    start = time.perf_counter()
-    tf.function(step, autograph=autograph).get_concrete_function(batch)
-    return {"trace": time.perf_counter() - start}
+    return _traced(lambda: tf.function(step, autograph=autograph).get_concrete_function(batch))
+
+
+def _traced(trace) -> dict:
+    """The wall and CPU seconds of `trace()`."""
+    start, cpu = time.perf_counter(), time.process_time()
+    trace()
+    return {"trace": time.perf_counter() - start, "trace CPU": time.process_time() - cpu}
 
 
 def child(case: str) -> dict:
@@ -96,7 +100,7 @@ def main():
             out = subprocess.run([sys.executable, __file__, "--child", case], capture_output=True, text=True,
                                  check=True).stdout
             results[case].append(json.loads(out.strip().splitlines()[-1]))
-    columns = ("trace", "first call", "second call")
+    columns = ("trace", "trace CPU", "first call", "second call")
     rows = [[case] + [f"{statistics.median(r[c] for r in runs):.2f}" if c in runs[0] else "" for c in columns]
             for case, runs in results.items()]
     harness.print_table(["case (medians of %d, seconds)" % args.repeats, *columns], rows)

@@ -29,6 +29,7 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
+from albert_tf.data.datasets import traced_as_written
 from albert_tf.data.features import EXAMPLE_WEIGHT, serialize_example
 from albert_tf.tokenizers.length_buckets import bucket_length
 from finetune.cache import CachedFeatures
@@ -120,6 +121,7 @@ def make_dataset(
     if sort_window is not None:
         mask_spec = {"input_mask": spec["input_mask"]}
 
+        @traced_as_written
         def by_length(index, serialized):
             order = tf.argsort(longest_rows(tf.io.parse_example(serialized, mask_spec)["input_mask"]), stable=True)
             return tf.gather(index, order), tf.gather(serialized, order)
@@ -135,6 +137,7 @@ def make_dataset(
                        .shuffle(sort_window, seed=None if seed is None else seed + 1).unbatch())
     records = records.batch(batch_size, drop_remainder=True)
 
+    @traced_as_written
     def parse(index, serialized):
         features = tf.io.parse_example(serialized, spec)
         batch = {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in features.items()}

@@ -132,13 +132,18 @@ class Trainer:
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, directory, max_to_keep=keep, checkpoint_name="ckpt"
         )
-        self._train_loop = tf.function(self._train_loop_fn)
-        self._grad_fn = tf.function(self._grad_fn_impl, jit_compile=options.jit_compile)
+        # Traced as written, without autograph: its transpiling of the loop, the steps and the task's
+        # functions cost every training process 1.2 s of CPU (the tests' tiny trainer traced its loop
+        # in 2.8 s, now 1.7 s: bench/trace_costs.py). So the loop over steps is an explicit
+        # tf.while_loop, and the tasks' Python `if`s and `for`s are on Python values (a tensor's
+        # would fail at trace time).
+        self._train_loop = tf.function(self._train_loop_fn, autograph=False)
+        self._grad_fn = tf.function(self._grad_fn_impl, jit_compile=options.jit_compile, autograph=False)
         self._validation_step = tf.function(lambda batch: task.validation_step(self.model, batch),
-                                            jit_compile=options.jit_compile)
+                                            jit_compile=options.jit_compile, autograph=False)
         # Length-bucketed batches differ in their last axis: traced once for any length (after the
         # first), not once a bucket; XLA still compiles one program a shape.
-        self._eval_step = tf.function(self._eval_step_fn, reduce_retracing=True)
+        self._eval_step = tf.function(self._eval_step_fn, reduce_retracing=True, autograph=False)
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -273,13 +278,16 @@ class Trainer:
         return {**parts, "loss": self.task.total_loss(parts)}
 
     def _train_loop_fn(self, iterator, num_steps):
-        totals = {k: tf.constant(0.0) for k in self.metric_names}
-        for _ in tf.range(num_steps):
+        def step(i, totals):  # one update; the metrics' sums over the steps are the loop's variables
             parts = self.strategy.run(self._replica_step, args=(next(iterator),))
-            totals = {
+            return i + 1, {
                 k: totals[k] + self.strategy.reduce(tf.distribute.ReduceOp.SUM, parts[k], axis=None)
                 for k in self.metric_names
             }
+
+        _, totals = tf.while_loop(lambda i, _: i < num_steps, step,
+                                  (tf.constant(0), {k: tf.constant(0.0) for k in self.metric_names}),
+                                  maximum_iterations=num_steps)
         return {k: v / tf.cast(num_steps, tf.float32) for k, v in totals.items()}
 
     def train_steps(self, iterator, num_steps: int) -> dict[str, float]:

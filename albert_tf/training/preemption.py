@@ -51,7 +51,7 @@ class PreemptionWatcher:
         self._previous = None
         self._multi_worker = is_multi_worker(strategy)
         if self._multi_worker:
-            self._agree = tf.function(self._agree_fn)
+            self._agree = tf.function(self._agree_fn, autograph=False)
 
     def __enter__(self) -> "PreemptionWatcher":
         if threading.current_thread() is threading.main_thread():

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.data.datasets import traced_as_written
 from albert_tf.utils.errors import FlagError
 
 FILLER = "the a of house river king night long old little man came went saw there".split()
@@ -206,7 +207,7 @@ def random_dataset_fn(seed: int = 0, num_examples: int = 2**40):
 
         dataset = tf.data.Dataset.range(num_examples)
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        return dataset.map(example).batch(batch_size, drop_remainder=True)
+        return dataset.map(traced_as_written(example)).batch(batch_size, drop_remainder=True)
 
     return fn
 

@@ -25,6 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.datasets import traced_as_written
 from albert_tf.utils.errors import UserError
 from albert_tf.models.base import BackboneAlias
 from albert_tf.models.classifier import AlbertClassifier
@@ -179,6 +180,7 @@ class AlbertTextClassifier(BackboneAlias, keras.Model):
         tokenized once (not once per epoch); a `tf.data.Dataset` of `(texts, labels)` is
         preprocessed batch by batch as it comes."""
         if isinstance(x, tf.data.Dataset):
+            @traced_as_written
             def preprocess(*element):
                 features = self.preprocessor(element[0])
                 return features if len(element) == 1 else (features, *element[1:])

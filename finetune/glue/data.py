@@ -14,6 +14,7 @@ from typing import Iterable, Iterator
 
 import tensorflow as tf
 
+from albert_tf.data.datasets import traced_as_written
 from albert_tf.data.features import EXAMPLE_WEIGHT, classification_feature_spec
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from finetune import cache, inputs
@@ -141,6 +142,7 @@ def make_dataset(cached: CachedFeatures, *, global_batch_size: int, training: bo
                                   input_context=input_context, seed=seed, shuffle_buffer_size=shuffle_buffer_size,
                                   max_records=max_examples, with_index=with_index)
 
+    @traced_as_written
     def as_tuple(batch):
         # Class ids as the records hold them (int64), as this API always gave them.
         labels = batch["label_ids"] if cached.regression else tf.cast(batch["label_ids"], tf.int64)

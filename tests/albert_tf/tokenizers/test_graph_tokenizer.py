@@ -156,7 +156,8 @@ def test_tokenizers_of_one_model_share_its_tables_but_not_their_tensors(tokenize
         first._sentencepiece._converted_model)
     tiny_path = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "data_prep" / "tiny_vocab.model"
     tiny = AlbertGraphTokenizer(tiny_path.read_bytes())
-    assert graph_tables.cache_info().misses == before.misses + 1
+    # Another model has tables of its own (whether another test built them first or not).
+    assert graph_tables(tiny_path.read_bytes()) is not graph_tables(model_path.read_bytes())
     assert graph_tables(tiny_path.read_bytes()).arrays["part_counts"].shape == (300,)
     with pytest.raises(ValueError):
         graph_tables(model_path.read_bytes()).arrays["part_ids"][0] = 1  # read-only

@@ -105,6 +105,28 @@ def test_training_shuffles_repeats_and_is_reproducible_in_deterministic_mode(sha
     assert first != _indices(make(2), batches=150)
 
 
+def _shuffle_buffers(dataset) -> list[int]:
+    """The buffer sizes of the dataset's record shuffles, read from its graph."""
+    graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())
+    nodes = {node.name: node for node in graph.node}
+    shuffles = [node for node in graph.node if node.op.startswith("ShuffleDataset")]
+    return [int(tf.make_ndarray(nodes[node.input[1]].attr["value"].tensor)) for node in shuffles]
+
+
+def test_a_shuffle_buffer_holds_no_more_than_the_records(shards, monkeypatch):
+    # 100 records: the buffer is 100, not 10,000 copies of them (the files' own shuffle is by file).
+    def make():
+        return pretraining_dataset([str(p) for p in shards], batch_size=10, max_seq_length=SEQ,
+                                   max_predictions_per_seq=PREDS, is_training=True, seed=1, deterministic=True)
+
+    assert albert_tf.data.datasets.SHUFFLE_BUFFER_RECORDS == 10_000
+    assert max(_shuffle_buffers(make())) == 100
+    first = _indices(make(), batches=150)
+    assert sorted(set(first)) == list(range(100)) and first[:100] != sorted(first[:100])
+    monkeypatch.setattr(albert_tf.data.datasets, "SHUFFLE_BUFFER_RECORDS", 64)
+    assert max(_shuffle_buffers(make())) == 64
+
+
 def test_input_context_gives_each_pipeline_its_own_files(shards):
     seen = []
     for pipeline in range(2):

@@ -21,10 +21,11 @@ def test_a_small_learning_rate_is_printed_with_its_digits():
 
 
 @pytest.mark.slow
-def test_pretraining_prints_the_bar_and_the_summary_only(tmp_path, tmp_path_factory):
+def test_pretraining_prints_the_bar_and_the_summary_only(tmp_path, tmp_path_factory, warm_python):
     # The records and the quiet run are the session's (tests/pretrained_runs.py), made as new processes
     # with this environment's log settings left out, their output kept: the verbose run below is this
-    # test's own.
+    # test's own, a child of the warm Python (the Python logs it looks for are the script's, not
+    # TensorFlow's start-up, which the new processes above have shown quiet).
     shared = tiny_corpus_pretraining(tmp_path_factory)
     made = process_output(shared, "albert-create-pretraining-data")
     assert made.returncode == 0, made.stderr[-2000:]
@@ -42,7 +43,8 @@ def test_pretraining_prints_the_bar_and_the_summary_only(tmp_path, tmp_path_fact
     # export (no --spm_model_file), whose quiet output the run above has shown.
     trimmed = [arg for arg in pretraining_flags(shared)
                if not arg.startswith(("--eval_input_file", "--spm_model_file"))]
-    verbose = new_process("albert-pretrain", *trimmed, f"--output_dir={tmp_path / 'verbose'}", "--verbose")
+    verbose = warm_python.run(["albert-pretrain", *trimmed, f"--output_dir={tmp_path / 'verbose'}", "--verbose"],
+                              capture_output=True, text=True, timeout=600)
     assert verbose.returncode == 0, verbose.stderr[-3000:]
     assert re.search(r"^I\d{4} .*saved ", verbose.stderr, re.MULTILINE), verbose.stderr[-3000:]
 

@@ -43,17 +43,15 @@ def pytest_configure(config):
 # the workers end on short ones, together, instead of one running a long module alone at the end.
 # Modules not named keep their order, after these.
 SLOWEST_MODULES = (
-    "test_readme_demo.py", "albert_tf/training/test_training.py", "albert_tf/serving/test_litert.py",
-    "albert_tf/training/test_worker_faults.py", "finetune/test_squad_cli.py", "test_docs.py",
-    "finetune/test_update_parity.py", "albert_tf/cli/test_quiet_cli.py", "albert_tf/serving/test_export.py",
-    "albert_tf/serving/test_hf_qa_pipeline.py", "finetune/test_layer.py", "test_faults.py",
-    "finetune/test_glue_cli.py", "albert_tf/tasks/test_entity_recognizer.py",
-    "albert_tf/serving/test_task_exports.py", "albert_tf/models/test_model_harness.py",
-    "albert_tf/presets/test_releases.py", "data_prep/test_dask_runner.py", "data_prep/test_record_order.py",
-    "albert_tf/training/test_xla_and_mixed_precision.py", "albert_tf/presets/test_model_sources.py",
-    "finetune/test_ner_cli.py", "finetune/test_glue_training.py", "data_prep/test_beam_pipeline.py",
-    "finetune/test_race_task.py", "test_resume_flags.py", "albert_tf/serving/test_tagging_limits.py",
-    "albert_tf/presets/test_convert.py", "test_faults_five.py",
+    "albert_tf/training/test_training.py", "test_readme_demo.py", "albert_tf/serving/test_litert.py",
+    "albert_tf/training/test_worker_faults.py", "test_docs.py", "finetune/test_squad_cli.py",
+    "finetune/test_layer.py", "finetune/test_update_parity.py", "finetune/test_glue_cli.py",
+    "albert_tf/serving/test_export.py", "albert_tf/cli/test_quiet_cli.py",
+    "albert_tf/presets/test_releases.py", "albert_tf/serving/test_hf_qa_pipeline.py", "test_faults.py",
+    "albert_tf/training/test_xla_and_mixed_precision.py", "albert_tf/models/test_model_harness.py",
+    "albert_tf/serving/test_task_exports.py", "finetune/test_ner_cli.py", "data_prep/test_record_order.py",
+    "albert_tf/presets/test_model_sources.py", "finetune/test_race_task.py",
+    "albert_tf/tasks/test_entity_recognizer.py", "data_prep/test_dask_runner.py", "test_resume_flags.py",
 )
 
 

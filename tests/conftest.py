@@ -19,13 +19,19 @@ quiet_tensorflow()
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def pytest_runtest_setup(item):
-    # PyTorch (the parity tests' peer: Hugging Face's models, the reference optimizers) runs on one
-    # thread: beside TensorFlow's pool on the two shared cores, its OpenMP pool spent its time
-    # spinning (test_hf_qa_pipeline and test_hf_heads: 66.7 s of CPU with it, 56.7 s on one thread).
+def torch_on_one_thread() -> None:
+    """PyTorch (the parity tests' peer: Hugging Face's models, the reference optimizers), where it is
+    loaded, on one thread: beside TensorFlow's pool on the two shared cores, its OpenMP pool spent its
+    time spinning (test_hf_qa_pipeline and test_hf_heads: 66.7 s of CPU with it, 53.8 s on one
+    thread; a step of the 2-layer model 0.5 s instead of 20 ms). Each test process asks before every
+    test; a child that imports tests.finetune.hf_tasks, as that module loads."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.get_num_threads() != 1:
         torch.set_num_threads(1)
+
+
+def pytest_runtest_setup(item):
+    torch_on_one_thread()
 
 
 def pytest_configure(config):

@@ -16,11 +16,9 @@ from albert_tf import AlbertConfig
 from albert_tf.checkpoints.names import WeightName, encoder_weight_names, head_weight_names
 from albert_tf.checkpoints.weights import model_weights
 from tests.albert_tf.hf_reference import hf_config  # noqa: F401 (re-exported)
-from tests.conftest import SMALL_DATA_DIR
+from tests.conftest import SMALL_DATA_DIR, torch_on_one_thread
 
-# One thread: these models are tiny, and PyTorch's thread pool would fight TensorFlow's for the cores
-# (a step of the 2-layer model took 0.5 s instead of 20 ms on the 2-core machine).
-torch.set_num_threads(1)
+torch_on_one_thread()  # also in the children that import this module (tests/warm_python.py's)
 
 SPM_MODEL = SMALL_DATA_DIR / "albert" / "30k-clean.model"  # the released English vocabulary
 

@@ -81,25 +81,29 @@ def test_a_dripping_connection_fails_within_the_timeout_and_keeps_what_came(tmp_
             self.send_response(200)
             self.send_header("Content-Length", "1000")
             self.end_headers()
-            for _ in range(1000):  # a byte every 0.2 s: each read gets an answer within the timeout
+            # A byte every 0.05 s: each read is answered long before its own 2 s timeout, however
+            # busy the machine (a read that waited 2 s would fail as "no answer within 2 s").
+            for _ in range(1000):
+                sent.append(1)  # counted before it is offered: the client can never have read more
                 try:
                     self.wfile.write(b"x")
                     self.wfile.flush()
                 except OSError:
                     return
-                sent.append(1)
-                time.sleep(0.2)
+                time.sleep(0.05)
 
-    monkeypatch.setenv("ALBERT_TF_TIMEOUT", "1")
+    monkeypatch.setenv("ALBERT_TF_TIMEOUT", "2")
     with _serve(Drip) as base:
         with pytest.raises(UserError) as error:
             download.fetch(f"{base}/drip.tar.gz", str(tmp_path / "drip.tar.gz"), progress=False)
     assert str(error.value) == (
-        f"could not download {base}/drip.tar.gz (less than 64 KiB in 1 s: the connection is too slow or stalled; "
+        f"could not download {base}/drip.tar.gz (less than 64 KiB in 2 s: the connection is too slow or stalled; "
         f"rerun to resume (ALBERT_TF_TIMEOUT sets the seconds)); {download.HINT}")
-    # Each byte was written as it came (the bar moves with it); the rerun resumes from them.
+    # Each byte was written as it came (the bar moves with it); the rerun resumes from them. How many
+    # came in the window depends on the machine's load; that the window ends only after a read, which
+    # is kept, does not.
     kept = (tmp_path / "drip.tar.gz.download").read_bytes()
-    assert 4 <= len(kept) <= len(sent) and set(kept) == {ord("x")}
+    assert 1 <= len(kept) <= len(sent) and set(kept) == {ord("x")}
 
 
 def test_a_process_waiting_for_anothers_download_says_so_once(tmp_path, capsys):

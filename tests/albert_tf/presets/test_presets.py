@@ -250,12 +250,13 @@ def test_offline_the_cache_serves_and_anything_else_fails_at_once(release, serve
 
 
 def test_no_network_fails_within_seconds_naming_the_url(cache, monkeypatch):
-    with socket.socket() as s:  # a port that nothing listens on
+    # A port held (bound, not listening) for the whole request: nothing listens there, and no other
+    # process of the machine can start to in between, as it could on a port closed before the request.
+    with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/albert_base_v2.tar.gz"
-    with pytest.raises(UserError, match=f"could not download {url} .*; to use a local copy"):
-        sources.resolve(url)
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/albert_base_v2.tar.gz"
+        with pytest.raises(UserError, match=f"could not download {url} .*; to use a local copy"):
+            sources.resolve(url)
     # A server that accepts and never answers: the timeout, not a hang.
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
@@ -404,16 +405,18 @@ def test_the_registry_lists_every_release(capsys):
 def test_locks_wait_for_each_other(tmp_path):
     lock = str(tmp_path / "x.lock")
     order = []
+    held = threading.Event()
 
     def hold():
         with download.locked(lock):
             order.append("first in")
-            time.sleep(0.5)
+            held.set()
+            time.sleep(0.5)  # the time a lock that does not wait has to let the second in
             order.append("first out")
 
     thread = threading.Thread(target=hold)
     thread.start()
-    time.sleep(0.1)
+    assert held.wait(60)  # the first holds the lock before the second asks, however late its thread ran
     with download.locked(lock):
         order.append("second in")
     thread.join()

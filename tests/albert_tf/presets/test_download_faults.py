@@ -115,16 +115,24 @@ def test_a_process_waiting_for_anothers_download_says_so_once(tmp_path, capsys):
         with download.locked(str(lock)):
             entered.set()
 
+    said = ""
     with open(lock, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         thread = threading.Thread(target=second)
         thread.start()
-        time.sleep(0.5)
+        # Released only once the waiter has said it waits (found the lock taken), however late its
+        # thread ran: a release before that would let it in without a word.
+        deadline = time.monotonic() + 60
+        while "waiting" not in said:
+            assert time.monotonic() < deadline and thread.is_alive(), said
+            time.sleep(0.01)
+            said += capsys.readouterr().err
+        thread.join(0.2)  # the time a waiter that does not wait has to get in
         assert not entered.is_set()
         fcntl.flock(held, fcntl.LOCK_UN)
-    thread.join(5)
+    thread.join(60)
     assert entered.is_set()
-    assert capsys.readouterr().err.splitlines() == [
+    assert (said + capsys.readouterr().err).splitlines() == [
         f"waiting for another process to finish its download or conversion into the cache ({lock})"]
     with download.locked(str(lock)):  # free: no word
         pass

@@ -2,6 +2,7 @@
 
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -45,6 +46,18 @@ def _config(files, spm_model, **overrides):
 
 def _shard_bytes(directory):
     return {p.name: p.read_bytes() for p in sorted(directory.glob("pretrain-*"))}
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of process group `group` still runs (a zombie not yet reaped has ended)."""
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (FileNotFoundError, ProcessLookupError, IndexError):  # ended in between
+            continue
+        if int(pgrp) == group and state != "Z":
+            return True
+    return False
 
 
 def _leftovers(directory):
@@ -103,7 +116,9 @@ def test_a_run_killed_with_sigkill_then_rerun_gives_the_same_bytes(tmp_path, dat
         "--num_workers=2",
         "--noprogress",
     ]
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # In a process group of its own, which its workers (and their fork server) share.
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and process.poll() is None:
@@ -116,15 +131,14 @@ def test_a_run_killed_with_sigkill_then_rerun_gives_the_same_bytes(tmp_path, dat
     finally:
         process.wait()
     assert process.returncode == -signal.SIGKILL
-    # The workers notice that their parent died and stop: no shard gets completed by an orphan.
-    sizes = None
-    for _ in range(40):
-        time.sleep(0.25)
-        now = {p.name: p.stat().st_size for p in killed_dir.glob("*.incomplete-*")}
-        if now == sizes:
-            break
-        sizes = now
-    assert now == sizes, "partial files kept growing after the kill"
+    # The workers notice that their parent died and stop: every process of the run ends (waited for,
+    # not guessed from files that stopped growing for a while: a descheduled orphan writes nothing
+    # either, and would then write beside the rerun), and no shard gets completed by an orphan.
+    deadline = time.monotonic() + 120
+    while _group_alive(process.pid):
+        assert time.monotonic() < deadline, "the workers outlived their parent"
+        time.sleep(0.05)
+    assert not list(killed_dir.glob("*.incomplete-*"))  # each stopped worker removed its partial file
     # A shard finished just before the kill may stay (it is complete); the other was cut short.
     assert len(list(killed_dir.glob("pretrain-*.tfrecord"))) < 2
     rerun = run_generation(config, str(killed_dir), progress=False)

@@ -229,14 +229,35 @@ def run_weights(run):
     return [v.numpy() for v in run.model.weights]
 
 
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
+class ReservedPorts:
+    """`n` loopback ports for a test's TensorFlow cluster, kept for it until `close()` (or the end
+    of the `with` block): each stays bound by a socket here (SO_REUSEPORT, never listening), and
+    the cluster's gRPC servers bind beside it when their environment has `ENV` (TensorFlow's
+    TF_GRPC_REUSE_PORT: they then set SO_REUSEPORT too). A port picked free and closed before the
+    servers start (seconds later, a process that loads TensorFlow) is any process's in between:
+    another test worker's server, or an outgoing connection's ephemeral port, which the kernel
+    does not hand out while a socket here holds it."""
+
+    ENV = {"TF_GRPC_REUSE_PORT": "1"}
+
+    def __init__(self, n: int):
+        self._sockets = []
+        for _ in range(n):
+            held = socket.socket()
+            held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            held.bind(("127.0.0.1", 0))
+            self._sockets.append(held)
+        self.ports = [s.getsockname()[1] for s in self._sockets]
+
+    def close(self) -> None:
+        for held in self._sockets:
+            held.close()
+
+    def __enter__(self) -> "ReservedPorts":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def write_random_records(path, num_records, seed=0, max_seq_length=PRETRAINING_SEQ, max_predictions=PRETRAINING_PREDICTIONS):

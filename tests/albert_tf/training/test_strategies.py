@@ -37,12 +37,13 @@ def test_tpu_without_a_name_says_how_to_give_one(monkeypatch):
 
 
 def test_tpu_at_a_dead_address_fails_within_seconds():
-    # A port that was just free: nothing listens there.
+    # A port held (bound, not listening) for the whole attempt: nothing listens there, and no other
+    # process of the machine can start to in between, as it could on a port closed before it.
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(RuntimeError, match=f"no TPU reachable for --tpu='grpc://127.0.0.1:{port}'"):
-        strategies.get_strategy("tpu", tpu=f"grpc://127.0.0.1:{port}", connect_timeout_s=2)
+        with pytest.raises(RuntimeError, match=f"no TPU reachable for --tpu='grpc://127.0.0.1:{port}'"):
+            strategies.get_strategy("tpu", tpu=f"grpc://127.0.0.1:{port}", connect_timeout_s=2)
 
 
 def test_tpu_local_without_tpu_hardware_fails_clearly():

@@ -36,7 +36,7 @@ from albert_tf.models.pretrainer import pretraining_sums
 from tests.helpers import LOOP_CONFIG as CONFIG
 from tests.helpers import PRETRAINING_PREDICTIONS as PREDICTIONS
 from tests.helpers import PRETRAINING_SEQ as SEQ
-from tests.helpers import (cli_flags, console_script, free_ports, latest_step, loop_options as options,
+from tests.helpers import (ReservedPorts, cli_flags, console_script, latest_step, loop_options as options,
                            random_dataset_fn, run_weights as weights, write_random_records as write_records)
 from tests.warm_python import DEVNULL, PIPE
 
@@ -354,17 +354,17 @@ def test_two_mirrored_devices_follow_the_one_device_trajectory(tmp_path, warm_py
 
 
 def test_two_workers_train_and_checkpoint(tmp_path, warm_python):
-    ports = free_ports(2)
-    cluster = {"worker": [f"localhost:{p}" for p in ports]}
-    workers = [
-        warm_python.popen(
-            ["-m", "tests.albert_tf.training.test_training", "worker", tmp_path], cwd=REPO_ROOT, stdout=PIPE, stderr=PIPE,
-            text=True,
-            env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
-        )
-        for i in range(2)
-    ]
-    outputs = [w.communicate(timeout=240) for w in workers]
+    with ReservedPorts(2) as reserved:
+        cluster = {"worker": [f"localhost:{p}" for p in reserved.ports]}
+        workers = [
+            warm_python.popen(
+                ["-m", "tests.albert_tf.training.test_training", "worker", tmp_path], cwd=REPO_ROOT, stdout=PIPE,
+                stderr=PIPE, text=True, env={**os.environ, **ReservedPorts.ENV, "TF_CONFIG": json.dumps(
+                    {"cluster": cluster, "task": {"type": "worker", "index": i}})},
+            )
+            for i in range(2)
+        ]
+        outputs = [w.communicate(timeout=240) for w in workers]
     failed = [f"worker {i}: {err[-2000:]}" for i, (w, (_, err)) in enumerate(zip(workers, outputs)) if w.returncode]
     assert not failed, "\n".join(failed)
     reports = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]

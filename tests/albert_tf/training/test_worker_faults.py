@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import REPO_ROOT
-from tests.helpers import cli_flags, free_ports, latest_step, write_random_records as write_records
+from tests.helpers import ReservedPorts, cli_flags, latest_step, write_random_records as write_records
 from tests.warm_python import DEVNULL
 
 pytestmark = pytest.mark.slow
@@ -44,15 +44,16 @@ class Workers:
     `multi_worker_python` fixture: TensorFlow loaded already); each one's stderr in a file."""
 
     def __init__(self, warm, flags, log_dir, name):
-        ports = free_ports(2)
-        cluster = {"worker": [f"localhost:{p}" for p in ports]}
+        self._ports = ReservedPorts(2)  # the cluster's until kill()
+        cluster = {"worker": [f"localhost:{p}" for p in self._ports.ports]}
         self.logs = [log_dir / f"{name}-worker-{i}.stderr" for i in range(2)]
         self.processes = []
         for i in range(2):
             with open(self.logs[i], "w") as err:
                 self.processes.append(warm.popen(
                     ["-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT, stdout=DEVNULL, stderr=err, text=True,
-                    env={**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
+                    env={**os.environ, **ReservedPorts.ENV,
+                         "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
                 ))
 
     def stderr(self, i) -> str:
@@ -79,6 +80,7 @@ class Workers:
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=30)
+        self._ports.close()
 
 
 @pytest.fixture

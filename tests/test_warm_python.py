@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tests import warm_python as warm_python_module
 from tests.conftest import REPO_ROOT
 from tests.warm_python import DEVNULL, MISMATCH_EXIT, PIPE, WarmPopen, load_time_env
 
@@ -71,18 +72,26 @@ def test_signals_reach_the_child_and_end_it_as_they_would(warm_python):
         child.stdout.close()
 
 
-def test_a_wait_past_its_timeout_raises_and_a_run_past_it_kills_the_child(warm_python, tmp_path):
+def test_a_wait_past_its_timeout_raises_and_a_run_past_it_kills_the_child(warm_python, monkeypatch):
     child = warm_python.popen(["-c", "import time; time.sleep(60)"])
     with pytest.raises(subprocess.TimeoutExpired):
         child.wait(timeout=0.2)
     child.kill()
     assert child.wait(timeout=30) == -signal.SIGKILL
-    pid_file = tmp_path / "pid"
+    # The run's child's pid as the warm process tells it on forking it: the child need not have run
+    # a line by the timeout (a pid file it wrote was missing if a loaded machine started it late).
+    started = []
+
+    class Told(WarmPopen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self.pid)
+
+    monkeypatch.setattr(warm_python_module, "WarmPopen", Told)
     with pytest.raises(subprocess.TimeoutExpired):
-        warm_python.run(["-c", f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
-                               "time.sleep(600)"], timeout=5)
+        warm_python.run(["-c", "import time; time.sleep(600)"], timeout=1)
     # The run's child is killed, not left to sleep (said by the process table, not by a stopwatch).
-    pid = int(pid_file.read_text())
+    (pid,) = started
     deadline = time.monotonic() + 60
     while _alive(pid):
         assert time.monotonic() < deadline, "the timed-out child still runs"

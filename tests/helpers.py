@@ -260,6 +260,21 @@ class ReservedPorts:
         self.close()
 
 
+def process_group_states(group: int) -> list[str]:
+    """The state (/proc's R, S, D, T, Z, ...) of every thread of every process in process group
+    `group` (a process started with start_new_session=True and what it started, unless they left
+    it): [] once they have all been reaped."""
+    states = []
+    for process in pathlib.Path("/proc").glob("[0-9]*"):
+        try:
+            if int((process / "stat").read_text().rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            states += [(task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in (process / "task").iterdir()]
+        except (FileNotFoundError, ProcessLookupError, IndexError):  # ended in between
+            continue
+    return states
+
+
 def write_random_records(path, num_records, seed=0, max_seq_length=PRETRAINING_SEQ, max_predictions=PRETRAINING_PREDICTIONS):
     """Pretraining TFRecords with random contents, in the schema of albert_tf.data.features."""
     from albert_tf.data import features

@@ -32,6 +32,14 @@ def dask_command() -> str:
     return found
 
 
+def _address(scheduler_file: pathlib.Path) -> str | None:
+    """The scheduler's address from its --scheduler-file, None until the file is there and whole."""
+    try:
+        return json.loads(scheduler_file.read_text())["address"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return None
+
+
 class LoopbackCluster:
     """A scheduler and `num_workers` single-threaded workers on loopback, their logs and temporary
     folders under `directory`; `scheduler_env` adds to the scheduler's environment (Dask's
@@ -65,11 +73,11 @@ class LoopbackCluster:
             ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
              "--scheduler-file", str(scheduler_file)], "scheduler", self.scheduler_env)
         deadline = time.monotonic() + self.start_timeout_s
-        while not scheduler_file.exists() or not scheduler_file.stat().st_size:
+        # Read until it parses: a file being written can be seen before its writer's last write.
+        while (address := _address(scheduler_file)) is None:
             self._check_alive(self.scheduler, "scheduler", deadline)
             time.sleep(0.1)
-        time.sleep(0.2)  # the file is written in one go, but give the writer its close
-        self.address = json.loads(scheduler_file.read_text())["address"]
+        self.address = address
         for index in range(self.num_workers):
             self.add_worker(index)
         self.wait_for_workers(self.num_workers, deadline)
@@ -109,6 +117,28 @@ class LoopbackCluster:
         except ProcessLookupError:
             pass
         worker.wait(timeout=30)
+
+    def kill_worker_if(self, index: int, busy) -> bool:
+        """Kills the worker as kill_worker does if `busy()` holds while it is stopped (SIGSTOP to it
+        and its nanny, every thread of theirs stopped): what it was doing as it died is then known,
+        not raced against its own progress. Otherwise it goes on (SIGCONT); returns whether it died."""
+        from tests.helpers import process_group_states
+
+        worker = self.workers[index]
+        try:
+            os.killpg(worker.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return False
+        deadline = time.monotonic() + 60
+        while not all(state in "TtZX" for state in process_group_states(worker.pid)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"dask worker-{index} did not stop within 60 s of SIGSTOP")
+            time.sleep(0.001)
+        if busy():
+            self.kill_worker(index)
+            return True
+        os.killpg(worker.pid, signal.SIGCONT)
+        return False
 
     def stop(self) -> None:
         processes = [p for p in [*self.workers, self.scheduler] if p is not None]

@@ -2,7 +2,6 @@
 
 import json
 import os
-import pathlib
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from albert_tf.data.features import pretraining_feature_spec
 from data_prep.documents import BadInputError, check_not_all_empty, expand_input_patterns
 from data_prep.instances import InstanceOptions
 from data_prep.shards import METADATA_FILE, GenerationConfig, run_generation
+from tests.helpers import process_group_states
 
 OPTIONS = InstanceOptions(max_seq_length=64, max_predictions_per_seq=10)
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -46,18 +46,6 @@ def _config(files, spm_model, **overrides):
 
 def _shard_bytes(directory):
     return {p.name: p.read_bytes() for p in sorted(directory.glob("pretrain-*"))}
-
-
-def _group_alive(group: int) -> bool:
-    """Whether a process of process group `group` still runs (a zombie not yet reaped has ended)."""
-    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
-        try:
-            state, _, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
-        except (FileNotFoundError, ProcessLookupError, IndexError):  # ended in between
-            continue
-        if int(pgrp) == group and state != "Z":
-            return True
-    return False
 
 
 def _leftovers(directory):
@@ -135,7 +123,7 @@ def test_a_run_killed_with_sigkill_then_rerun_gives_the_same_bytes(tmp_path, dat
     # not guessed from files that stopped growing for a while: a descheduled orphan writes nothing
     # either, and would then write beside the rerun), and no shard gets completed by an orphan.
     deadline = time.monotonic() + 120
-    while _group_alive(process.pid):
+    while any(state != "Z" for state in process_group_states(process.pid)):  # a zombie has ended
         assert time.monotonic() < deadline, "the workers outlived their parent"
         time.sleep(0.05)
     assert not list(killed_dir.glob("*.incomplete-*"))  # each stopped worker removed its partial file

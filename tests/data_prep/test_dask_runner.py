@@ -7,6 +7,7 @@ looks finished, and a rerun then gives the same bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -92,14 +93,19 @@ def _start(flags, cluster):
     )
 
 
+def _making_a_shard(cluster, index) -> bool:
+    return any(cluster.worker_tmp(index).glob("albert-shard-*"))
+
+
 def _kill_a_worker_making_a_shard(cluster, run, timeout=RUN_TIMEOUT_S) -> int:
-    """Waits until a worker is making a shard (its spill folder exists in the worker's TMPDIR),
-    then kills that worker (SIGKILL to it and its nanny); returns its index."""
+    """Waits until a worker is making a shard (its spill folder exists in the worker's TMPDIR:
+    made as the task starts, removed before it ends), then kills that worker (SIGKILL to it and its
+    nanny) if, stopped, it still is; returns its index."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for index in range(cluster.num_workers):
-            if any(cluster.worker_tmp(index).glob("albert-shard-*")):
-                cluster.kill_worker(index)
+            making = functools.partial(_making_a_shard, cluster, index)
+            if making() and cluster.kill_worker_if(index, making):
                 return index
         if run.poll() is not None:
             pytest.fail(f"the run ended (exit {run.returncode}) before a worker could be killed: {run.stderr.read()[-2000:]}")
@@ -113,7 +119,7 @@ def _wait_until_no_shard_is_being_made(cluster, timeout=120):
     cannot stop a running task): waits until no live worker is making a shard."""
     deadline = time.monotonic() + timeout
     live = [i for i, worker in enumerate(cluster.workers) if worker.poll() is None]
-    while any(any(cluster.worker_tmp(i).glob("albert-shard-*")) for i in live):
+    while any(_making_a_shard(cluster, i) for i in live):
         assert time.monotonic() < deadline, "a worker is still making a shard"
         time.sleep(0.1)
 

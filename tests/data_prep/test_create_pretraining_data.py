@@ -16,6 +16,7 @@ from albert_tf.data.features import pretraining_feature_spec
 from data_prep.documents import BadInputError, check_not_all_empty, expand_input_patterns
 from data_prep.instances import InstanceOptions
 from data_prep.shards import METADATA_FILE, GenerationConfig, run_generation
+from tests.data_prep.paused_generation import PAUSED_ENV
 from tests.helpers import process_group_states
 
 OPTIONS = InstanceOptions(max_seq_length=64, max_predictions_per_seq=10)
@@ -90,45 +91,40 @@ def test_a_run_killed_with_sigkill_then_rerun_gives_the_same_bytes(tmp_path, dat
     config = _config(files, spm_model, num_output_shards=2, dupe_factor=4)
     reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
     reference_result = run_generation(config, str(reference_dir), progress=False)
-    command = [
-        sys.executable,
-        "-m",
-        "data_prep.create_pretraining_data",
-        f"--input_file={files[0]}",
-        f"--output_dir={killed_dir}",
-        f"--spm_model_file={spm_model}",
-        "--max_seq_length=64",
-        "--max_predictions_per_seq=10",
-        "--dupe_factor=4",
-        "--num_output_shards=2",
-        "--num_workers=2",
-        "--noprogress",
-    ]
-    # In a process group of its own, which its workers (and their fork server) share.
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    flags = [f"--input_file={files[0]}", f"--output_dir={killed_dir}", f"--spm_model_file={spm_model}",
+             "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=4", "--num_output_shards=2",
+             "--num_workers=2", "--noprogress"]
+    # The tool with workers that wait partway through their input (tests/data_prep/paused_generation.py):
+    # the parent is killed while both are known to be midway, however far a loaded machine let the
+    # run go while this process polled (the run used to be killed once a shard was begun, and could
+    # have finished both shards by then). In a process group of its own, which its workers (and
+    # their fork server) share.
+    paused = tmp_path / "paused"
+    paused.mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "tests.data_prep.paused_generation", *flags], cwd=REPO_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                               env={**os.environ, PAUSED_ENV: str(paused)})
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and process.poll() is None:
-            # Created when the shard starts (as <name>.incomplete-<pid>); its records come at the end.
-            if list(killed_dir.glob("pretrain-00000-of-00002.tfrecord.incomplete-*")):
-                break
-            time.sleep(0.005)
-        assert process.poll() is None, "the run ended before it could be killed"
+        while len(list(paused.iterdir())) < 2:
+            assert process.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.01)
         os.kill(process.pid, signal.SIGKILL)
     finally:
+        process.kill()
         process.wait()
+        (paused / "go").write_text("")  # the workers go on (to stop, their parent gone)
     assert process.returncode == -signal.SIGKILL
     # The workers notice that their parent died and stop: every process of the run ends (waited for,
     # not guessed from files that stopped growing for a while: a descheduled orphan writes nothing
-    # either, and would then write beside the rerun), and no shard gets completed by an orphan.
+    # either, and would then write beside the rerun), and neither finishes its shard.
     deadline = time.monotonic() + 120
     while any(state != "Z" for state in process_group_states(process.pid)):  # a zombie has ended
         assert time.monotonic() < deadline, "the workers outlived their parent"
         time.sleep(0.05)
     assert not list(killed_dir.glob("*.incomplete-*"))  # each stopped worker removed its partial file
-    # A shard finished just before the kill may stay (it is complete); the other was cut short.
-    assert len(list(killed_dir.glob("pretrain-*.tfrecord"))) < 2
+    assert not list(killed_dir.glob("pretrain-*.tfrecord"))
     rerun = run_generation(config, str(killed_dir), progress=False)
     assert _shard_bytes(killed_dir) == _shard_bytes(reference_dir)
     assert not [name for name in _leftovers(killed_dir) if ".incomplete" in name]

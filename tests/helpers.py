@@ -269,7 +269,8 @@ def process_group_states(group: int) -> list[str]:
         try:
             if int((process / "stat").read_text().rsplit(")", 1)[1].split()[2]) != group:
                 continue
-            states += [(task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in (process / "task").iterdir()]
+            tasks = (process / "task").iterdir()
+            states += [(task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks]
         except (FileNotFoundError, ProcessLookupError, IndexError):  # ended in between
             continue
     return states

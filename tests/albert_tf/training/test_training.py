@@ -33,6 +33,7 @@ from albert_tf.checkpoints import run_folder
 from albert_tf.training import loop
 from albert_tf.checkpoints.weights import model_weights
 from albert_tf.models.pretrainer import pretraining_sums
+from tests.albert_tf.training.paused_pretrain import pause_env
 from tests.helpers import LOOP_CONFIG as CONFIG
 from tests.helpers import PRETRAINING_PREDICTIONS as PREDICTIONS
 from tests.helpers import PRETRAINING_SEQ as SEQ
@@ -387,14 +388,13 @@ def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupt
     steps = 12
     killed_dir = tmp_path / "killed"
     flags = cli_flags(tmp_path, killed_dir, steps)
-    # albert-pretrain, waiting midway to be killed (_pretrain_paused): the kill lands there however
-    # far a loaded machine let the run go while this process polled (it used to be killed once
-    # ckpt-4 was seen, and could have finished by then).
-    paused = tmp_path / "paused"
-    process = warm_python.popen(["-m", "tests.albert_tf.training.test_training", "paused", paused, *flags],
-                                cwd=REPO_ROOT, stdout=DEVNULL, stderr=PIPE, text=True)
+    # albert-pretrain, waiting after step 5 to be killed (tests/albert_tf/training/paused_pretrain.py):
+    # the kill lands there however far a loaded machine let the run go while this process polled
+    # (it used to be killed once ckpt-4 was seen, and could have finished by then).
+    process = warm_python.popen(["-m", "tests.albert_tf.training.paused_pretrain", *flags], cwd=REPO_ROOT,
+                                stdout=DEVNULL, stderr=PIPE, text=True, env={**os.environ, **pause_env(5, tmp_path)})
     deadline = time.monotonic() + 180
-    while not paused.exists():
+    while not (tmp_path / "paused").exists():
         if process.poll() is not None:
             pytest.fail("the run ended before it could be killed: " + process.stderr.read()[-3000:])
         assert time.monotonic() < deadline
@@ -403,7 +403,7 @@ def test_sigkill_midway_resumes_from_the_last_checkpoint_and_ends_as_uninterrupt
     process.wait()
     last = tf.train.latest_checkpoint(str(killed_dir))
     last_step = int(last.rsplit("-", 1)[1])
-    assert last_step == 4 < PAUSED_AFTER < steps, "killed midway, after a step its last checkpoint does not hold"
+    assert last_step == 4, "killed midway, after a step its last checkpoint does not hold"
 
     # Rerun as a user would (on a copy of the killed folder; the console script in this process):
     # the summary says where it resumed.
@@ -592,30 +592,7 @@ def _worker(output_dir):
             "loss": result["train"]["loss"], "checksum": checksum}
 
 
-PAUSED_AFTER = 5
-
-
-def _pretrain_paused(paused, *argv):
-    """`albert-pretrain ARGV...` that, once it has trained step PAUSED_AFTER (after its checkpoint of
-    step 4), writes the file `paused` and waits there, never to return: to be killed midway."""
-    import threading
-
-    from albert_tf.cli import pretrain
-
-    train_steps = loop.Trainer.train_steps
-
-    def pausing(self, iterator, num_steps):
-        if self.current_step == PAUSED_AFTER:
-            pathlib.Path(paused).write_text(f"{self.current_step}\n")
-            threading.Event().wait()
-        return train_steps(self, iterator, num_steps)
-
-    loop.Trainer.train_steps = pausing
-    sys.argv = ["albert-pretrain", *argv]
-    pretrain.run()
-
-
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
-    report = {"mirrored": _mirrored, "worker": _worker, "paused": _pretrain_paused}[mode](*args)
+    report = {"mirrored": _mirrored, "worker": _worker}[mode](*args)
     print(json.dumps(report))

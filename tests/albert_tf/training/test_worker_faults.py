@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.albert_tf.training.paused_pretrain import pause_env
 from tests.conftest import REPO_ROOT
 from tests.helpers import ReservedPorts, cli_flags, latest_step, write_random_records as write_records
 from tests.warm_python import DEVNULL
@@ -43,16 +44,23 @@ class Workers:
     """Two albert-pretrain processes forming one cluster, children of `warm` (the
     `multi_worker_python` fixture: TensorFlow loaded already); each one's stderr in a file."""
 
-    def __init__(self, warm, flags, log_dir, name):
+    def __init__(self, warm, flags, log_dir, name, paused: tuple[int, int] | None = None):
+        """`paused` (worker, step): that worker is albert-pretrain pausing after `step` (paused_pretrain.py),
+        saying so in log_dir/`name`-paused."""
         self._ports = ReservedPorts(2)  # the cluster's until kill()
         cluster = {"worker": [f"localhost:{p}" for p in self._ports.ports]}
         self.logs = [log_dir / f"{name}-worker-{i}.stderr" for i in range(2)]
+        self.pause_folder = log_dir / f"{name}-paused"
         self.processes = []
         for i in range(2):
+            module, pause = "albert_tf.cli.pretrain", {}
+            if paused and paused[0] == i:
+                self.pause_folder.mkdir()
+                module, pause = "tests.albert_tf.training.paused_pretrain", pause_env(paused[1], self.pause_folder)
             with open(self.logs[i], "w") as err:
                 self.processes.append(warm.popen(
-                    ["-m", "albert_tf.cli.pretrain", *flags], cwd=REPO_ROOT, stdout=DEVNULL, stderr=err, text=True,
-                    env={**os.environ, **ReservedPorts.ENV,
+                    ["-m", module, *flags], cwd=REPO_ROOT, stdout=DEVNULL, stderr=err, text=True,
+                    env={**os.environ, **ReservedPorts.ENV, **pause,
                          "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
                 ))
 
@@ -67,12 +75,22 @@ class Workers:
         return [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in self.processes]
 
     def wait_for_checkpoint(self, directory, step, timeout=RUN_TIMEOUT_S):
+        self._wait_until(lambda: latest_step(directory) >= step, f"the checkpoint of step {step}", timeout)
+
+    def wait_until_paused(self, timeout=RUN_TIMEOUT_S):
+        """Until the paused worker (`paused`) has paused; `go()` lets it go on."""
+        self._wait_until((self.pause_folder / "paused").exists, "the pause", timeout)
+
+    def go(self):
+        (self.pause_folder / "go").write_text("")
+
+    def _wait_until(self, condition, what, timeout):
         deadline = time.monotonic() + timeout
-        while latest_step(directory) < step:
+        while not condition():
             for i, p in enumerate(self.processes):
                 if p.poll() is not None:
-                    pytest.fail(f"worker {i} ended (exit {p.returncode}) before step {step}: {self.stderr(i)[-3000:]}")
-            assert time.monotonic() < deadline, f"no checkpoint of step {step} in time"
+                    pytest.fail(f"worker {i} ended (exit {p.returncode}) before {what}: {self.stderr(i)[-3000:]}")
+            assert time.monotonic() < deadline, f"no {what} in time"
             time.sleep(0.02)
 
     def kill(self):
@@ -87,8 +105,8 @@ class Workers:
 def workers(multi_worker_python):
     started = []
 
-    def start(flags, log_dir, name):
-        started.append(Workers(multi_worker_python, flags, log_dir, name))
+    def start(flags, log_dir, name, paused=None):
+        started.append(Workers(multi_worker_python, flags, log_dir, name, paused))
         return started[-1]
 
     yield start
@@ -141,8 +159,10 @@ def test_a_killed_worker_stops_the_other_at_once_and_a_restart_ends_as_uninterru
     # for the --worker_timeout_s. Set to an hour here, the survivor stops within the test's wait only
     # if it does (asserted by what happens, not by how many seconds it took on this machine's load).
     flags = _flags(data_dir, output_dir, worker_timeout_s=3600)
-    run = workers(flags, tmp_path, "killed")
-    run.wait_for_checkpoint(output_dir, 2 * SAVE_EVERY)
+    # The chief waits after a step past ckpt-8 to be killed (the other waits for it in the next
+    # step's collective): killed there however far a loaded machine let the run go while this polled.
+    run = workers(flags, tmp_path, "killed", paused=(0, 2 * SAVE_EVERY + 1))
+    run.wait_until_paused()
     run.processes[0].send_signal(signal.SIGKILL)  # the chief, which also hosts the coordination service
     try:
         code = run.wait(1)
@@ -150,7 +170,7 @@ def test_a_killed_worker_stops_the_other_at_once_and_a_restart_ends_as_uninterru
         pytest.fail(f"worker 1 still runs {RUN_TIMEOUT_S} s after worker 0 was killed: {run.stderr(1)[-3000:]}")
     assert code == 1, run.stderr(1)[-3000:]
     last = latest_step(output_dir)
-    assert 2 * SAVE_EVERY <= last < STEPS
+    assert last == 2 * SAVE_EVERY
     line = _one_line(run.stderr(1))
     assert line.startswith("error: worker 0 of the cluster was lost (died, or silent for the --worker_timeout_s) at step ")
     assert line.endswith(f"worker 1 stops: restart every worker with the same command to resume from the last "
@@ -166,12 +186,15 @@ def test_sigterm_to_a_worker_saves_the_step_reached_on_every_worker_and_a_restar
         tmp_path, data_dir, uninterrupted, workers):
     output_dir = tmp_path / "run"
     flags = _flags(data_dir, output_dir)
-    run = workers(flags, tmp_path, "preempted")
-    run.wait_for_checkpoint(output_dir, SAVE_EVERY)
+    # Worker 1 waits after a step past ckpt-4 for its SIGTERM and goes on once it has it: the signal
+    # lands midway however far a loaded machine let the run go while this process polled.
+    run = workers(flags, tmp_path, "preempted", paused=(1, SAVE_EVERY + 1))
+    run.wait_until_paused()
     run.processes[1].send_signal(signal.SIGTERM)  # not the chief: the chief must save on its word
+    run.go()
     assert run.wait_all(timeout=120) == [143, 143], run.stderr(0)[-3000:] + run.stderr(1)[-3000:]
     saved = latest_step(output_dir)
-    assert SAVE_EVERY <= saved < STEPS
+    assert saved == SAVE_EVERY + 2  # noted before step 6 (worker 1 paused after 5), agreed after it
     lines = [_one_line(run.stderr(i)) for i in range(2)]
     tail = f"(a preemption) after step {saved}, saved as ckpt-{saved}; rerun the same command to resume from it"
     assert lines == [f"error: stopped by SIGTERM to another worker {tail}", f"error: stopped by SIGTERM to this worker {tail}"]

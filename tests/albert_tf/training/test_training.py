@@ -37,7 +37,7 @@ from tests.albert_tf.training.paused_pretrain import pause_env
 from tests.helpers import LOOP_CONFIG as CONFIG
 from tests.helpers import PRETRAINING_PREDICTIONS as PREDICTIONS
 from tests.helpers import PRETRAINING_SEQ as SEQ
-from tests.helpers import (ReservedPorts, cli_flags, console_script, latest_step, loop_options as options,
+from tests.helpers import (ReservedPorts, cli_flags, console_script, loop_options as options,
                            random_dataset_fn, run_weights as weights, write_random_records as write_records)
 from tests.warm_python import DEVNULL, PIPE
 

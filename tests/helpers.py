@@ -230,13 +230,14 @@ def run_weights(run):
 
 
 class ReservedPorts:
-    """`n` loopback ports for a test's TensorFlow cluster, kept for it until `close()` (or the end
-    of the `with` block): each stays bound by a socket here (SO_REUSEPORT, never listening), and
-    the cluster's gRPC servers bind beside it when their environment has `ENV` (TensorFlow's
-    TF_GRPC_REUSE_PORT: they then set SO_REUSEPORT too). A port picked free and closed before the
-    servers start (seconds later, a process that loads TensorFlow) is any process's in between:
-    another test worker's server, or an outgoing connection's ephemeral port, which the kernel
-    does not hand out while a socket here holds it."""
+    """`n` loopback ports kept for a test until `close()` (or the end of the `with` block): each
+    stays bound by a socket here (SO_REUSEPORT, never listening). Alone, a port is a dead address:
+    nothing answers there, and no other process can start to. A test's TensorFlow cluster binds its
+    gRPC servers beside them when their environment has `ENV` (TensorFlow's TF_GRPC_REUSE_PORT:
+    they then set SO_REUSEPORT too). A port picked free and closed before it is used (seconds later,
+    by a process that loads TensorFlow) is any process's in between: another test worker's server,
+    or an outgoing connection's ephemeral port, which the kernel does not hand out while a socket
+    here holds it."""
 
     ENV = {"TF_GRPC_REUSE_PORT": "1"}
 

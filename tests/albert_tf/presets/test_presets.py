@@ -30,6 +30,7 @@ from albert_tf.models import AlbertClassifier
 from albert_tf.presets import download, folder, loader, registry, sources
 from albert_tf.checkpoints import weights
 from tests.conftest import REPO_ROOT
+from tests.helpers import ReservedPorts
 
 TINY_VOCAB = REPO_ROOT / "tests" / "fixtures" / "data_prep" / "tiny_vocab.model"
 CONFIG = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=4,
@@ -250,11 +251,8 @@ def test_offline_the_cache_serves_and_anything_else_fails_at_once(release, serve
 
 
 def test_no_network_fails_within_seconds_naming_the_url(cache, monkeypatch):
-    # A port held (bound, not listening) for the whole request: nothing listens there, and no other
-    # process of the machine can start to in between, as it could on a port closed before the request.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{s.getsockname()[1]}/albert_base_v2.tar.gz"
+    with ReservedPorts(1) as dead:  # held for the whole request
+        url = f"http://127.0.0.1:{dead.ports[0]}/albert_base_v2.tar.gz"
         with pytest.raises(UserError, match=f"could not download {url} .*; to use a local copy"):
             sources.resolve(url)
     # A server that accepts and never answers: the timeout, not a hang.

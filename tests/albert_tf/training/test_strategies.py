@@ -1,11 +1,10 @@
 """The strategy factory: known names, and fast, clear failures where there is no TPU."""
 
-import socket
-
 import pytest
 import tensorflow as tf
 
 from albert_tf.training import strategies
+from tests.helpers import ReservedPorts
 
 
 def test_unknown_name_lists_the_known_ones():
@@ -37,11 +36,8 @@ def test_tpu_without_a_name_says_how_to_give_one(monkeypatch):
 
 
 def test_tpu_at_a_dead_address_fails_within_seconds():
-    # A port held (bound, not listening) for the whole attempt: nothing listens there, and no other
-    # process of the machine can start to in between, as it could on a port closed before it.
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    with ReservedPorts(1) as dead:  # held for the whole attempt
+        port = dead.ports[0]
         with pytest.raises(RuntimeError, match=f"no TPU reachable for --tpu='grpc://127.0.0.1:{port}'"):
             strategies.get_strategy("tpu", tpu=f"grpc://127.0.0.1:{port}", connect_timeout_s=2)
 

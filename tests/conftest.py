@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from albert_tf.utils.quiet import quiet_tensorflow, set_tensorflow_log_level
-from tests.xdist_settings import pytest_cmdline_main  # noqa: F401 (a hook: -n's settings, where xdist runs)
+# Hooks: -n's settings, where xdist runs.
+from tests.xdist_settings import pytest_cmdline_main, pytest_xdist_auto_num_workers  # noqa: F401
 
 # First, before TensorFlow loads: the tests run with the log level the tools give TensorFlow, whatever
 # the caller's shell exported (TF_CPP_MIN_LOG_LEVEL=3 is common), so that this process, the warm

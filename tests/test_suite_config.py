@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 
 from tests.conftest import REPO_ROOT
 
@@ -30,6 +31,7 @@ def pytest_sessionstart(session):
     if not hasattr(session.config, "workerinput"):
         values = [getattr(option, name, "absent") for name in ("dist", "loadscopereorder", "maxworkerrestart", "timeout")]
         pathlib.Path(__file__).with_name("options.txt").write_text(" ".join(map(str, values)))
+        pathlib.Path(__file__).with_name("workers.txt").write_text(str(len(getattr(option, "tx", None) or [])))
 '''
 
 
@@ -93,3 +95,20 @@ def test_plain_pytest_runs_without_xdist(tmp_path):
     # -n itself is then unknown, as it should be: a usage error (exit code 4), not a silent serial run.
     result, output = _pytest(tmp_path, "-n", "2", env=env)
     assert result.returncode == 4 and "unrecognized arguments: -n" in output, output[-3000:]
+
+
+def test_auto_starts_a_worker_more_than_the_cores_within_maxprocesses(tmp_path):
+    from xdist.plugin import pytest_xdist_auto_num_workers as xdist_auto
+
+    auto = types.SimpleNamespace(option=types.SimpleNamespace(numprocesses="auto"))
+    cores = xdist_auto(auto)  # the cores pytest-xdist's own `auto` counts
+    _suite(tmp_path, "def test_one():\n    pass\n", report_options=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_AUTO_NUM_WORKERS"}
+    for maxprocesses in (cores, cores + 1, cores + 2):
+        result, output = _pytest(tmp_path, "-n", "auto", f"--maxprocesses={maxprocesses}", env=env)
+        assert result.returncode == 0, output[-3000:]
+        assert (tmp_path / "workers.txt").read_text() == str(min(cores + 1, maxprocesses)), maxprocesses
+    # pytest-xdist's own variable still chooses the number.
+    result, output = _pytest(tmp_path, "-n", "auto", env={**env, "PYTEST_XDIST_AUTO_NUM_WORKERS": "1"})
+    assert result.returncode == 0, output[-3000:]
+    assert (tmp_path / "workers.txt").read_text() == "1"

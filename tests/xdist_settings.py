@@ -3,7 +3,13 @@
 would name options that only xdist defines. tests/conftest.py takes the hook from here;
 tests/test_suite_config.py runs it alone, as a conftest, in a suite of its own.
 
-With `-n` (README: `-n auto --maxprocesses=4`), unless `--dist` is given:
+With `-n auto` (README: `-n auto --maxprocesses=4`), one worker more than the cores, at most
+`--maxprocesses` (`pytest_xdist_auto_num_workers`; PYTEST_XDIST_AUTO_NUM_WORKERS, where set, wins):
+a worker spends about a tenth of its time waiting (a child starting, a server answering, a fault
+test's deadline), which a worker per core leaves idle. On the 2-core machine, the full suite used
+181% of the CPU with two workers and 192% with three (docs/testing.md, "Measured").
+
+With `-n`, unless `--dist` is given:
 - each worker takes whole modules (`--dist=loadscope`), in tests/conftest.py's order, slowest first
   (`--no-loadscope-reorder`): a module's fixtures (trained runs, exports, fresh processes) are then
   built once, not once on each worker that got some of its tests;
@@ -17,9 +23,20 @@ With `-n` (README: `-n auto --maxprocesses=4`), unless `--dist` is given:
   extra; `--timeout` given wins). It bounds a hang, not a speed: the longest test takes minutes.
 """
 
+import os
+
 import pytest
 
 HANG_SECONDS = 1800
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: plain pytest has no such hook
+def pytest_xdist_auto_num_workers(config):
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist's own implementation reads it
+    from xdist.plugin import pytest_xdist_auto_num_workers as cores
+
+    return cores(config) + 1  # pytest-xdist then caps it at --maxprocesses
 
 
 @pytest.hookimpl(wrapper=True)

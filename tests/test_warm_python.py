@@ -51,6 +51,15 @@ def test_a_child_handles_signals_as_a_new_python_does(warm_python):
     new = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert warm.stdout == new.stdout and "Handlers.SIG_IGN: 1>, <Handlers.SIG_IGN" in new.stdout
+    # Signals the caller ignores stay ignored in a new process, as under `nohup pytest ...` (SIGHUP).
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        warm = warm_python.run(["-c", code], capture_output=True, text=True, timeout=60)
+        new = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    assert warm.stdout == new.stdout and "Handlers.SIG_IGN: 1>, <Handlers.SIG_DFL: 0>] set()" in new.stdout
 
 
 def test_an_exception_is_a_traceback_and_status_1(warm_python):

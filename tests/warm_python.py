@@ -46,6 +46,8 @@ MISMATCH_EXIT = 70
 _loaded_with: dict[str, str | None] = {}
 _MESSAGE_BYTES = 1 << 20
 _FORWARDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2}
+# Reset in a child to what a new process has.
+_RESET = (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 PIPE, DEVNULL = subprocess.PIPE, subprocess.DEVNULL
 
@@ -160,9 +162,10 @@ def _child(request: dict, fds: list[int]) -> None:
     os.umask(request["umask"])
     # Python's own start in the foreground: SIGPIPE and SIGXFSZ ignored (kept from the warm
     # process), SIGINT its KeyboardInterrupt (whether or not the caller ignores it), the rest the
-    # system's default.
-    for number in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(number, signal.SIG_DFL)
+    # system's default but where the requester ignores them (under nohup, SIGHUP), as a process it
+    # started would inherit.
+    for number in _RESET:
+        signal.signal(number, signal.SIG_IGN if number in request["ignored"] else signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     code = 0
     try:
@@ -265,7 +268,9 @@ class WarmPopen:
         umask = os.umask(0)
         os.umask(umask)
         request = {"args": self.args, "cwd": os.path.abspath(cwd or os.getcwd()),
-                   "env": dict(os.environ if env is None else env), "umask": umask}
+                   "env": dict(os.environ if env is None else env), "umask": umask,
+                   # A new process keeps the signals its parent ignores (nohup's SIGHUP, ...).
+                   "ignored": [int(n) for n in _RESET if signal.getsignal(n) == signal.SIG_IGN]}
         socket.send_fds(self._conn, [json.dumps(request).encode()], self._theirs)
         for fd in self._theirs:
             if fd > 2:

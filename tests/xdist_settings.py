@@ -1,6 +1,6 @@
 """The suite's pytest-xdist settings, given only where xdist runs the suite (`-n`), so that plain
 `pytest` (no pytest-xdist installed, or `-p no:xdist`) runs any test file: pyproject.toml's addopts
-would name options that only xdist defines. tests/conftest.py takes the hook from here;
+would name options that only xdist defines. tests/conftest.py takes the hooks from here;
 tests/test_suite_config.py runs it alone, as a conftest, in a suite of its own.
 
 With `-n auto` (README: `-n auto --maxprocesses=4`), one worker more than the cores, at most

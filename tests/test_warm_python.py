@@ -45,18 +45,21 @@ def test_modules_scripts_and_console_scripts_run_as_python_runs_them(warm_python
 def test_a_child_handles_signals_as_a_new_python_does(warm_python):
     code = ("import signal; print([signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, "
             "signal.SIGXFSZ, signal.SIGHUP, signal.SIGCHLD)], signal.pthread_sigmask(signal.SIG_BLOCK, []))")
-    warm = warm_python.run(["-c", code], capture_output=True, text=True, timeout=60)
-    # As a command in the foreground, where SIGINT's default holds: a test run started in the
-    # background (pytest &) ignores SIGINT, and a child would inherit that; a warm child does not.
-    new = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+    def warm_and_new():
+        warm = warm_python.run(["-c", code], capture_output=True, text=True, timeout=60)
+        # As a command in the foreground, where SIGINT's default holds: a test run started in the
+        # background (pytest &) ignores SIGINT, and a child would inherit that; a warm child does not.
+        new = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        return warm, new
+
+    warm, new = warm_and_new()
     assert warm.stdout == new.stdout and "Handlers.SIG_IGN: 1>, <Handlers.SIG_IGN" in new.stdout
     # Signals the caller ignores stay ignored in a new process, as under `nohup pytest ...` (SIGHUP).
     before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        warm = warm_python.run(["-c", code], capture_output=True, text=True, timeout=60)
-        new = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        warm, new = warm_and_new()
     finally:
         signal.signal(signal.SIGHUP, before)
     assert warm.stdout == new.stdout and "Handlers.SIG_IGN: 1>, <Handlers.SIG_DFL: 0>] set()" in new.stdout

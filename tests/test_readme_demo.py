@@ -9,6 +9,8 @@ import sys
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.test_docs import TOOLS
+from tests.warm_python import command_folder
 
 
 def test_readme_names_the_demo_and_the_test_command():
@@ -28,7 +30,7 @@ def test_readme_names_the_demo_and_the_test_command():
 
 
 @pytest.mark.slow
-def test_run_demo_end_to_end_and_again_training_on(tmp_path):
+def test_run_demo_end_to_end_and_again_training_on(tmp_path, warm_python):
     # The script as written, on the first 100,000 characters of each book (two fifths of the corpus),
     # each cut in four documents (the script deals documents to its four shards): what it makes and
     # prints does not depend on the corpus's size, its minutes do.
@@ -39,9 +41,8 @@ def test_run_demo_end_to_end_and_again_training_on(tmp_path):
         parts = [book[i:i + 25_000] for book in books for i in range(0, min(len(book), 100_000), 25_000)]
         (corpus / name).write_text("".join(part + "\n" for part in parts if part.strip()), encoding="utf-8")
 
-    def run_demo(steps):
-        env = dict(os.environ, DEMO_STEPS=str(steps), DEMO_CORPUS=str(corpus),
-                   PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    def run_demo(steps, tools=os.path.dirname(sys.executable)):
+        env = dict(os.environ, DEMO_STEPS=str(steps), DEMO_CORPUS=str(corpus), PATH=f"{tools}:{os.environ['PATH']}")
         result = subprocess.run([str(REPO_ROOT / "run_demo.sh"), str(tmp_path / "demo")], env=env,
                                 capture_output=True, text=True, timeout=900)
         output = result.stdout + result.stderr
@@ -68,9 +69,10 @@ def test_run_demo_end_to_end_and_again_training_on(tmp_path):
     assert len(re.findall(r"\[MASK\] 1: \S+ \d\.\d\d", output)) == 2
 
     # Run again with more steps (issue 53): it resumes where the first stopped, trains on, and
-    # replaces its own export (it stopped at "export is not empty" before).
+    # replaces its own export (it stopped at "export is not empty" before). The installed scripts
+    # ran above; here each tool runs in a child of the warm Python (TensorFlow loaded already).
     first_export = (demo / "model" / "export" / "saved_model.pb").stat().st_ino
-    output = run_demo(12)
+    output = run_demo(12, command_folder(tmp_path / "warm_tools", TOOLS))
     model = demo / "model"
     assert re.search("^finished at step 12: train .*" + re.escape(
         f"; resumed from {model / 'ckpt-8'} at step 8; curves {model / 'curves.png'}; exported to {model / 'export'}")

@@ -15,6 +15,8 @@ installed scripts, the README's commands) starts a real process as before.
     python tests/warm_python.py ARGS...
                                   a command line (bash) that runs ARGS in a warm child with its own
                                   stdin, stdout and stderr and exits as the child did
+    command_folder(folder, tools) a folder of executables named as console scripts that run so,
+                                  for a script's PATH
 
 The warm process (`serve`) is started by the session fixture `warm_python` (tests/conftest.py),
 which names its socket in ALBERT_TEST_WARM_PYTHON. This module imports only the standard library
@@ -379,6 +381,19 @@ def shell_functions(tools, extra_flags=None) -> str:
     warm = f"{sys.executable} {pathlib.Path(__file__).resolve()}"
     return "".join(f'{tool}() {{ {warm} {tool} "$@" {" ".join((extra_flags or {}).get(tool, []))}; }}\n'
                    for tool in tools)
+
+
+def command_folder(folder: pathlib.Path, tools) -> pathlib.Path:
+    """`folder`, made, holding an executable named as each console script in `tools` that runs it in
+    a warm child as `python tests/warm_python.py TOOL ARGS...` does: put first on a script's PATH
+    (whose environment must name the socket: `WarmPython(shell=True)`), its commands run warm where
+    shell functions would not reach (a script the test runs as written, a child shell)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for tool in tools:
+        shim = folder / tool
+        shim.write_text(f'#!/bin/sh\nexec {sys.executable} {pathlib.Path(__file__).resolve()} {tool} "$@"\n')
+        shim.chmod(0o755)
+    return folder
 
 
 class WarmPython:

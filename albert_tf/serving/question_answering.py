@@ -52,11 +52,11 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.windows import FeatureSettings
+from albert_tf.data.windows import ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS, FeatureSettings
 from albert_tf.presets import hf_heads
-from albert_tf.data.windows import ANSWER_RULES, HF_ANSWERS, RELEASE_ANSWERS
 from albert_tf.serving import export
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.utils import ragged
 
 
 def _release_first_piece(starts: tf.RaggedTensor, ends: tf.RaggedTensor):
@@ -67,8 +67,8 @@ def _release_first_piece(starts: tf.RaggedTensor, ends: tf.RaggedTensor):
     first = tf.boolean_mask(starts.row_starts(), starts.row_lengths() > 0)
     flat_starts, flat_ends = starts.flat_values, ends.flat_values
     following = tf.gather(tf.concat([flat_starts, [0]], axis=0), first + 1)
-    has_following = tf.gather(tf.concat([starts.value_rowids(), [-1]], axis=0), first + 1) == tf.gather(
-        starts.value_rowids(), first)
+    rows = ragged.row_ids(starts.row_splits)
+    has_following = tf.gather(tf.concat([rows, [-1]], axis=0), first + 1) == tf.gather(rows, first)
     empty = tf.gather(flat_starts, first) >= tf.gather(flat_ends, first)
     first_end = tf.where(empty, tf.maximum(tf.where(has_following, following, 0), 1), tf.gather(flat_ends, first))
     return (starts.with_flat_values(tf.tensor_scatter_nd_update(flat_starts, first[:, None], tf.zeros_like(first))),
@@ -76,7 +76,7 @@ def _release_first_piece(starts: tf.RaggedTensor, ends: tf.RaggedTensor):
 
 
 def _column(value, rows, dtype=tf.int64):
-    return tf.RaggedTensor.from_row_lengths(tf.fill([rows], tf.cast(value, dtype)), tf.ones([rows], tf.int64))
+    return ragged.from_row_lengths(tf.fill([rows], tf.cast(value, dtype)), tf.ones([rows], tf.int64))
 
 
 def word_pieces(model_proto: bytes) -> tuple[np.ndarray, np.ndarray]:
@@ -210,24 +210,20 @@ class SquadServer(export.ServingModule):
         step = tf.minimum(tf.constant(s.doc_stride, tf.int64), max_pieces)
         extra = tf.maximum(num_pieces - max_pieces, 0)
         num_windows = 1 + (extra + step - 1) // step
-        example = tf.repeat(tf.range(batch), num_windows)
+        example = ragged.lengths_row_ids(num_windows)
         window = tf.ragged.range(num_windows).flat_values
         rows = tf.shape(example, out_type=tf.int64)[0]
         window_start = window * tf.gather(step, example)
         window_length = tf.minimum(tf.gather(num_pieces, example) - window_start, tf.gather(max_pieces, example))
         piece = tf.ragged.range(window_start, window_start + window_length)  # [R, L] piece indices
-        flat = piece + tf.gather(ids.row_starts(), example)[:, None]
+        first = tf.gather(ids.row_starts(), example)
+        flat = piece.with_flat_values(piece.flat_values + tf.gather(first, ragged.row_ids(piece.row_splits)))
         context_ids = tf.gather(ids.flat_values, flat)
         q = tf.gather(question_ids, example)
         zeros_q = tf.zeros_like(q)
         zeros_c = tf.zeros_like(context_ids)
         cls, sep = _column(tok.cls_id, rows), _column(tok.sep_id, rows)
         zero, minus = _column(0, rows), _column(-1, rows)
-        input_ids = tf.concat([cls, q, sep, context_ids, sep], axis=1)
-        segment_ids = tf.concat([zero, zeros_q, zero, zeros_c + 1, zero + 1], axis=1)
-        in_window = tf.concat([zero, zeros_q, zero, zeros_c + 1, zero], axis=1)
-        char_starts = tf.concat([minus, zeros_q - 1, minus, tf.gather(starts.flat_values, flat), minus], axis=1)
-        char_ends = tf.concat([minus, zeros_q - 1, minus, tf.gather(ends.flat_values, flat), minus], axis=1)
         # Max context: a piece's score in each window of its example; the first best window wins.
         windows_of = tf.gather(num_windows, example)
         max_windows = tf.maximum(tf.reduce_max(num_windows), 1)  # 1 for a batch of 0 (no window at all)
@@ -242,8 +238,15 @@ class SquadServer(export.ServingModule):
         best_score = tf.reduce_max(score, axis=-1, keepdims=True)
         best = tf.reduce_min(tf.where(score >= best_score, other, max_windows), axis=-1)  # [R, L]
         own = tf.cast(best == window[:, None], tf.int64)
-        own = tf.RaggedTensor.from_tensor(own, lengths=piece.row_lengths())
-        max_context = tf.concat([zero, zeros_q, zero, own, zero], axis=1)
+        own = ragged.from_tensor(own, piece.row_lengths())
+        # Each record: [CLS] question [SEP] context [SEP].
+        input_ids, segment_ids, in_window, char_starts, char_ends, max_context = ragged.concat_rows(
+            [cls, q, sep, context_ids, sep],
+            [zero, zeros_q, zero, zeros_c + 1, zero + 1],
+            [zero, zeros_q, zero, zeros_c + 1, zero],
+            [minus, zeros_q - 1, minus, tf.gather(starts.flat_values, flat), minus],
+            [minus, zeros_q - 1, minus, tf.gather(ends.flat_values, flat), minus],
+            [zero, zeros_q, zero, own, zero])
 
         shape = [None, length]
         positions = tf.range(length, dtype=tf.int64)[None]

@@ -34,6 +34,7 @@ import tensorflow as tf
 from albert_tf.data.tagging import check_labels, entity_types, split_tag
 from albert_tf.serving import export
 from albert_tf.tokenizers.graph_tokenizer import AlbertGraphTokenizer
+from albert_tf.utils import ragged
 
 SEQUENCE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 # The longest text `serve_text` takes, in UTF-8 bytes (a longer one is refused in one line): the
@@ -45,7 +46,7 @@ WINDOW_TOKENS = 8192
 
 
 def _ragged_dense(values, rows, batch, default):
-    return tf.RaggedTensor.from_value_rowids(values, rows, nrows=batch).to_tensor(default)
+    return ragged.from_value_rowids(values, rows, batch).to_tensor(default)
 
 
 class TaggingServer(export.ServingModule):
@@ -126,43 +127,41 @@ class TaggingServer(export.ServingModule):
         memory is theirs, however unequal the texts."""
         chars = tf.strings.unicode_split(text, "UTF-8")
         solid = ~tf.strings.regex_full_match(chars.flat_values, self._tokenizer._whitespace)
-        row = chars.value_rowids()
+        row = ragged.row_ids(chars.row_splits)
         position = tf.range(tf.size(solid, out_type=tf.int64)) - tf.gather(chars.row_starts(), row)
         before = tf.pad(solid[:-1], [[1, 0]]) & (position > 0)
         after = tf.pad(solid[1:], [[0, 1]]) & (position < tf.gather(chars.row_lengths(), row) - 1)
         starts, ends = solid & ~before, solid & ~after
         positions = chars.with_flat_values(position)
-        word_starts = tf.ragged.boolean_mask(positions, chars.with_flat_values(starts))
-        word_ends = tf.ragged.boolean_mask(positions + 1, chars.with_flat_values(ends))
+        word_starts = ragged.boolean_mask(positions, starts, row)
+        word_ends = ragged.boolean_mask(positions + 1, ends, row)
         word_of_char = (tf.math.cumsum(tf.cast(starts, tf.int64)) - 1
                         - tf.gather(word_starts.row_starts(), row))
         return chars, word_starts, word_ends, word_of_char
 
-    def _windows(self, ids):
-        """The records of every text's pieces: int32 inputs [R, T], and `own` [R, L]: True where a
-        piece is read in this record (its most-context window)."""
+    def _windows(self, ids, piece_row):
+        """The records of every text's pieces (`piece_row`: each piece's text): int32 inputs [R, T],
+        and `own` [R, L]: True where a piece is read in this record (its most-context window)."""
         length = self._max_seq_length
         step = min(self._doc_stride, length - 2)
         max_pieces = tf.constant(length - 2, tf.int64)
-        batch = ids.nrows(out_type=tf.int64)
         num_pieces = ids.row_lengths()
         extra = tf.maximum(num_pieces - max_pieces, 0)
         num_windows = 1 + (extra + step - 1) // step
-        example = tf.repeat(tf.range(batch), num_windows)
+        example = ragged.lengths_row_ids(num_windows)
         window = tf.ragged.range(num_windows).flat_values
         rows = tf.shape(example, out_type=tf.int64)[0]
         window_start = window * step
         window_length = tf.minimum(tf.gather(num_pieces, example) - window_start, max_pieces)
-        piece = tf.ragged.range(window_start, window_start + window_length)  # [R, L] piece indices
-        flat = piece + tf.gather(ids.row_starts(), example)[:, None]
-        column = lambda value: tf.RaggedTensor.from_row_lengths(  # noqa: E731
+        first = window_start + tf.gather(ids.row_starts(), example)
+        flat = tf.ragged.range(first, first + window_length)  # [R, L] indices of ids.flat_values
+        column = lambda value: ragged.from_row_lengths(  # noqa: E731
             tf.fill([rows], tf.cast(value, tf.int64)), tf.ones([rows], tf.int64))
-        input_ids = tf.concat([column(self._tokenizer.cls_id), tf.gather(ids.flat_values, flat),
-                               column(self._tokenizer.sep_id)], axis=1)
+        (input_ids,) = ragged.concat_rows([column(self._tokenizer.cls_id), tf.gather(ids.flat_values, flat),
+                                            column(self._tokenizer.sep_id)])
         # Max context, as albert_tf.data.windows.max_context_windows (the first best window wins),
         # decided once a piece among the windows that can hold it: piece p is in no window after
         # p // step, nor in any that starts max_pieces or more before it.
-        piece_row = ids.value_rowids()
         p = tf.range(tf.size(ids.flat_values, out_type=tf.int64)) - tf.gather(ids.row_starts(), piece_row)
         other = p[:, None] // step - tf.range(-(-(length - 2) // step), dtype=tf.int64)[None, :]  # [P, J]
         other_start = other * step
@@ -172,7 +171,8 @@ class TaggingServer(export.ServingModule):
         score = tf.cast(tf.minimum(p[:, None] - other_start, other_start + other_length - 1 - p[:, None]), tf.float64)
         score = tf.where(inside, score + 0.01 * tf.cast(other_length, tf.float64), -1e9)
         best = tf.reduce_min(tf.where(score >= tf.reduce_max(score, axis=-1, keepdims=True), other, rows), axis=-1)
-        own = (tf.gather(best, flat) == window[:, None]).to_tensor(False)
+        own = flat.with_flat_values(tf.gather(best, flat.flat_values) == tf.gather(window, ragged.row_ids(flat.row_splits)))
+        own = own.to_tensor(False)
         shape = [None, length]
         inputs = {
             "input_ids": tf.cast(input_ids.to_tensor(0, shape=shape), tf.int32),
@@ -203,7 +203,7 @@ class TaggingServer(export.ServingModule):
         chars, word_starts, word_ends, word_of_char = self._words(text)
 
         # Each piece's word, and whether it is its word's first piece.
-        piece_row = ids.value_rowids()
+        piece_row = ragged.row_ids(ids.row_splits)
         last_char = tf.maximum(tf.gather(chars.row_lengths(), piece_row) - 1, 0)
         piece_word = tf.gather(word_of_char, tf.minimum(starts.flat_values, last_char)
                                + tf.gather(chars.row_starts(), piece_row))
@@ -212,7 +212,7 @@ class TaggingServer(export.ServingModule):
         first = (piece_word != previous) | (tf.range(tf.size(piece_word, out_type=tf.int64)) ==
                                             tf.gather(ids.row_starts(), piece_row))
 
-        inputs, own = self._windows(ids)
+        inputs, own = self._windows(ids, piece_row)
         logits = self._window_logits(inputs)
         pieces = tf.boolean_mask(logits[:, 1:1 + tf.shape(own)[1]], own)  # [P, num_tags], in piece order
         probabilities = tf.nn.softmax(pieces, axis=-1)
@@ -226,7 +226,7 @@ class TaggingServer(export.ServingModule):
                                                word_index, tf.boolean_mask(tag, first))
         word_probability = tf.tensor_scatter_nd_update(tf.zeros([num_words], tf.float32), word_index,
                                                        tf.boolean_mask(probability, first))
-        word_row = word_starts.value_rowids()
+        word_row = ragged.row_ids(word_starts.row_splits)
         word_start, word_end = word_starts.flat_values, word_ends.flat_values
 
         # Entities, conlleval's chunks: B-X opens one, so does I-X after O or another type.

@@ -38,6 +38,7 @@ from albert_tf.tokenizers.tokenizer import (
     combining_ranges,
     whitespace_ranges,
 )
+from albert_tf.utils import ragged
 
 
 def _regex_class(ranges: list[tuple[int, int]]) -> str:
@@ -216,8 +217,8 @@ class AlbertGraphTokenizer(tf.Module):
             normalized = _lower(normalized)
         # origin[b, j]: the original character of normalised character j.
         positions = tf.broadcast_to(tf.range(width, dtype=tf.int32)[None], tf.shape(dense))
-        origin = tf.RaggedTensor.from_row_lengths(
-            tf.repeat(tf.reshape(positions, [-1]), tf.reshape(counts, [-1])),
+        origin = ragged.from_row_lengths(
+            ragged.repeat(tf.reshape(positions, [-1]), tf.reshape(counts, [-1])),
             tf.reduce_sum(tf.cast(counts, tf.int64), axis=1),
         )
         origin_dense = tf.pad(origin.to_tensor(-1), [[0, 0], [0, 1]], constant_values=-1)
@@ -233,8 +234,8 @@ class AlbertGraphTokenizer(tf.Module):
         first = tf.gather(normalized_chars, begin, batch_dims=1)
         # A piece's leading "▁" stands for the space before it: its span leaves the space out.
         begin = tf.where((first == " ") & (begin < end), begin + 1, begin)
-        begin = tf.RaggedTensor.from_tensor(begin, lengths=ids.row_lengths())
-        end = tf.RaggedTensor.from_tensor(end, lengths=ids.row_lengths())
+        begin = ragged.from_tensor(begin, ids.row_lengths())
+        end = ragged.from_tensor(end, ids.row_lengths())
 
         # Re-split pieces: each part takes the next `width` characters of its piece.
         part_counts = tf.gather(self._part_counts, ids)
@@ -242,14 +243,14 @@ class AlbertGraphTokenizer(tf.Module):
         width_rows = tf.RaggedTensor.from_row_lengths(self._part_widths, self._part_counts, validate=False)
         part_ids = tf.gather(part_rows, ids)  # [B, P, parts]
         part_widths = tf.gather(width_rows, ids).flat_values
-        piece_of_part = tf.repeat(tf.range(tf.size(ids.flat_values, tf.int64)), part_counts.flat_values)
+        piece_of_part = ragged.lengths_row_ids(tf.cast(part_counts.flat_values, tf.int64))
         taken = tf.math.cumsum(part_widths, exclusive=True)
         taken -= tf.gather(tf.math.segment_min(taken, piece_of_part), piece_of_part)
         piece_begin = tf.gather(begin.flat_values, piece_of_part)
         piece_end = tf.gather(end.flat_values, piece_of_part)
         part_begin = tf.minimum(piece_begin + taken, piece_end)
         part_end = tf.minimum(part_begin + part_widths, piece_end)
-        row_of_part = tf.gather(ids.value_rowids(), piece_of_part)
+        row_of_part = tf.gather(ragged.row_ids(ids.row_splits), piece_of_part)
 
         # Normalised character spans -> original character spans.
         n = tf.gather(num_normalized, row_of_part)
@@ -264,8 +265,8 @@ class AlbertGraphTokenizer(tf.Module):
         rows = part_ids.merge_dims(1, 2).row_lengths()
         return (
             part_ids.merge_dims(1, 2),
-            tf.RaggedTensor.from_row_lengths(tf.cast(starts, tf.int64), rows),
-            tf.RaggedTensor.from_row_lengths(tf.cast(ends, tf.int64), rows),
+            ragged.from_row_lengths(tf.cast(starts, tf.int64), rows),
+            ragged.from_row_lengths(tf.cast(ends, tf.int64), rows),
         )
 
     def _pieces_with_byte_spans(
@@ -290,7 +291,7 @@ class AlbertGraphTokenizer(tf.Module):
         flat = ids.flat_values
         begin, end = tf.cast(begin.flat_values, tf.int64), tf.cast(end.flat_values, tf.int64)
         string = tf.gather(self._tie_strings, flat)
-        rows = ids.value_rowids()
+        rows = ragged.row_ids(ids.row_splits)
         continues = (string[1:] == string[:-1]) & (string[1:] > 0) & (rows[1:] == rows[:-1])
         continues = tf.concat([[False], continues], axis=0)[: tf.size(flat)]
         run = tf.math.cumsum(tf.cast(~continues, tf.int64)) - 1
@@ -313,7 +314,7 @@ class AlbertGraphTokenizer(tf.Module):
         old ones. An unknown piece before a run counts as one unknown character.
         """
         flat = tf.cast(ids.flat_values, tf.int64)
-        rows = ids.value_rowids()
+        rows = ragged.row_ids(ids.row_splits)
         string = tf.gather(self._tie_strings, flat)
         continues = (string[1:] == string[:-1]) & (string[1:] > 0) & (rows[1:] == rows[:-1])
         continues = tf.concat([[False], continues], axis=0)[: tf.size(flat)]
@@ -423,10 +424,8 @@ class AlbertGraphTokenizer(tf.Module):
              tf.TensorArray(tf.int64, size=tf.cast(most, tf.int32), element_shape=[None], infer_shape=False)))
         pieces = pieces.concat()  # step k's pieces of the first alive[k + 1] runs, -1 past a run's first piece
         steps = tf.ragged.range(alive[1:most + 1])
-        # Each value's step, searched: value_rowids (tf.repeat) pads every step to the most runs.
         r = steps.flat_values
-        k = tf.searchsorted(steps.row_splits[1:], tf.range(tf.size(r, out_type=tf.int64)), side="right",
-                            out_type=tf.int64)
+        k = ragged.row_ids(steps.row_splits)  # each value's step
         new_count = tf.math.unsorted_segment_sum(tf.cast(pieces >= 0, tf.int64), r, count)
         kept = new_count == tf.gather(tf.gather(run_size, runs), order)
         write = (pieces >= 0) & tf.gather(kept, r)

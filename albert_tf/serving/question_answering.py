@@ -310,26 +310,27 @@ class SquadServer(export.ServingModule):
         position = tf.range(tf.size(key, out_type=tf.int64))
         first = tf.math.unsorted_segment_min(position, key, tf.size(keys, out_type=tf.int64))
         distinct = tf.equal(tf.gather(first, key), position)
-        example, text, char_start, char_end, score = (
-            tf.boolean_mask(t, distinct) for t in (example, text, char_start, char_end, score))
+        example, text, char_start, char_end, score = ragged.masked(distinct, example, text, char_start, char_end, score)
         # A candidate's rank: its place after the first of its example's (examples are sorted).
         first_of_example = tf.searchsorted(example[None], example[None], out_type=tf.int64)[0]
         rank = tf.range(tf.size(example, out_type=tf.int64)) - first_of_example
         kept = rank < self._n_best_size
-        example, rank, text, char_start, char_end, score = (
-            tf.boolean_mask(t, kept) for t in (example, rank, text, char_start, char_end, score))
+        example, rank, text, char_start, char_end, score = ragged.masked(
+            kept, example, rank, text, char_start, char_end, score)
         exp = tf.exp(score - tf.gather(tf.math.unsorted_segment_max(score, example, batch), example))
         probability = exp / tf.gather(tf.math.unsorted_segment_sum(exp, example, batch), example)
         return {"example": example, "rank": rank, "text": text, "char_start": char_start, "char_end": char_end,
                 "score": score, "probability": probability}
 
-    def _top(self, nbest, batch, name, fill, k=None):
-        """`nbest[name]` as [batch, k] by (example, rank), `fill` where an example has fewer."""
-        k = k or self._top_k
-        top = nbest["rank"] < k
-        indices = tf.boolean_mask(tf.stack([nbest["example"], nbest["rank"]], 1), top)
-        values = tf.boolean_mask(nbest[name], top)
-        return tf.tensor_scatter_nd_update(tf.fill(tf.stack([batch, tf.constant(k, tf.int64)]), fill), indices, values)
+    def _top(self, nbest, batch, fills):
+        """`nbest[name]` as [batch, top_k] by (example, rank), `fill` where an example has fewer,
+        for each `name: fill` of `fills`."""
+        k = self._top_k
+        indices, *values = ragged.masked(nbest["rank"] < k, tf.stack([nbest["example"], nbest["rank"]], 1),
+                                         *(nbest[name] for name in fills))
+        shape = tf.stack([batch, tf.constant(k, tf.int64)])
+        return {name: tf.tensor_scatter_nd_update(tf.fill(shape, fill), indices, value)
+                for (name, fill), value in zip(fills.items(), values)}
 
     @staticmethod
     def _checked(question, context):
@@ -374,12 +375,12 @@ class SquadServer(export.ServingModule):
         found = tf.math.unsorted_segment_sum(tf.ones_like(nbest["rank"]), nbest["example"], batch) > 0
         zero, none = tf.constant(0, tf.int64), tf.constant(-1, tf.int64)
         # The n-best's first k, once; the answer is their first column.
-        top = {name: self._top(nbest, batch, name, fill) for name, fill in
-               (("text", ""), ("char_start", none), ("char_end", none), ("probability", 0.0))}
+        top = self._top(nbest, batch, {"text": "", "char_start": none, "char_end": none, "probability": 0.0,
+                                       "score": 0.0})
         text = top["text"][:, 0]
         char_start = tf.where(found, top["char_start"][:, 0], zero)
         char_end = tf.where(found, top["char_end"][:, 0], zero)
-        score = self._top(nbest, batch, "score", 0.0, k=1)[:, 0]
+        score = top["score"][:, 0]
         result = {"char_start": char_start, "char_end": char_end}
         if self._version_2:
             null_odds = tf.math.unsorted_segment_min(outputs["cls_logits"], spans["example"], batch)

@@ -221,11 +221,12 @@ class TaggingServer(export.ServingModule):
 
         # Words: the tag of their first piece; "O" with probability 0 for a word without a piece.
         num_words = tf.size(word_starts.flat_values, out_type=tf.int64)
-        word_index = tf.boolean_mask(piece_word + tf.gather(word_starts.row_starts(), piece_row), first)[:, None]
+        word_index, first_tag, first_probability = ragged.masked(
+            first, piece_word + tf.gather(word_starts.row_starts(), piece_row), tag, probability)
         word_tag = tf.tensor_scatter_nd_update(tf.fill([num_words], tf.constant(self._outside, tf.int64)),
-                                               word_index, tf.boolean_mask(tag, first))
-        word_probability = tf.tensor_scatter_nd_update(tf.zeros([num_words], tf.float32), word_index,
-                                                       tf.boolean_mask(probability, first))
+                                               word_index[:, None], first_tag)
+        word_probability = tf.tensor_scatter_nd_update(tf.zeros([num_words], tf.float32), word_index[:, None],
+                                                       first_probability)
         word_row = ragged.row_ids(word_starts.row_splits)
         word_start, word_end = word_starts.flat_values, word_ends.flat_values
 
@@ -236,13 +237,14 @@ class TaggingServer(export.ServingModule):
         begins = (kind > 0) & (tf.gather(self._label_begins, word_tag) | (previous_kind != kind))
         entity = tf.math.cumsum(tf.cast(begins, tf.int64)) - 1
         inside = kind > 0
-        segments = tf.boolean_mask(entity, inside)
+        segments, start_in, end_in, probability_in = ragged.masked(inside, entity, word_start, word_end,
+                                                                   word_probability)
         count = tf.reduce_sum(tf.cast(begins, tf.int64))
-        entity_start = tf.math.unsorted_segment_min(tf.boolean_mask(word_start, inside), segments, count)
-        entity_end = tf.math.unsorted_segment_max(tf.boolean_mask(word_end, inside), segments, count)
-        entity_score = tf.math.unsorted_segment_mean(tf.boolean_mask(word_probability, inside), segments, count)
-        entity_row = tf.boolean_mask(word_row, begins)
-        entity_type = tf.gather(self._types, tf.boolean_mask(kind, begins))
+        entity_start = tf.math.unsorted_segment_min(start_in, segments, count)
+        entity_end = tf.math.unsorted_segment_max(end_in, segments, count)
+        entity_score = tf.math.unsorted_segment_mean(probability_in, segments, count)
+        entity_row, entity_kind = ragged.masked(begins, word_row, kind)
+        entity_type = tf.gather(self._types, entity_kind)
 
         code_points = tf.strings.unicode_decode(text, "UTF-8").flat_values  # as `chars`: a bad byte is U+FFFD
 

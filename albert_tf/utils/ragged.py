@@ -5,7 +5,8 @@ tensors from partitions they computed, right by construction. TensorFlow's own r
 general, and in a graph that costs: a constructor checks its partition by default (assertions, each
 in a tf.cond: 60-140 ops), `value_rowids()` of a tensor made from its splits and `tf.repeat` build
 a [rows, longest row] mask (70 ops, and memory of every row padded to the longest), and
-`tf.ragged.boolean_mask` and `tf.concat` of ragged rows are 120-150 ops each. A graph's ops are
+`tf.ragged.boolean_mask` and `tf.concat` of ragged rows are 120-150 ops each (and `tf.boolean_mask`
+of a tensor 27, each). A graph's ops are
 traced as it is exported, written, read again as it is loaded, and run at every request: these
 functions make the same tensors in a few ops each, without the padding.
 """
@@ -59,7 +60,15 @@ def boolean_mask(rt: tf.RaggedTensor, keep, rows=None) -> tf.RaggedTensor:
     values where `keep` (flat, a bool per value) holds; `rows`: `rt`'s `row_ids`, if at hand."""
     rows = row_ids(rt.row_splits) if rows is None else rows
     lengths = tf.math.unsorted_segment_sum(tf.cast(keep, rows.dtype), rows, rt.nrows(out_type=rows.dtype))
-    return from_row_lengths(tf.boolean_mask(rt.flat_values, keep), lengths)
+    (values,) = masked(keep, rt.flat_values)
+    return from_row_lengths(values, lengths)
+
+
+def masked(keep, *tensors) -> list[tf.Tensor]:
+    """`tf.boolean_mask(tensor, keep)` of each tensor by a 1-D `keep` over their first axis (flat
+    values, say), the kept places found once."""
+    places = tf.where(keep)[:, 0]
+    return [tf.gather(tensor, places) for tensor in tensors]
 
 
 def concat_rows(*columns: Sequence[tf.RaggedTensor]) -> list[tf.RaggedTensor]:

@@ -47,6 +47,9 @@ def test_each_is_tensorflows_op_eager_and_traced(lengths):
                         lambda: tf.RaggedTensor.from_tensor(dense, lengths=rt.row_lengths())),
         "boolean_mask": (lambda: ragged.boolean_mask(rt, keep),
                          lambda: tf.ragged.boolean_mask(rt, rt.with_flat_values(keep))),
+        "masked": (lambda: ragged.masked(keep, rt.flat_values, tf.strings.as_string(rt.flat_values)),
+                   lambda: [tf.boolean_mask(rt.flat_values, keep),
+                            tf.boolean_mask(tf.strings.as_string(rt.flat_values), keep)]),
         "concat_rows": (lambda: ragged.concat_rows([rt, *others], seconds),
                         lambda: [tf.concat([rt, *others], axis=1), tf.concat(seconds, axis=1)]),
     }

@@ -1,0 +1,131 @@
+"""Size and cost of the raw-text serving graphs: this checkout beside another revision of it.
+
+    python bench/serving_graphs.py [--base REV] [--repeats 3] [--cases encoder tagger ...]
+
+For each export with a `serve_text` signature (the encoder's, the tagger's, SQuAD v1.1's and v2.0's),
+on a small ALBERT (1 layer, hidden 32, the released 30k-clean vocabulary; the graph around the model
+does not depend on its size), each case in a new process, the two code versions interleaved in a
+fresh random order each repeat: the nodes of `serve_text` (its function library included), the CPU
+seconds of the export (tracing and writing) and of `tf.saved_model.load`, and the median wall time
+of a `serve_text` call on one short text (after a first call). REV (default HEAD) is checked out
+with `git archive` into a temporary folder. Medians over the repeats; machines are noisy, so read
+the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SPM = REPO / "tests" / "fixtures" / "data" / "albert" / "30k-clean.model"
+CASES = ("encoder", "tagger", "squad_v1", "squad_v2")
+QUESTION, CONTEXT = "Who wrote it?", "Jane Austen wrote Persuasion in 1816, in Bath and Chawton."
+
+
+def _case(name: str, folder: str) -> dict:
+    """One case in this process: the export, the load and the calls, measured."""
+    import os
+    import time
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import keras
+    import tensorflow as tf
+
+    from albert_tf import AlbertConfig
+
+    keras.utils.set_random_seed(0)
+    config = AlbertConfig(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=1,
+                          num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    nodes = {}
+    save = tf.saved_model.save
+
+    def counting_save(obj, export_dir, signatures=None, options=None):
+        graph = signatures["serve_text"].graph.as_graph_def()
+        nodes["serve_text"] = len(graph.node) + sum(len(f.node_def) for f in graph.library.function)
+        return save(obj, export_dir, signatures=signatures, options=options)
+
+    tf.saved_model.save = counting_save
+    export_dir = str(pathlib.Path(folder) / "export")
+    if name == "encoder":
+        from albert_tf.models.encoder import AlbertEncoder
+        from albert_tf.serving.export import export_encoder
+
+        export = lambda: export_encoder(AlbertEncoder(config), export_dir, SPM, 64)  # noqa: E731
+        inputs = {"text": tf.constant([CONTEXT])}
+    elif name == "tagger":
+        from albert_tf.models.token_classifier import AlbertTokenClassifier
+        from albert_tf.serving.tagging import export_tagger
+
+        labels = ["O", "B-person", "I-person", "B-location", "I-location"]
+        model = AlbertTokenClassifier(config, num_classes=len(labels))
+        export = lambda: export_tagger(model, export_dir, SPM, 64, labels, 16)  # noqa: E731
+        inputs = {"text": tf.constant([CONTEXT])}
+    else:
+        from albert_tf.data.windows import FeatureSettings
+        from albert_tf.models.span_labeler import AlbertSpanLabeler
+        from albert_tf.models.squad_v2 import AlbertSquadV2
+        from albert_tf.serving.question_answering import export_squad
+
+        v2 = name == "squad_v2"
+        model = AlbertSquadV2(config) if v2 else AlbertSpanLabeler(config)
+        export = lambda: export_squad(model, export_dir, SPM, FeatureSettings(64, 16, 16), v2)  # noqa: E731
+        inputs = {"question": tf.constant([QUESTION]), "context": tf.constant([CONTEXT])}
+    start = time.process_time()
+    export()
+    export_cpu = time.process_time() - start
+    start = time.process_time()
+    serve_text = tf.saved_model.load(export_dir).signatures["serve_text"]
+    load_cpu = time.process_time() - start
+    serve_text(**inputs)
+    calls = []
+    for _ in range(50):
+        start = time.perf_counter()
+        serve_text(**inputs)
+        calls.append(time.perf_counter() - start)
+    return {"nodes": nodes["serve_text"], "export_cpu": export_cpu, "load_cpu": load_cpu,
+            "call_ms": 1000 * statistics.median(calls)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="HEAD", help="The revision to compare with (git rev).")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = pathlib.Path(tmp) / "base"
+        base.mkdir()
+        archive = subprocess.run(["git", "archive", args.base], cwd=REPO, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+        versions = {args.base: base, "this checkout": REPO}
+        runs = {(v, c): [] for v in versions for c in args.cases}
+        for _ in range(args.repeats):
+            order = list(runs)
+            random.shuffle(order)
+            for version, case in order:
+                with tempfile.TemporaryDirectory() as folder:
+                    code = (f"import sys; sys.path.insert(0, {str(versions[version])!r}); "
+                            f"sys.path.insert(1, {str(REPO / 'bench')!r}); import serving_graphs, json; "
+                            f"print(json.dumps(serving_graphs._case({case!r}, {folder!r})))")
+                    out = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
+                                         check=True).stdout
+                    runs[version, case].append(json.loads(out.splitlines()[-1]))
+    print(f"serve_text graphs, medians of {args.repeats} (a new process each)")
+    print("| export | version | nodes | export CPU s | load CPU s | call ms (1 short text) |")
+    print("|---|---|---|---|---|---|")
+    for case in args.cases:
+        for version in versions:
+            m = {k: statistics.median(r[k] for r in runs[version, case]) for k in runs[version, case][0]}
+            print(f"| {case} | {version} | {m['nodes']:,.0f} | {m['export_cpu']:.2f} | {m['load_cpu']:.2f} | "
+                  f"{m['call_ms']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

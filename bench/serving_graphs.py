@@ -23,21 +23,22 @@ import subprocess
 import sys
 import tempfile
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-SPM = REPO / "tests" / "fixtures" / "data" / "albert" / "30k-clean.model"
+import harness
+
+SPM = harness.REPO / "tests" / "fixtures" / "data" / "albert" / "30k-clean.model"
 CASES = ("encoder", "tagger", "squad_v1", "squad_v2")
 QUESTION, CONTEXT = "Who wrote it?", "Jane Austen wrote Persuasion in 1816, in Bath and Chawton."
 
 
 def _case(name: str, folder: str) -> dict:
     """One case in this process: the export, the load and the calls, measured."""
-    import os
     import time
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    harness.quiet_tensorflow("3")
     import keras
     import tensorflow as tf
 
+    import albert_tf
     from albert_tf import AlbertConfig
 
     keras.utils.set_random_seed(0)
@@ -90,7 +91,7 @@ def _case(name: str, folder: str) -> dict:
         serve_text(**inputs)
         calls.append(time.perf_counter() - start)
     return {"nodes": nodes["serve_text"], "export_cpu": export_cpu, "load_cpu": load_cpu,
-            "call_ms": 1000 * statistics.median(calls)}
+            "call_ms": 1000 * statistics.median(calls), "code": str(pathlib.Path(albert_tf.__file__).parents[1])}
 
 
 def main() -> None:
@@ -102,29 +103,33 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = pathlib.Path(tmp) / "base"
         base.mkdir()
-        archive = subprocess.run(["git", "archive", args.base], cwd=REPO, capture_output=True, check=True).stdout
+        archive = subprocess.run(["git", "archive", args.base], cwd=harness.REPO, capture_output=True,
+                                 check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-        versions = {args.base: base, "this checkout": REPO}
+        versions = {args.base: base, "this checkout": harness.REPO}
         runs = {(v, c): [] for v in versions for c in args.cases}
         for _ in range(args.repeats):
             order = list(runs)
             random.shuffle(order)
             for version, case in order:
                 with tempfile.TemporaryDirectory() as folder:
-                    code = (f"import sys; sys.path.insert(0, {str(versions[version])!r}); "
-                            f"sys.path.insert(1, {str(REPO / 'bench')!r}); import serving_graphs, json; "
+                    # The version's code first; the harness, once on the path, does not put this checkout first.
+                    path = [str(versions[version]), str(harness.REPO / "bench"), str(harness.REPO)]
+                    code = (f"import sys; sys.path[:0] = {path!r}; import serving_graphs, json; "
                             f"print(json.dumps(serving_graphs._case({case!r}, {folder!r})))")
                     out = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
                                          check=True).stdout
-                    runs[version, case].append(json.loads(out.splitlines()[-1]))
+                    result = json.loads(out.splitlines()[-1])
+                    assert result.pop("code") == str(versions[version]), (version, result)
+                    runs[version, case].append(result)
     print(f"serve_text graphs, medians of {args.repeats} (a new process each)")
-    print("| export | version | nodes | export CPU s | load CPU s | call ms (1 short text) |")
-    print("|---|---|---|---|---|---|")
+    rows = []
     for case in args.cases:
         for version in versions:
             m = {k: statistics.median(r[k] for r in runs[version, case]) for k in runs[version, case][0]}
-            print(f"| {case} | {version} | {m['nodes']:,.0f} | {m['export_cpu']:.2f} | {m['load_cpu']:.2f} | "
-                  f"{m['call_ms']:.2f} |")
+            rows.append([case, version, f"{m['nodes']:,.0f}", f"{m['export_cpu']:.2f}", f"{m['load_cpu']:.2f}",
+                         f"{m['call_ms']:.2f}"])
+    harness.print_table(["export", "version", "nodes", "export CPU s", "load CPU s", "call ms (1 short text)"], rows)
 
 
 if __name__ == "__main__":

@@ -171,8 +171,8 @@ class TaggingServer(export.ServingModule):
         score = tf.cast(tf.minimum(p[:, None] - other_start, other_start + other_length - 1 - p[:, None]), tf.float64)
         score = tf.where(inside, score + 0.01 * tf.cast(other_length, tf.float64), -1e9)
         best = tf.reduce_min(tf.where(score >= tf.reduce_max(score, axis=-1, keepdims=True), other, rows), axis=-1)
-        own = flat.with_flat_values(tf.gather(best, flat.flat_values) == tf.gather(window, ragged.row_ids(flat.row_splits)))
-        own = own.to_tensor(False)
+        own = tf.gather(best, flat.flat_values) == tf.gather(window, ragged.row_ids(flat.row_splits))
+        own = flat.with_flat_values(own).to_tensor(False)
         shape = [None, length]
         inputs = {
             "input_ids": tf.cast(input_ids.to_tensor(0, shape=shape), tf.int32),

@@ -117,9 +117,10 @@ def main() -> None:
                     path = [str(versions[version]), str(harness.REPO / "bench"), str(harness.REPO)]
                     code = (f"import sys; sys.path[:0] = {path!r}; import serving_graphs, json; "
                             f"print(json.dumps(serving_graphs._case({case!r}, {folder!r})))")
-                    out = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
-                                         check=True).stdout
-                    result = json.loads(out.splitlines()[-1])
+                    ran = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True)
+                    if ran.returncode:
+                        sys.exit(f"{case} on {version} failed:\n{ran.stderr[-3000:]}")
+                    result = json.loads(ran.stdout.splitlines()[-1])
                     assert result.pop("code") == str(versions[version]), (version, result)
                     runs[version, case].append(result)
     print(f"serve_text graphs, medians of {args.repeats} (a new process each)")

@@ -30,6 +30,7 @@ import json
 import os
 import pathlib
 import selectors
+import shlex
 import signal
 import socket
 import subprocess
@@ -391,7 +392,8 @@ def command_folder(folder: pathlib.Path, tools) -> pathlib.Path:
     folder.mkdir(parents=True, exist_ok=True)
     for tool in tools:
         shim = folder / tool
-        shim.write_text(f'#!/bin/sh\nexec {sys.executable} {pathlib.Path(__file__).resolve()} {tool} "$@"\n')
+        command = shlex.join([sys.executable, str(pathlib.Path(__file__).resolve()), tool])
+        shim.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
         shim.chmod(0o755)
     return folder
 

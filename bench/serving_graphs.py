@@ -4,10 +4,11 @@
 
 For each export with a `serve_text` signature (the encoder's, the tagger's, SQuAD v1.1's and v2.0's),
 on a small ALBERT (1 layer, hidden 32, the released 30k-clean vocabulary; the graph around the model
-does not depend on its size), each case in a new process, the two code versions interleaved in a
-fresh random order each repeat: the nodes of `serve_text` (its function library included), the CPU
-seconds of the export (tracing and writing) and of `tf.saved_model.load`, and the median wall time
-of a `serve_text` call on one short text (after a first call). REV (default HEAD) is checked out
+does not depend on its size), each case in a new process, its two code versions back to back in a
+fresh random order each repeat (bench/harness.py's `interleaved_times`): the nodes of `serve_text`
+(its function library included), the CPU seconds of the export (tracing and writing) and of
+`tf.saved_model.load`, and the median wall time of a `serve_text` call on one short text (after a
+first call). REV (default HEAD) is checked out
 with `git archive` into a temporary folder. Medians over the repeats; machines are noisy, so read
 the ratios.
 """
@@ -15,9 +16,9 @@ the ratios.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import pathlib
-import random
 import statistics
 import subprocess
 import sys
@@ -107,29 +108,30 @@ def main() -> None:
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
         versions = {args.base: base, "this checkout": harness.REPO}
-        runs = {(v, c): [] for v in versions for c in args.cases}
-        for _ in range(args.repeats):
-            order = list(runs)
-            random.shuffle(order)
-            for version, case in order:
-                with tempfile.TemporaryDirectory() as folder:
-                    # The version's code first; the harness, once on the path, does not put this checkout first.
-                    path = [str(versions[version]), str(harness.REPO / "bench"), str(harness.REPO)]
-                    code = (f"import sys; sys.path[:0] = {path!r}; import serving_graphs, json; "
-                            f"print(json.dumps(serving_graphs._case({case!r}, {folder!r})))")
-                    ran = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True)
-                    if ran.returncode:
-                        sys.exit(f"{case} on {version} failed:\n{ran.stderr[-3000:]}")
-                    result = json.loads(ran.stdout.splitlines()[-1])
-                    assert result.pop("code") == str(versions[version]), (version, result)
-                    runs[version, case].append(result)
+        runs = {(case, version): [] for case in args.cases for version in versions}
+
+        def run(case, version):
+            with tempfile.TemporaryDirectory() as folder:
+                # The version's code first; the harness, once on the path, does not put this checkout first.
+                path = [str(versions[version]), str(harness.REPO / "bench"), str(harness.REPO)]
+                code = (f"import sys; sys.path[:0] = {path!r}; import serving_graphs, json; "
+                        f"print(json.dumps(serving_graphs._case({case!r}, {folder!r})))")
+                ran = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True)
+                if ran.returncode:
+                    sys.exit(f"{case} on {version} failed:\n{ran.stderr[-3000:]}")
+                result = json.loads(ran.stdout.splitlines()[-1])
+                assert result.pop("code") == str(versions[version]), (version, result)
+                runs[case, version].append(result)
+
+        # The harness's order (each case's two versions back to back, in a fresh order each repeat);
+        # the figures are the processes' own, not the harness's times of them.
+        harness.interleaved_times({key: functools.partial(run, *key) for key in runs}, args.repeats)
     print(f"serve_text graphs, medians of {args.repeats} (a new process each)")
     rows = []
-    for case in args.cases:
-        for version in versions:
-            m = {k: statistics.median(r[k] for r in runs[version, case]) for k in runs[version, case][0]}
-            rows.append([case, version, f"{m['nodes']:,.0f}", f"{m['export_cpu']:.2f}", f"{m['load_cpu']:.2f}",
-                         f"{m['call_ms']:.2f}"])
+    for (case, version), results in runs.items():
+        m = {k: statistics.median(r[k] for r in results) for k in results[0]}
+        rows.append([case, version, f"{m['nodes']:,.0f}", f"{m['export_cpu']:.2f}", f"{m['load_cpu']:.2f}",
+                     f"{m['call_ms']:.2f}"])
     harness.print_table(["export", "version", "nodes", "export CPU s", "load CPU s", "call ms (1 short text)"], rows)
 
 

@@ -35,12 +35,11 @@ import re
 import shutil
 import subprocess
 import sys
-from importlib.metadata import entry_points
 
 import pytest
 
 from tests.conftest import REPO_ROOT, SMALL_DATA_DIR
-from tests.warm_python import shell_functions
+from tests.warm_python import command_folder, console_scripts
 
 DOCS = REPO_ROOT / "docs"
 _TRAINING = ["--num_train_steps=2", "--num_warmup_steps=1", "--nojit_compile", "--noprogress_bar"]
@@ -51,7 +50,7 @@ STEP_FLAGS = {
        for task in ("glue", "squad", "race", "ner")},
     "albert-create-pretraining-data": ["--dupe_factor=1"],
 }
-TOOLS = sorted(entry.name for entry in entry_points(group="console_scripts") if entry.name.startswith("albert-"))
+TOOLS = console_scripts()
 NOT_RUN = re.compile(r"<!-- not run: (.*?) -->")
 
 
@@ -140,12 +139,6 @@ def _lay_out(root: pathlib.Path, demo: pathlib.Path) -> pathlib.Path:
     return clone
 
 
-def _preamble() -> str:
-    # A bash function named as each tool runs the tool, with the step flags after the doc's own, in
-    # a child of the warm Python (TensorFlow loaded already).
-    return shell_functions(TOOLS, STEP_FLAGS)
-
-
 def _json(path):
     return json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
 
@@ -221,10 +214,14 @@ SLOW = {"pretraining.md", "serving.md"}
 def test_the_opening_commands_run_as_written(doc, demo_standin, tmp_path, warm_python):
     clone = _lay_out(tmp_path, demo_standin)
     blocks = [block for name, block in RUN if name == doc]
-    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", TF_CPP_MIN_LOG_LEVEL="2")
+    # Each tool runs in a child of the warm Python (TensorFlow loaded already), the step flags after
+    # the doc's own.
+    tools = command_folder(tmp_path / "warm_tools", TOOLS, STEP_FLAGS)
+    env = dict(os.environ, PATH=f"{tools}:{os.path.dirname(sys.executable)}:{os.environ['PATH']}",
+               TF_CPP_MIN_LOG_LEVEL="2")
     output = ""
     for block in blocks:
-        result = subprocess.run(["bash", "-euo", "pipefail", "-c", _preamble() + block], cwd=clone, env=env,
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=clone, env=env,
                                 capture_output=True, text=True, timeout=600)
         output += result.stdout + result.stderr
         assert result.returncode == 0, f"docs/{doc}:\n{block}\n{output[-3000:]}"

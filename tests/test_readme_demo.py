@@ -9,8 +9,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.test_docs import TOOLS
-from tests.warm_python import command_folder
+from tests.warm_python import command_folder, console_scripts
 
 
 def test_readme_names_the_demo_and_the_test_command():
@@ -72,7 +71,7 @@ def test_run_demo_end_to_end_and_again_training_on(tmp_path, warm_python):
     # replaces its own export (it stopped at "export is not empty" before). The installed scripts
     # ran above; here each tool runs in a child of the warm Python (TensorFlow loaded already).
     first_export = (demo / "model" / "export" / "saved_model.pb").stat().st_ino
-    output = run_demo(12, command_folder(tmp_path / "warm_tools", TOOLS))
+    output = run_demo(12, command_folder(tmp_path / "warm_tools", console_scripts()))
     model = demo / "model"
     assert re.search("^finished at step 12: train .*" + re.escape(
         f"; resumed from {model / 'ckpt-8'} at step 8; curves {model / 'curves.png'}; exported to {model / 'export'}")

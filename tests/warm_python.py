@@ -16,7 +16,7 @@ installed scripts, the README's commands) starts a real process as before.
                                   a command line (bash) that runs ARGS in a warm child with its own
                                   stdin, stdout and stderr and exits as the child did
     command_folder(folder, tools) a folder of executables named as console scripts that run so,
-                                  for a script's PATH
+                                  for a shell's or a script's PATH
 
 The warm process (`serve`) is started by the session fixture `warm_python` (tests/conftest.py),
 which names its socket in ALBERT_TEST_WARM_PYTHON. This module imports only the standard library
@@ -375,25 +375,25 @@ def run(args, *, cwd=None, env=None, capture_output=False, text=False, timeout=N
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
-def shell_functions(tools, extra_flags=None) -> str:
-    """A bash preamble: a function named as each console script in `tools` that runs it, with
-    `extra_flags[tool]` after the command line's own flags, in a warm child with the shell's stdin,
-    stdout, stderr, folder and environment (which must name the socket: `WarmPython(shell=True)`)."""
-    warm = f"{sys.executable} {pathlib.Path(__file__).resolve()}"
-    return "".join(f'{tool}() {{ {warm} {tool} "$@" {" ".join((extra_flags or {}).get(tool, []))}; }}\n'
-                   for tool in tools)
+def console_scripts() -> list[str]:
+    """The package's console scripts (`albert-...`), as installed."""
+    from importlib.metadata import entry_points
+
+    return sorted(entry.name for entry in entry_points(group="console_scripts") if entry.name.startswith("albert-"))
 
 
-def command_folder(folder: pathlib.Path, tools) -> pathlib.Path:
+def command_folder(folder: pathlib.Path, tools, extra_flags=None) -> pathlib.Path:
     """`folder`, made, holding an executable named as each console script in `tools` that runs it in
-    a warm child as `python tests/warm_python.py TOOL ARGS...` does: put first on a script's PATH
-    (whose environment must name the socket: `WarmPython(shell=True)`), its commands run warm where
-    shell functions would not reach (a script the test runs as written, a child shell)."""
+    a warm child as `python tests/warm_python.py TOOL ARGS...` does, with `extra_flags[tool]` after
+    the command line's own flags. Put first on PATH (of an environment that names the socket:
+    `WarmPython(shell=True)`), a shell's or a script's commands run warm, the shell's stdio, folder
+    and environment theirs."""
     folder.mkdir(parents=True, exist_ok=True)
     for tool in tools:
         shim = folder / tool
         command = shlex.join([sys.executable, str(pathlib.Path(__file__).resolve()), tool])
-        shim.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+        extra = shlex.join((extra_flags or {}).get(tool, []))
+        shim.write_text(f'#!/bin/sh\nexec {command} "$@" {extra}\n')
         shim.chmod(0o755)
     return folder
 

@@ -64,7 +64,7 @@ def _release_first_piece(starts: tf.RaggedTensor, ends: tf.RaggedTensor):
     a lone "▁" there up to the next piece (at least the first character); see
     `finetune.squad.features.release_answer_spans`, which also leaves out of a piece a character
     SentencePiece dropped before a space (not done here)."""
-    first = tf.boolean_mask(starts.row_starts(), starts.row_lengths() > 0)
+    (first,) = ragged.masked(starts.row_lengths() > 0, starts.row_starts())
     flat_starts, flat_ends = starts.flat_values, ends.flat_values
     following = tf.gather(tf.concat([flat_starts, [0]], axis=0), first + 1)
     rows = ragged.row_ids(starts.row_splits)
@@ -216,8 +216,8 @@ class SquadServer(export.ServingModule):
         window_start = window * tf.gather(step, example)
         window_length = tf.minimum(tf.gather(num_pieces, example) - window_start, tf.gather(max_pieces, example))
         piece = tf.ragged.range(window_start, window_start + window_length)  # [R, L] piece indices
-        first = tf.gather(ids.row_starts(), example)
-        flat = piece.with_flat_values(piece.flat_values + tf.gather(first, ragged.row_ids(piece.row_splits)))
+        first = window_start + tf.gather(ids.row_starts(), example)
+        flat = tf.ragged.range(first, first + window_length)  # [R, L] indices of ids.flat_values
         context_ids = tf.gather(ids.flat_values, flat)
         q = tf.gather(question_ids, example)
         zeros_q = tf.zeros_like(q)

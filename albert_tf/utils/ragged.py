@@ -41,8 +41,8 @@ def row_ids(splits) -> tf.Tensor:
     """Each value's row (`value_rowids()`) from the row splits, by a search."""
     splits = tf.convert_to_tensor(splits)
     # tf.searchsorted's kernel, without its wrapper's reshapes of 1-D input to 2-D and back.
-    return tf.raw_ops.UpperBound(sorted_inputs=splits[None, 1:], values=tf.range(splits[-1], dtype=splits.dtype)[None],
-                                 out_type=splits.dtype)[0]
+    values = tf.range(splits[-1], dtype=splits.dtype)
+    return tf.raw_ops.UpperBound(sorted_inputs=splits[None, 1:], values=values[None], out_type=splits.dtype)[0]
 
 
 def lengths_row_ids(lengths) -> tf.Tensor:

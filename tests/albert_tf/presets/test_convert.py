@@ -22,7 +22,7 @@ from albert_tf.presets import folder
 from albert_tf.checkpoints import weights
 from albert_tf.tokenizers.tokenizer import AlbertTokenizer
 from tests.albert_tf import hf_reference
-from tests.warm_python import SOCKET_ENV, load_time_env, shell_functions
+from tests.warm_python import SOCKET_ENV, command_folder, load_time_env
 
 TINY_SPM = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "export" / "tiny_spm.model"
 
@@ -387,10 +387,11 @@ def test_command_lines_convert_and_export(tf1_reference, tmp_path, warm_python):
     _, tensors = tf1_reference
     folder = tf1_tarball(tmp_path / "albert_small", SMALL, tensors)
     bin_dir = pathlib.Path(sys.executable).parent
-    env = {**load_time_env(), "PATH": f"{bin_dir}:/usr/bin:/bin", SOCKET_ENV: warm_python.socket}
     # Each tool in a child of the warm Python (TensorFlow loaded already), as the installed script
     # runs it (those run in test_fresh_clone.py and test_readme_demo.py).
-    script = shell_functions(["albert-convert", "albert-export"]) + (
+    tools = command_folder(tmp_path / "warm_tools", ["albert-convert", "albert-export"])
+    env = {**load_time_env(), "PATH": f"{tools}:{bin_dir}:/usr/bin:/bin", SOCKET_ENV: warm_python.socket}
+    script = (
         f"albert-convert --source tf1 --input {folder} --output_dir {tmp_path / 'preset'} && "
         f"albert-export --preset {tmp_path / 'preset'} --model pretrainer --max_seq_length 16 "
         f"--max_predictions_per_seq 3 --output_dir {tmp_path / 'saved'}"

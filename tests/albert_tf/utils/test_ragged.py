@@ -20,11 +20,15 @@ def _nodes(function, *args):
     return len(graph.node) + sum(len(f.node_def) for f in graph.library.function)
 
 
-def _same(got, expected):
-    if isinstance(expected, tf.RaggedTensor):
-        assert got.row_splits.numpy().tolist() == expected.row_splits.numpy().tolist()
-        got, expected = got.flat_values, expected.flat_values
-    assert got.dtype == expected.dtype and got.numpy().tolist() == expected.numpy().tolist()
+def _contents(tensors):
+    """Each tensor of `tensors` (one or a list) as comparable lists: its row splits where ragged,
+    its dtype and its values."""
+    contents = []
+    for t in tensors if isinstance(tensors, list) else [tensors]:
+        splits = t.row_splits.numpy().tolist() if isinstance(t, tf.RaggedTensor) else None
+        values = t.flat_values if isinstance(t, tf.RaggedTensor) else t
+        contents.append((splits, values.dtype, values.numpy().tolist()))
+    return contents
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
@@ -54,9 +58,8 @@ def test_each_is_tensorflows_op_eager_and_traced(lengths):
                         lambda: [tf.concat([rt, *others], axis=1), tf.concat(seconds, axis=1)]),
     }
     for name, (ours, theirs) in cases.items():
-        for got, expected in ((ours(), theirs()), (tf.function(ours)(), tf.function(theirs)())):
-            for g, e in zip(*(x if isinstance(x, list) else [x] for x in (got, expected))):
-                _same(g, e)
+        assert _contents(ours()) == _contents(theirs()), name
+        assert _contents(tf.function(ours)()) == _contents(tf.function(theirs)()), name
 
 
 def test_fewer_ops_than_tensorflows():

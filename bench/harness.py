@@ -135,7 +135,11 @@ def medians(times: dict) -> dict:
 
 
 def quartiles(values) -> tuple[float, float, float]:
-    """The first quartile, median and third quartile of `values` (the tables' median and IQR)."""
+    """The first quartile, median and third quartile of `values` (the tables' median and IQR); of one
+    value (`--repeats 1`), that value three times."""
+    values = list(values)
+    if len(values) == 1:
+        return values[0], values[0], values[0]
     first, median, third = statistics.quantiles(values, n=4, method="inclusive")
     return first, median, third
 

@@ -62,6 +62,7 @@ def _rounds(harness, calls, repeats, seed):
 
 def test_quartiles_are_the_median_and_the_interquartile_range(harness):
     assert harness.quartiles([5.0, 1.0, 3.0, 2.0, 4.0]) == (2.0, 3.0, 4.0)
+    assert harness.quartiles([7.0]) == (7.0, 7.0, 7.0)  # --repeats 1
 
 
 def test_medians_and_table(harness, capsys):

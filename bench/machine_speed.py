@@ -1,10 +1,10 @@
 """How fast this machine is right now: CPU seconds of two fixed workloads (python bench/machine_speed.py
 [--repeats 5]), to read a full run of the suite beside (docs/testing.md, "Measured").
 
-The same 2-core machine ran one commit's suite (c5fbb77) in 12 min 45 s at about 02:00 UTC on
-2026-11-29 and in 23 min 29 s from 03:31 (1,488 and 2,649 s of CPU), with nothing else running; the
-loop below took 3.2 s of CPU at 03:56 and 1.7 s at 04:48. A suite time means little without the speed
-it ran at, so each row of "Measured" from then on carries these figures, read just before the run:
+The 2-core machine's speed changes by hours: one commit's suite took 12 min 45 s and, later the same
+day, 23 min 29 s (docs/testing.md, "Measured", and the paragraph after its findings). A suite time
+means little without the speed it ran at, so the rows of "Measured" carry these figures, read
+beside the run:
 - `python loop`: 20 million additions in a pure-Python loop (the interpreter, as pytest, the
   tracing of tf.functions and every import spend their time);
 - `numpy matmul`: 20 products of two 512 x 512 float32 matrices, on one thread (what kernels do).

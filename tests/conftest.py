@@ -6,16 +6,18 @@ import sys
 
 import pytest
 
-from albert_tf.utils.quiet import quiet_tensorflow, set_tensorflow_log_level
+from albert_tf.utils.quiet import quiet_tensorflow, set_tensorflow_log_level, settle_tensorflow_load
 # Hooks: -n's settings, where xdist runs.
 from tests.xdist_settings import pytest_cmdline_main, pytest_xdist_auto_num_workers  # noqa: F401
 
 # First, before TensorFlow loads: the tests run with the log level the tools give TensorFlow, whatever
 # the caller's shell exported (TF_CPP_MIN_LOG_LEVEL=3 is common), so that this process, the warm
 # Pythons it starts (tests/warm_python.py) and the commands they run as a new process would all
-# load TensorFlow alike; and its C++ start-up lines are kept out of the test output.
+# load TensorFlow alike; and its C++ start-up lines are kept out of the test output. A test process
+# is the package's own: TensorFlow loads in it settled, as in a console script (albert_tf.utils.quiet).
 set_tensorflow_log_level(override=True)
 quiet_tensorflow()
+settle_tensorflow_load()
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -36,6 +38,8 @@ def pytest_runtest_setup(item):
 
 
 def pytest_configure(config):
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        return  # pytest-xdist's controller runs no test: only its workers load TensorFlow
     # The tests compare float32 results to 1e-5 and below; on an NVIDIA GPU from Ampere on,
     # TensorFlow and XLA would otherwise run float32 matmuls in TensorFloat-32 (10-bit mantissa).
     import tensorflow as tf

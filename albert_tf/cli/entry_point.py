@@ -24,7 +24,7 @@ from absl import app, flags
 
 from albert_tf.cli.release_flags import apply_release_flags, define_release_flags
 from albert_tf.utils.quiet import (VERBOSE_ENV, quiet_tensorflow, set_tensorflow_log_level, set_verbose,
-                             show_tensorflow_start_up, verbose)
+                                   settle_tensorflow_load, show_tensorflow_start_up, verbose)
 
 VERBOSE_HELP = f"Show tracebacks of user errors (also: {VERBOSE_ENV}=1) and more log."
 
@@ -133,7 +133,9 @@ def run_main(
 
 # Every script loads TensorFlow in its main, after the flags are parsed: from the import of a script
 # on, its start-up lines are captured, unless the user asked for them (--verbose, read here before
-# the flags are parsed because TensorFlow's first lines may come before).
+# the flags are parsed because TensorFlow's first lines may come before), and it loads settled (the
+# script's process is ours: albert_tf.utils.quiet).
+settle_tensorflow_load()
 if verbose() or "--verbose" in sys.argv[1:]:
     show_tensorflow_start_up()
 else:

@@ -50,3 +50,55 @@ def test_the_test_command_prints_no_tensorflow_lines():
     result = _python("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_import_graph.py")
     assert re.search(r"^\d+ passed", result.stdout, re.MULTILINE), result.stdout
     assert not TENSORFLOW_LINES.search(result.stdout + result.stderr), result.stdout + result.stderr
+
+
+# ---- TensorFlow loaded settled in the package's own processes ----------------------------------
+
+HOOK_STATE = ("import sys\n{imports}\nfrom albert_tf.utils.quiet import _TensorFlowImport\n"
+              "(hook,) = [f for f in sys.meta_path if isinstance(f, _TensorFlowImport)]\n"
+              "print(hook.quiet, hook.settled, 'tensorflow' in sys.modules)\n")
+
+
+def test_console_scripts_load_tensorflow_settled_and_a_users_process_is_left_as_it_is():
+    # Without loading TensorFlow (the hook's work is the test below): a console script's process
+    # will load it settled and quiet; a user's process that imports the library, quiet only.
+    script = _python("-c", HOOK_STATE.format(imports="import albert_tf.cli.entry_point"))
+    assert script.stdout.split() == ["True", "True", "False"]
+    user = _python("-c", HOOK_STATE.format(imports="import albert_tf"))
+    assert user.stdout.split() == ["True", "False", "False"]
+
+
+def test_a_settled_load_runs_no_collection_and_freezes_what_it_made(tmp_path, monkeypatch):
+    import gc
+
+    from albert_tf.utils import quiet
+
+    # A stand-in for TensorFlow's import: it makes cyclic garbage and objects it keeps, enough for
+    # the collector to run many times were it not paused. Settled, both are frozen (60,000 objects
+    # of this process's for good: the test process's own import of TensorFlow froze 600,000).
+    (tmp_path / "heavy_import.py").write_text(
+        "kept = []\nfor i in range(30_000):\n    cycle = [i]\n    cycle.append(cycle)\n    kept.append([i])\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    collections = []
+
+    def count(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    for settled in (False, True):
+        sys.modules.pop("heavy_import", None)
+        hook = quiet._TensorFlowImport()
+        hook.module, hook.settled = "heavy_import", settled
+        monkeypatch.setattr(sys, "meta_path", [hook, *sys.meta_path])
+        frozen, collections[:] = gc.get_freeze_count(), []
+        gc.callbacks.append(count)
+        try:
+            import heavy_import  # noqa: F401
+        finally:
+            gc.callbacks.remove(count)
+        assert hook not in sys.meta_path  # it loads once, then leaves
+        assert gc.isenabled()
+        if settled:
+            assert collections == [] and gc.get_freeze_count() >= frozen + 60_000
+        else:
+            assert collections and gc.get_freeze_count() == frozen

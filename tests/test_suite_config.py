@@ -112,3 +112,19 @@ def test_auto_starts_a_worker_more_than_the_cores_within_maxprocesses(tmp_path):
     result, output = _pytest(tmp_path, "-n", "auto", env={**env, "PYTEST_XDIST_AUTO_NUM_WORKERS": "1"})
     assert result.returncode == 0, output[-3000:]
     assert (tmp_path / "workers.txt").read_text() == "1"
+
+
+def test_only_the_processes_that_run_tests_load_tensorflow():
+    # tests/conftest.py's pytest_configure, in a new Python without TensorFlow: pytest-xdist's
+    # controller (-n, no workerinput) skips TensorFlow, which it used to load for nothing (14 s of
+    # CPU at the start of a run); a worker loads it (as plain pytest does: no -n, the same branch).
+    code = ("import sys, types\nimport tests.conftest as conftest\n"
+            "config = types.SimpleNamespace(getoption=lambda name, default=None: {given}, {worker})\n"
+            "conftest.pytest_configure(config)\nprint('tensorflow' in sys.modules)\n")
+    found = []
+    for given, worker in (("'auto'", "dummy=0"), ("2", "workerinput={}")):
+        result = subprocess.run([sys.executable, "-c", code.format(given=given, worker=worker)], cwd=REPO_ROOT,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        found.append(result.stdout.split()[-1])
+    assert found == ["False", "True"]

@@ -11,10 +11,11 @@ TF_CPP_MIN_LOG_LEVEL to 0 or 1 asked for TensorFlow's lines and gets them.
 
 The same hook loads TensorFlow settled in this package's own processes (`settle_tensorflow_load`:
 the console scripts, the test processes): Python's garbage collector is paused while TensorFlow and
-Keras load (over 600,000 objects, each collection scanning them: 1.5 s of an 8 s import on the
-2-core machine) and what they loaded is then frozen out of later collections (`gc.freeze`), which
-also keeps a forked child from copying the pages those objects live on. Not in a user's process
-that merely imports the library: freezing would take the user's objects out of collection too.
+Keras load (over 600,000 objects, which its full collections scan again and again: 1.5 s of an 8 s
+import on the 2-core machine), and what they loaded is then frozen out of later collections
+(`gc.freeze`), which also keeps a forked child from copying the pages those objects live on. Not
+in a user's process that merely imports the library: freezing would take the user's objects out of
+collection too.
 """
 
 from __future__ import annotations

@@ -47,17 +47,17 @@ GLUE_RUN = ("from finetune.glue.cli import finetune\n"
 
 
 def glue_argv(folder: str) -> list[str]:
-    fixtures = harness.REPO / "tests" / "fixtures"
+    from tests.pretrained_runs import TINY_CONFIG, TINY_VOCAB  # the tests' tiny model and vocabulary
+
     os.makedirs(folder)
     config = f"{folder}/config.json"
     with open(config, "w") as f:
-        json.dump({"vocab_size": 300, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
-                   "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}, f)
-    return ["albert-finetune-glue", "--task=MRPC", f"--data_dir={fixtures / 'data' / 'glue'}",
-            f"--output_dir={folder}/run", f"--albert_config_file={config}",
-            f"--spm_model_file={fixtures / 'data_prep' / 'tiny_vocab.model'}", "--max_seq_length=32", "--do_train",
-            "--do_eval", "--num_train_steps=4", "--train_batch_size=8", "--eval_batch_size=32", "--nojit_compile",
-            "--noprogress_bar", "--noexport"]
+        json.dump(TINY_CONFIG, f)
+    glue = harness.REPO / "tests" / "fixtures" / "data" / "glue"
+    return ["albert-finetune-glue", "--task=MRPC", f"--data_dir={glue}", f"--output_dir={folder}/run",
+            f"--albert_config_file={config}", f"--spm_model_file={TINY_VOCAB}", "--max_seq_length=32",
+            "--do_train", "--do_eval", "--num_train_steps=4", "--train_batch_size=8", "--eval_batch_size=32",
+            "--nojit_compile", "--noprogress_bar", "--noexport"]
 
 
 def measure(work: str, argv: list[str], settled: bool) -> dict:
@@ -82,7 +82,7 @@ def main() -> None:
                 for settled in order:
                     run_argv = argv or glue_argv(f"{folder}/{name.replace(' ', '_')}-{repeat}-{settled}")
                     found[settled].append(measure(work, run_argv, settled))
-            medians = {s: {k: harness.quartiles([f[k] for f in found[s]])[1] for k in ("cpu", "gc", "rss_mb")}
+            medians = {s: harness.medians({k: [f[k] for f in found[s]] for k in ("cpu", "gc", "rss_mb")})
                        for s in found}
             for settled in (False, True):
                 m = medians[settled]

@@ -88,7 +88,8 @@ def serve(path: str, preload=PRELOAD) -> None:
 
     # A fork server's collector, as CPython's gc.freeze documents: paused while the modules load, and
     # what they made frozen before the first fork, so that no child's collection scans those objects
-    # or copies the pages they live on.
+    # or copies the pages they live on. (albert_tf.utils.quiet's settled load does this for TensorFlow
+    # alone, and the fresh_process fixture's warm Python must not load the package to ask for it.)
     gc.disable()
     for name in preload:
         importlib.import_module(name)

@@ -87,19 +87,25 @@ class _TensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return self._loader.create_module(spec)
 
     def exec_module(self, module):
-        collecting = gc.isenabled()
-        if self.settled:
-            gc.disable()
-        try:
+        with _collector_paused_then_frozen() if self.settled else contextlib.nullcontext():
             with stderr_captured() if self.quiet else contextlib.nullcontext():
                 self._loader.exec_module(module)
                 if self.quiet:
                     module.config.list_physical_devices()
-        finally:
-            if self.settled:
-                gc.freeze()  # what the import made, its garbage too: a fixed cost, paid once
-                if collecting:
-                    gc.enable()
+
+
+@contextlib.contextmanager
+def _collector_paused_then_frozen():
+    """No garbage collection for the duration; what exists at its end (the garbage made meanwhile too:
+    a fixed cost, paid once) frozen out of later collections."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
 
 
 def _tensorflow_import() -> _TensorFlowImport | None:

@@ -2,8 +2,12 @@
 
 import importlib
 
+from albert_tf.utils.backend import use_tensorflow_backend
 from albert_tf.utils.quiet import quiet_tensorflow
 
+# Before Keras loads (it chooses its backend once): TensorFlow's, whatever KERAS_BACKEND the shell
+# exported for the user's other Keras work (albert_tf.utils.backend).
+use_tensorflow_backend()
 # Before TensorFlow loads (it reads its log level once): its C++ start-up lines ("failed call to
 # cuInit", the CPU-feature notes) kept from a user of the library, as from the CLIs', unless the
 # user set TF_CPP_MIN_LOG_LEVEL to show them.

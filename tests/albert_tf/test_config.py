@@ -101,7 +101,8 @@ def test_group_of_layer_follows_the_release():
     assert l22.group_of_layer(15) == 14 and 15 not in l22.used_groups and len(l22.used_groups) == 21
 
 
-def test_public_names_resolve_and_tensorflow_text_loads_lazily():
+def test_public_names_resolve_on_tensorflows_backend_and_tensorflow_text_loads_lazily():
+    import os
     import subprocess
     import sys
 
@@ -111,8 +112,14 @@ def test_public_names_resolve_and_tensorflow_text_loads_lazily():
         "missing = [n for n in albert_tf.__all__ if getattr(albert_tf, n, None) is None]\n"
         "assert not missing, missing\n"
         "assert 'tensorflow_text' in sys.modules\n"
+        "import keras\n"
+        "assert keras.config.backend() == 'tensorflow', keras.config.backend()\n"
+        "assert 'jax' not in sys.modules\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # A shell with KERAS_BACKEND=jax exported for the user's other Keras work (jax is not even installed
+    # here): the package runs on TensorFlow's (albert_tf.utils.backend).
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "KERAS_BACKEND": "jax"})
     assert result.returncode == 0, result.stderr[-2000:]
 
 

@@ -6,11 +6,17 @@ import sys
 
 import pytest
 
-from albert_tf.utils.quiet import quiet_tensorflow, set_tensorflow_log_level, settle_tensorflow_load
+from tests.caller_environment import set_aside_the_callers_settings
+
+# First, before the package or TensorFlow loads: the package's, the Hub's and Keras' settings of the
+# caller's shell (a user's cache, offline switch, TPU, cluster, Keras backend) set aside.
+set_aside_the_callers_settings()
+
+from albert_tf.utils.quiet import quiet_tensorflow, set_tensorflow_log_level, settle_tensorflow_load  # noqa: E402
 # Hooks: -n's settings, where xdist runs.
 from tests.xdist_settings import pytest_cmdline_main, pytest_xdist_auto_num_workers  # noqa: F401
 
-# First, before TensorFlow loads: the tests run with the log level the tools give TensorFlow, whatever
+# Then, before TensorFlow loads: the tests run with the log level the tools give TensorFlow, whatever
 # the caller's shell exported (TF_CPP_MIN_LOG_LEVEL=3 is common), so that this process, the warm
 # Pythons it starts (tests/warm_python.py) and the commands they run as a new process would all
 # load TensorFlow alike; and its C++ start-up lines are kept out of the test output. A test process

@@ -1,6 +1,8 @@
 """The suite's own settings (tests/xdist_settings.py): with -n, whole modules per worker in the given
-order, and a crashed worker ends the run, reported; without pytest-xdist, plain pytest runs."""
+order, and a crashed worker ends the run, reported; without pytest-xdist, plain pytest runs; the
+caller's settings of the package, the Hub and Keras set aside (tests/caller_environment.py)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -128,3 +130,43 @@ def test_only_the_processes_that_run_tests_load_tensorflow():
         assert result.returncode == 0, result.stderr[-2000:]
         found.append(result.stdout.split()[-1])
     assert found == ["False", "True"]
+
+
+# What a user of this package, of Keras and of the Hub may keep in their shell: their cache, offline,
+# a short timeout, verbose tools, a TPU VM's name, a cluster's TF_CONFIG, the Hub's settings, another
+# Keras backend (jax is not installed here). tests/caller_environment.py sets them aside.
+USERS_SHELL = {"ALBERT_TF_OFFLINE": "1", "ALBERT_TF_TIMEOUT": "abc", "ALBERT_TF_VERBOSE": "1", "TPU_NAME": "my-tpu",
+               "TF_CONFIG": json.dumps({"cluster": {"worker": ["localhost:1", "localhost:2"]},
+                                        "task": {"type": "worker", "index": 1}}),
+               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9",
+               "KERAS_BACKEND": "jax"}
+
+
+def test_the_callers_settings_are_set_aside_for_the_tests_and_what_they_start():
+    from tests.caller_environment import set_aside_the_callers_settings
+
+    environ = {**USERS_SHELL, "ALBERT_TF_HOME": "/home/user/.cache/albert_tf", "HF_HOME": "/home/user/.hf",
+               "KERAS_HOME": "/home/user/.keras",
+               "ALBERT_DATA_DIR": "/data", "ALBERT_REQUIRE_DATA": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/bin"}
+    home = set_aside_the_callers_settings(environ)
+    assert environ == {"ALBERT_TF_HOME": os.path.join(home, "albert_tf"), "HF_HOME": os.path.join(home, "huggingface"),
+                       "KERAS_BACKEND": "tensorflow", "KERAS_HOME": os.path.join(home, "keras"),
+                       "ALBERT_DATA_DIR": "/data", "ALBERT_REQUIRE_DATA": "1", "PATH": "/bin",
+                       "TF_CPP_MIN_LOG_LEVEL": "3"}  # the log level is conftest's next step
+    assert os.path.isdir(home) and not os.listdir(home)
+
+
+def test_a_module_that_reads_them_passes_in_such_a_shell_and_leaves_the_users_cache_alone(tmp_path):
+    # The download tests failed here in a shell with ALBERT_TF_OFFLINE=1 ("... is not in the cache").
+    cache = tmp_path / "users_cache"
+    (cache / "downloads").mkdir(parents=True)
+    (cache / "downloads" / "theirs.tar.gz").write_bytes(b"the user's")
+    before = sorted((p.relative_to(cache), p.stat().st_mtime_ns) for p in cache.rglob("*"))
+    env = {**os.environ, **USERS_SHELL, "ALBERT_TF_HOME": str(cache), "HF_HOME": str(tmp_path / "users_hf")}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                             "tests/albert_tf/presets/test_download_faults.py"], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout
+    assert sorted((p.relative_to(cache), p.stat().st_mtime_ns) for p in cache.rglob("*")) == before
+    assert not (tmp_path / "users_hf").exists()

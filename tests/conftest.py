@@ -125,8 +125,9 @@ def fresh_process(tmp_path_factory):
     every test that serves a SavedModel where this package is not (each script checks that)."""
     from tests.warm_python import WarmPython
 
-    warm = WarmPython(tmp_path_factory.mktemp("fresh_process"), {"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
-                      preload=("tensorflow", "tensorflow_text"))
+    # Keras' folder is the suite's (tests/caller_environment.py), not the keras.json of the user's home.
+    clean = {"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin", "KERAS_HOME": os.environ["KERAS_HOME"]}
+    warm = WarmPython(tmp_path_factory.mktemp("fresh_process"), clean, preload=("tensorflow", "tensorflow_text"))
     yield warm
     warm.close()
 

@@ -162,11 +162,17 @@ def test_a_module_that_reads_them_passes_in_such_a_shell_and_leaves_the_users_ca
     (cache / "downloads").mkdir(parents=True)
     (cache / "downloads" / "theirs.tar.gz").write_bytes(b"the user's")
     before = sorted((p.relative_to(cache), p.stat().st_mtime_ns) for p in cache.rglob("*"))
-    env = {**os.environ, **USERS_SHELL, "ALBERT_TF_HOME": str(cache), "HF_HOME": str(tmp_path / "users_hf")}
+    # Their keras.json, as Keras writes it (its keys), naming another backend and half precision.
+    (tmp_path / "home" / ".keras").mkdir(parents=True)
+    (tmp_path / "home" / ".keras" / "keras.json").write_text(json.dumps(
+        {"floatx": "float16", "epsilon": 1e-07, "backend": "jax", "image_data_format": "channels_last"}))
+    env = {**os.environ, **USERS_SHELL, "ALBERT_TF_HOME": str(cache), "HF_HOME": str(tmp_path / "users_hf"),
+           "HOME": str(tmp_path / "home")}
+    env.pop("KERAS_HOME", None)  # the suite's own, from this process: the user's is their home's
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                             "tests/albert_tf/presets/test_download_faults.py"], cwd=REPO_ROOT, env=env,
-                            capture_output=True, text=True, timeout=600)
+                             "tests/albert_tf/presets/test_download_faults.py", "tests/albert_tf/utils/test_backend.py"],
+                            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
     assert sorted((p.relative_to(cache), p.stat().st_mtime_ns) for p in cache.rglob("*")) == before
-    assert not (tmp_path / "users_hf").exists()
+    assert not (tmp_path / "users_hf").exists() and os.listdir(tmp_path / "home" / ".keras") == ["keras.json"]

@@ -36,3 +36,4 @@ def test_the_tensorflow_keras_of_this_process_is_accepted():
     environ = {}
     use_tensorflow_backend(environ)  # Keras loaded (by the tests' TensorFlow), on tensorflow: nothing to do
     assert keras.config.backend() == "tensorflow" and environ == {}
+    assert keras.config.floatx() == "float32"  # not a user's keras.json (tests/caller_environment.py)

@@ -24,10 +24,11 @@ import os
 import shutil
 import tempfile
 
+from albert_tf.utils.backend import BACKEND, BACKEND_ENV
+
 PACKAGE_PREFIX = "ALBERT_TF_"
 HUB_PREFIX = "HF_"
 REMOVED = ("TPU_NAME", "TF_CONFIG", "TRANSFORMERS_OFFLINE")
-BACKEND = "tensorflow"
 
 
 def set_aside_the_callers_settings(environ=os.environ) -> str:
@@ -40,6 +41,6 @@ def set_aside_the_callers_settings(environ=os.environ) -> str:
     atexit.register(shutil.rmtree, home, ignore_errors=True)
     environ["ALBERT_TF_HOME"] = os.path.join(home, "albert_tf")
     environ["HF_HOME"] = os.path.join(home, "huggingface")
-    environ["KERAS_BACKEND"] = BACKEND
+    environ[BACKEND_ENV] = BACKEND
     environ["KERAS_HOME"] = os.path.join(home, "keras")
     return home

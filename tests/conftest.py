@@ -8,8 +8,8 @@ import pytest
 
 from tests.caller_environment import set_aside_the_callers_settings
 
-# First, before the package or TensorFlow loads: the package's, the Hub's and Keras' settings of the
-# caller's shell (a user's cache, offline switch, TPU, cluster, Keras backend) set aside.
+# First, before TensorFlow loads: the package's, the Hub's and Keras' settings of the caller's shell
+# (a user's cache, offline switch, TPU, cluster, Keras backend) set aside.
 set_aside_the_callers_settings()
 
 from albert_tf.utils.quiet import quiet_tensorflow, set_tensorflow_log_level, settle_tensorflow_load  # noqa: E402

@@ -4,7 +4,9 @@ names (a `KERAS_BACKEND=jax` exported for the user's other Keras work).
 Keras chooses its backend once, as it loads, from `KERAS_BACKEND` (before keras.json). Importing
 `albert_tf` before Keras sets it to `tensorflow` for the process, so the console scripts and a
 library user's models run as they should; a Keras already loaded on another backend cannot be
-changed, and importing the package then fails in one line that says what to do.
+changed, and importing the package then fails in one line that says what to do. The setting is the
+process's environment, as TensorFlow's log level is (albert_tf.utils.quiet): a process it starts
+inherits it.
 """
 
 from __future__ import annotations

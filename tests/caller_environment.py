@@ -6,7 +6,8 @@ waits on their TPU or cluster, or runs on another Keras backend.
 - `ALBERT_TF_*` (the package's own: `ALBERT_TF_HOME` the download cache, `ALBERT_TF_OFFLINE`,
   `ALBERT_TF_TIMEOUT`, `ALBERT_TF_VERBOSE`): removed, and `ALBERT_TF_HOME` set to a folder of this
   process's own, removed at its exit. A test about one of them sets it itself (monkeypatch).
-- `TPU_NAME`, `TF_CONFIG`: the TPU and the cluster the tools would join; removed.
+- `TPU_NAME`, `TF_CONFIG`: the TPU and the cluster the tools would join; removed. The tests need
+  not remove any of these themselves.
 - `HF_*` and `TRANSFORMERS_OFFLINE` (the Hub's endpoint, cache, token and offline switch, which
   huggingface_hub reads as it loads): removed, and `HF_HOME` set under the private folder above.
 - `KERAS_BACKEND`: `tensorflow`, what the package runs on (a shell's `jax` or `torch` is for the

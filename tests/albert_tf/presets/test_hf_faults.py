@@ -23,7 +23,6 @@ def hub(tmp_path):
     server = replicas.LoopbackServer()
     patch = pytest.MonkeyPatch()
     patch.setenv("ALBERT_TF_HOME", str(tmp_path / "cache"))
-    patch.delenv("ALBERT_TF_OFFLINE", raising=False)
     replicas.point_the_hub_at(patch, server, tmp_path / "hub")
     yield server, tmp_path / "cache"
     patch.undo()
@@ -112,7 +111,6 @@ def test_a_hub_that_never_answers_fails_within_albert_tf_timeout(tmp_path, monke
     patch = pytest.MonkeyPatch()
     patch.setenv("ALBERT_TF_HOME", str(tmp_path / "cache"))
     patch.setenv("ALBERT_TF_TIMEOUT", "1")
-    patch.delenv("ALBERT_TF_OFFLINE", raising=False)
     replicas.point_the_hub_at(patch, server, tmp_path / "hub")
     try:
         with pytest.raises(UserError, match=r"^could not fetch hf://me/silent \("):

@@ -203,7 +203,6 @@ def test_a_hub_sequence_classifier_comes_in_through_hf_scheme(tmp_path, monkeypa
         server.repos["textattack/albert-tiny-SST-2"] = replicas.hub_task_files(tmp_path / "hf")
         monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        monkeypatch.delenv("ALBERT_TF_OFFLINE", raising=False)
         monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", server.endpoint)
         monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
                             server.endpoint + "/{repo_id}/resolve/{revision}/{filename}")

@@ -78,7 +78,6 @@ def sources(tmp_path_factory, small_data_dir):
     made = tmp_path_factory.mktemp("sources")
     patch = pytest.MonkeyPatch()
     patch.setenv("ALBERT_TF_HOME", str(made / "cache"))
-    patch.delenv("ALBERT_TF_OFFLINE", raising=False)
     pre_encoder, pre_heads = _checkpoint_tensors(tf.train.latest_checkpoint(str(run)))
 
     glue = made / "rte"

@@ -124,7 +124,6 @@ def server():
 def cache(tmp_path, monkeypatch):
     home = tmp_path / "cache"
     monkeypatch.setenv("ALBERT_TF_HOME", str(home))
-    monkeypatch.delenv("ALBERT_TF_OFFLINE", raising=False)
     return home
 
 

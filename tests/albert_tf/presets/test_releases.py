@@ -161,7 +161,6 @@ def released(tmp_path_factory):
         server.repos[replicas.hub_repo(name)] = replicas.hub_files(name, seed=seed)
     patch = pytest.MonkeyPatch()
     patch.setenv("ALBERT_TF_HOME", str(made / "cache"))
-    patch.delenv("ALBERT_TF_OFFLINE", raising=False)
     replicas.point_the_hub_at(patch, server, made / "hub")
     for name in replicas.ENGLISH:
         patch.setitem(registry.RELEASES, name, dataclasses.replace(registry.RELEASES[name], url=server.url(name)))

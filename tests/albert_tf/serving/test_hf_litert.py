@@ -35,7 +35,6 @@ def test_a_hub_classifier_becomes_a_litert_model_with_the_saved_models_answers(t
     server = replicas.LoopbackServer()
     server.repos[REPO] = replicas.hub_task_files(tmp_path / "hf")
     replicas.point_the_hub_at(monkeypatch, server, tmp_path / "hub")
-    monkeypatch.delenv("ALBERT_TF_OFFLINE", raising=False)
     printed = []
     try:
         for args in (["--format=litert", "--quantization=dynamic_int8", "--output_dir", tmp_path / "on_device"],

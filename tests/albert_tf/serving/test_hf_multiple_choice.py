@@ -72,7 +72,6 @@ def test_albert_export_of_a_hub_multiple_choice_model_gives_transformers_logits(
     server = replicas.LoopbackServer()
     server.repos[repo] = replicas.hub_task_files(tmp_path / "hf")
     replicas.point_the_hub_at(monkeypatch, server, tmp_path / "hub")
-    monkeypatch.delenv("ALBERT_TF_OFFLINE", raising=False)
     try:
         hub = _export(f"hf://{repo}", tmp_path / "serving", monkeypatch, capsys)
     finally:

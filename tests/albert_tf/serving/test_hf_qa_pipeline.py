@@ -159,7 +159,6 @@ def test_albert_export_of_a_hub_question_answerer_answers_as_the_python_export(h
     server = replicas.LoopbackServer()
     server.repos[repo] = replicas.hub_task_files(folder)
     replicas.point_the_hub_at(monkeypatch, server, tmp_path / "hub")
-    monkeypatch.delenv("ALBERT_TF_OFFLINE", raising=False)
     try:
         code, out, err = console_script(export_cli.run, [
             "albert-export", "--preset", f"hf://{repo}", "--max_seq_length", MAX_SEQ_LENGTH,

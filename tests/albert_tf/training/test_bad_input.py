@@ -255,11 +255,10 @@ def test_an_output_dir_that_is_a_file_is_named(tmp_path):
         run_folder.check_output_dir(str(tmp_path / "run"), TINY, write=True)
 
 
-def test_strategy_tpu_without_a_tpu_is_a_flag_error(monkeypatch):
+def test_strategy_tpu_without_a_tpu_is_a_flag_error():
     from albert_tf.training import strategies
     from albert_tf.utils.errors import FlagError
 
-    monkeypatch.delenv("TPU_NAME", raising=False)
     with pytest.raises(FlagError, match=r"^strategy 'tpu' needs a TPU: pass --tpu="):
         strategies.get_strategy("tpu")
 

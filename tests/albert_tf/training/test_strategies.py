@@ -29,8 +29,7 @@ def test_default_is_the_no_op_strategy():
     assert strategies.get_strategy("default") is tf.distribute.get_strategy()
 
 
-def test_tpu_without_a_name_says_how_to_give_one(monkeypatch):
-    monkeypatch.delenv("TPU_NAME", raising=False)
+def test_tpu_without_a_name_says_how_to_give_one():
     with pytest.raises(ValueError, match="--tpu="):
         strategies.get_strategy("tpu")
 

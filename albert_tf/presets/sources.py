@@ -228,6 +228,8 @@ def _snapshot(huggingface_hub, repo: str) -> str:
     hub_logger.propagate = False
 
     files = [HF_CONFIG, HF_VOCAB]
+    # ALBERT_TF_OFFLINE: the Hub's cache only, for this call (the process's HF_HUB_OFFLINE is the user's).
+    offline = download.offline()
     timeout = download.timeout()
     # The downloads take HF_HUB_DOWNLOAD_TIMEOUT and etag_timeout, but the repository's listing
     # (repo_info, list_repo_tree) asks the shared client with `timeout=None`, no limit at all: a Hub
@@ -244,10 +246,10 @@ def _snapshot(huggingface_hub, repo: str) -> str:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             local = huggingface_hub.snapshot_download(repo, allow_patterns=files + [HF_SAFETENSORS],
-                                                      etag_timeout=timeout)
+                                                      etag_timeout=timeout, local_files_only=offline)
             if not os.path.isfile(os.path.join(local, HF_SAFETENSORS)):
                 local = huggingface_hub.snapshot_download(repo, allow_patterns=files + [HF_PYTORCH],
-                                                          etag_timeout=timeout)
+                                                          etag_timeout=timeout, local_files_only=offline)
     except Exception as error:  # the Hub client's errors have no common base of their own
         raise UserError(f"could not fetch hf://{repo} ({reason(error)}); {download.HINT}") from None
     finally:
@@ -275,8 +277,6 @@ def _from_hub(repo: str, target: str) -> None:
         import huggingface_hub
     except ImportError:
         raise UserError(f"hf://{repo} needs huggingface_hub: pip install 'albert_tf[hf]'") from None
-    if download.offline():
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     local = _snapshot(huggingface_hub, repo)
     if not _is_hf_folder(local):
         held = sorted(os.listdir(local)) if os.path.isdir(local) else []

@@ -329,6 +329,17 @@ def test_hugging_face_hub_source_through_its_local_cache(cache, tmp_path, monkey
     assert np.std(model.encoder.weights[0].numpy()) > 0.001
     with pytest.raises(UserError, match="could not fetch hf://albert/missing"):
         sources.resolve("hf://albert/missing")
+    # ALBERT_TF_OFFLINE=1 alone (the Hub's own switch off, its endpoint a closed port): the Hub's cache
+    # answers, and the process's HF_HUB_OFFLINE is left as it was (it used to be set for good).
+    monkeypatch.setenv("ALBERT_TF_HOME", str(tmp_path / "offline_cache"))
+    monkeypatch.setenv("ALBERT_TF_OFFLINE", "1")
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
+    offline = AlbertPretrainer.from_preset("hf://albert/albert-tiny")
+    for a, b in zip(offline.weights, by_hand.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert "HF_HUB_OFFLINE" not in os.environ
 
 
 # ---- one home for weights ------------------------------------------------------------------------

@@ -42,6 +42,18 @@ def test_modules_scripts_and_console_scripts_run_as_python_runs_them(warm_python
     assert installed.returncode == 2
 
 
+def test_a_child_finds_the_packages_libraries_loaded_and_runs_its_scripts_as_python_does(warm_python):
+    # Loaded before the fork (PRELOAD's "PACKAGE.*"): what the tools import as they run.
+    code = "import sys; print(*(name in sys.modules for name in sys.argv[1:]))"
+    names = ["finetune.trainer", "albert_tf.training.loop", "albert_tf.cli.pretrain", "data_prep.beam.pipeline"]
+    ran = warm_python.run(["-c", code, *names], capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "True True False False\n", "")
+    # A script run with -m was not loaded: runpy would otherwise warn that it found it in sys.modules.
+    ran = warm_python.run(["-m", "albert_tf.cli.presets", "--nosuch"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert (ran.returncode, ran.stderr) == (2, "error: Unknown command line flag 'nosuch' (see --help)\n")
+
+
 def test_a_child_handles_signals_as_a_new_python_does(warm_python):
     code = ("import signal; print([signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, "
             "signal.SIGXFSZ, signal.SIGHUP, signal.SIGCHLD)], signal.pthread_sigmask(signal.SIG_BLOCK, []))")

@@ -18,9 +18,9 @@ and `--optimizer=adamw` (NER's `hf` recipe, taken from Hugging Face) against `to
 itself, set up as Hugging Face's Trainer sets it up (`TorchAdamW`), on the same schedule.
 
 The two mirrored replicas need two logical CPU devices, which TensorFlow only makes before it
-starts: those runs happen in a child of the warm Python (tests/warm_python.py), of which this file
-is the entry point (`python -m tests.finetune.test_update_parity <tmp> <case>...`; with `--table`,
-it prints the table of docs/finetuning.md).
+starts: our side of that run happens in a child of the warm Python (tests/warm_python.py), which
+runs tests/finetune/update_parity_steps.py, and the reference's steps in the test's process.
+`python -m tests.finetune.test_update_parity --table` prints the table of docs/finetuning.md.
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ import torch
 
 from tests.conftest import REPO_ROOT, SMALL_DATA_DIR
 from tests.finetune import hf_tasks
-
-SEQ, STEPS, WARMUP, PEAK = 64, 20, 4, 1e-3
+from tests.finetune.update_parity_steps import PEAK, SEQ, STEPS, WARMUP, batch_size, our_steps, read_steps, write_start
 # Float32 summation order differs between the two frameworks (and between one device and two
 # replicas); over 20 steps the weights stay within 2e-7 of each other, where a step's update moves
 # them by up to the rate (1e-3), and the release's AdamW and a bias-corrected one end 1e-2 apart.
@@ -139,67 +138,55 @@ def _hf_pretraining_loss(hf, batch):
     return hf(**hf_tasks.torch_inputs(batch), **hf_tasks.pretraining_labels(batch)).loss
 
 
-def trajectory(tmp, case: str, strategy_name: str, strategy=None) -> dict:
-    """Runs `case` for STEPS updates through the real loop under `strategy_name` (or the one
-    `strategy` made of that name) and the reference beside it; returns the largest weight
-    difference after each step and what the run was."""
-    import tensorflow as tf
-
-    from albert_tf.training import strategies
-
-    strategy = strategy or strategies.get_strategy(strategy_name)
+def reference_start(tmp, case: str) -> dict:
+    """What both sides of `case` start from: the tiny config, the records and Hugging Face's model
+    (randomised), whose weights are also given by our names (`initial`, every weight both have)."""
     config = hf_tasks.tiny_config()
-    common = dict(output_dir=f"{tmp}/{case}-{strategy_name}", max_seq_length=SEQ, learning_rate=PEAK,
-                  num_train_steps=STEPS, num_warmup_steps=WARMUP, steps_per_loop=1, jit_compile=False)
-    from albert_tf.training.loop import Trainer
-
     if case == "pretraining_lamb":
-        from albert_tf.training.options import PretrainingOptions
-        from albert_tf.training.pretraining import PretrainingTask
-
-        batch_size = 8
-        options = PretrainingOptions(train_batch_size=batch_size, max_predictions_per_seq=10, grad_accum_steps=2,
-                                     optimizer="lamb", **common)
-        run = Trainer(config, PretrainingTask(), options, strategy)
         records = hf_tasks.pretraining_records(_tokenizer(), SEQ, 48)
         kind, hf_loss, lamb = "pretraining", _hf_pretraining_loss, True
     else:
-        from finetune.options import FinetuneOptions
-
-        batch_size = 16
-        task, records = _glue_records(tmp, 48)
-        optimizer = case.split("_", 1)[1]
-        options = FinetuneOptions(train_batch_size=batch_size, classifier_dropout=0.0, optimizer=optimizer, **common)
-        run = Trainer(config, task, options, strategy)
+        _, records = _glue_records(tmp, 48)
         kind, hf_loss, lamb = "classifier", _hf_glue_loss, False
-    hf = hf_tasks.hf_model(kind, config, 2 if kind == "classifier" else 0, seed=1)
-    weight_map = hf_tasks.map_weights(run.model, hf, kind, config, 2 if kind == "classifier" else 0)
-    initial = [variable.numpy().copy() for _, variable, _, _ in weight_map.entries]
+    outputs = 2 if kind == "classifier" else 0
+    hf = hf_tasks.hf_model(kind, config, outputs, seed=1)
+    names = hf_tasks.weight_names(kind, config, outputs)
+    # Copies: the reference's steps update the parameters in place.
+    state = {k: v.detach().numpy().copy() for k, v in hf.state_dict().items()}
+    initial = {n.ours: n.to_ours(state[n.source]) for n in names if n.source in state}
+    return {"case": case, "config": config, "records": records, "hf": hf, "names": names, "initial": initial,
+            "hf_loss": hf_loss, "lamb": lamb}
+
+
+def follow(start: dict, ours: dict, strategy_name: str) -> dict:
+    """The reference's STEPS updates from `start` beside ours (`update_parity_steps.our_steps`):
+    the largest weight difference after each step and what the run was."""
+    case, hf, hf_loss, records = start["case"], start["hf"], start["hf_loss"], start["records"]
+    # Every trainable weight of ours has exactly one parameter there (as hf_tasks.WeightMap checks),
+    # so a difference taken over them is over every weight the loop updates.
+    parameters, by_name = dict(hf.named_parameters()), {n.ours: n for n in start["names"]}
+    missing = [key for key in ours["trainable"] if key not in by_name or by_name[key].source not in parameters]
+    if missing:
+        raise ValueError(f"trainable weights without a Hugging Face parameter: {missing}")
+    entries = [(key, by_name[key]) for key in ours["trainable"]]
     # Beside the reference, the other AdamW (with bias correction for the release's rules, without
     # for torch's), which the loop does not follow: how far it leaves ours shows the test can fail.
     contrast_model = copy.deepcopy(hf)
-    if options.optimizer == "adamw":
+    if case == "finetuning_adamw":
         reference, contrast = TorchAdamW(hf), ReleaseOptimizer(contrast_model, lamb=False)
     else:
-        reference = ReleaseOptimizer(hf, lamb=lamb)
-        contrast = ReleaseOptimizer(contrast_model, lamb=lamb, bias_correction=True)
-
-    def dataset_fn(input_context, per_replica_batch):
-        # The records in order, over and over; each replica takes the next per-replica batch.
-        return tf.data.Dataset.from_tensor_slices(records).repeat().batch(per_replica_batch, drop_remainder=True)
-
-    iterator = iter(run.distribute(dataset_fn, run.per_replica_batch))
-    count = len(records["input_ids"])
+        reference = ReleaseOptimizer(hf, lamb=start["lamb"])
+        contrast = ReleaseOptimizer(contrast_model, lamb=start["lamb"], bias_correction=True)
+    count, size = len(records["input_ids"]), batch_size(case)
     contrast_parameters = dict(contrast_model.named_parameters())
 
-    def difference(parameters):
-        return max(float(np.max(np.abs(variable.numpy() - name.to_ours(parameters[name.source].detach().numpy()))))
-                   for _, variable, name, _ in weight_map.entries)
+    def difference(parameters, weights):
+        return max(float(np.max(np.abs(weights[key] - name.to_ours(parameters[name.source].detach().numpy()))))
+                   for key, name in entries)
 
     differences, contrast_differences, losses = [], [], []
     for k in range(STEPS):
-        ours = run.train_steps(iterator, 1)["loss"]
-        rows = [(k * batch_size + i) % count for i in range(batch_size)]
+        rows = [(k * size + i) % count for i in range(size)]
         batch = {name: value[rows] for name, value in records.items()}
         loss = hf_loss(hf, batch)
         loss.backward()
@@ -207,15 +194,22 @@ def trajectory(tmp, case: str, strategy_name: str, strategy=None) -> dict:
         if k == 0:  # the contrast is that of the first step: one is enough to show the test can fail
             hf_loss(contrast_model, batch).backward()
             contrast.step()
-            contrast_differences.append(difference(contrast_parameters))
-        losses.append((ours, float(loss.detach())))
-        differences.append(difference(reference.parameters))
-    moved = max(float(np.max(np.abs(variable.numpy() - first)))
-                for (_, variable, _, _), first in zip(weight_map.entries, initial, strict=True))
-    return {"case": case, "strategy": strategy_name, "replicas": run.num_replicas,
-            "accumulation": options.grad_accum_steps, "differences": differences, "losses": losses, "moved": moved,
-            "contrast_differences": contrast_differences,
-            "weights": len(weight_map.entries)}
+            contrast_differences.append(difference(contrast_parameters, ours["weights"][0]))
+        losses.append((ours["losses"][k], float(loss.detach())))
+        differences.append(difference(reference.parameters, ours["weights"][k]))
+    moved = max(float(np.max(np.abs(ours["weights"][-1][key] - start["initial"][key]))) for key, _ in entries)
+    return {"case": case, "strategy": strategy_name, "replicas": ours["replicas"],
+            "accumulation": ours["accumulation"], "differences": differences, "losses": losses, "moved": moved,
+            "contrast_differences": contrast_differences, "weights": len(entries)}
+
+
+def trajectory(tmp, case: str, strategy_name: str, strategy=None) -> dict:
+    """Runs `case` for STEPS updates through the real loop under `strategy_name` (or the one
+    `strategy` made of that name) and the reference beside it, in this process; returns the largest
+    weight difference after each step and what the run was."""
+    start = reference_start(tmp, case)
+    ours = our_steps(tmp, case, start["config"], start["records"], start["initial"], strategy_name, strategy)
+    return follow(start, ours, strategy_name)
 
 
 def check(result):
@@ -235,11 +229,15 @@ def test_adamw_fine_tuning_on_one_device(case, tmp_path):
 
 def test_lamb_pretraining_on_mirrored_replicas_with_accumulation(tmp_path, warm_python):
     """LAMB pretraining on 2 mirrored replicas of 2 micro-batches each. (That fine-tuning on mirrored
-    replicas follows its one-device trajectory is tests/finetune/test_glue_training.py's.)"""
-    result = warm_python.run(["-m", "tests.finetune.test_update_parity", tmp_path, "pretraining_lamb"],
+    replicas follows its one-device trajectory is tests/finetune/test_glue_training.py's.) Our steps
+    are the child's (tests/finetune/update_parity_steps.py), the reference's this process's."""
+    start = reference_start(tmp_path, "pretraining_lamb")
+    write_start(tmp_path, start["config"], start["records"], start["initial"])
+    result = warm_python.run(["-m", "tests.finetune.update_parity_steps", tmp_path, "pretraining_lamb"],
                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    ours = read_steps(tmp_path, json.loads(result.stdout.strip().splitlines()[-1]))
+    report = follow(start, ours, "mirrored")
     assert (report["replicas"], report["accumulation"]) == (2, 2)
     check(report)
 
@@ -273,5 +271,3 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--table"]:  # python -m tests.finetune.test_update_parity --table
         with tempfile.TemporaryDirectory() as folder:
             table(folder, mirrored)
-    for name in sys.argv[2:]:
-        print(json.dumps(trajectory(sys.argv[1], name, "mirrored", mirrored)), flush=True)

@@ -127,7 +127,7 @@ def _glue_records(tmp, count):
 
     task = GlueTask("MRPC", SMALL_DATA_DIR / "glue")
     cached = task.features("train", _tokenizer(), SEQ, f"{tmp}/features")
-    return task, hf_tasks.first_batch(cached, count)
+    return hf_tasks.first_batch(cached, count)
 
 
 def _hf_glue_loss(hf, batch):
@@ -146,7 +146,7 @@ def reference_start(tmp, case: str) -> dict:
         records = hf_tasks.pretraining_records(_tokenizer(), SEQ, 48)
         kind, hf_loss, lamb = "pretraining", _hf_pretraining_loss, True
     else:
-        _, records = _glue_records(tmp, 48)
+        records = _glue_records(tmp, 48)
         kind, hf_loss, lamb = "classifier", _hf_glue_loss, False
     outputs = 2 if kind == "classifier" else 0
     hf = hf_tasks.hf_model(kind, config, outputs, seed=1)

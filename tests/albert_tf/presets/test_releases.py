@@ -246,6 +246,7 @@ def test_every_released_name_into_every_task(released):
                                       release["bert/embeddings/word_embeddings"])
         source = loader.find_source(preset=name)
         assert source.config == replicas.tiny_config(name)
+        loaded = set()
         for task in tasks:
             options = types.SimpleNamespace(**task.default_options())
             config = source.config
@@ -254,6 +255,14 @@ def test_every_released_name_into_every_task(released):
                                              attention_probs_dropout_prob=options.encoder_dropout)
             dropouts.add((config.hidden_dropout_prob, source.config.hidden_dropout_prob))
             model = task.build_model(config, options, None)
+            # A model of the class and the whole config (its own name aside) of one this name has
+            # loaded into already is the same model, built and loaded by the same code: GLUE's
+            # tasks of two labels and the same dropouts are 8 models of 13 tasks. Loaded once.
+            model_config = {k: v for k, v in model.get_config().items() if k != "name"}
+            key = (type(model), json.dumps(model_config, sort_keys=True, default=repr))
+            if key in loaded:
+                continue
+            loaded.add(key)
             assert loader.initialize_encoder(model, preset=name) == name
             for key, value in _encoder_values(model).items():
                 np.testing.assert_array_equal(value, expected[key], err_msg=f"{name} {task.name} {key}")

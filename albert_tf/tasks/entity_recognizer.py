@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from albert_tf.data.tagging import (DOC_STRIDE, OUTSIDE, bio_labels, check_labels, entity_types, tagging_records,
                                     word_pieces)
-from albert_tf.models.base import BackboneAlias
+from albert_tf.models.base import BackboneAlias, TracedOnceFit
 from albert_tf.models.token_classifier import AlbertTokenClassifier
 from albert_tf.presets.folder import ENTITY_RECOGNIZER_TASK as TASK_CLASS
 from albert_tf.tokenizers.preprocessor import AlbertTextPreprocessor
@@ -100,7 +100,7 @@ class MaskedTokenAccuracy(keras.metrics.Mean):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertEntityRecognizer(BackboneAlias, keras.Model):
+class AlbertEntityRecognizer(BackboneAlias, TracedOnceFit, keras.Model):
     """An ALBERT token classifier with its vocabulary and labels, trained on words and tags and
     called on raw text.
 

@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from albert_tf.data.datasets import traced_as_written
 from albert_tf.utils.errors import UserError
-from albert_tf.models.base import BackboneAlias
+from albert_tf.models.base import BackboneAlias, TracedOnceFit
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.presets.folder import TEXT_CLASSIFIER_TASK as TASK_CLASS
 from albert_tf.tokenizers.preprocessor import AlbertTextPreprocessor
@@ -64,7 +64,7 @@ def _texts(x, name: str) -> np.ndarray:
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertTextClassifier(BackboneAlias, keras.Model):
+class AlbertTextClassifier(BackboneAlias, TracedOnceFit, keras.Model):
     """An ALBERT classifier with its preprocessor, trained and called on raw text.
 
     Args:

@@ -41,6 +41,18 @@ def trained(preset):
     return classifier, history
 
 
+def test_fit_traces_its_train_step_once(preset):
+    # Keras alone makes the optimizer's moments in the first trace and traces the step again.
+    classifier = AlbertTextClassifier.from_preset(preset, num_classes=2, sequence_length=SEQ)
+    classifier.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=False)
+    traces, train_step = [], classifier.train_step
+    classifier.train_step = lambda data: traces.append(data) or train_step(data)
+    texts, labels = good_bad_sentences(8, seed=4)
+    history = classifier.fit(texts, labels, batch_size=4, epochs=2, verbose=0)
+    assert len(traces) == 1 and len(history.history["loss"]) == 2
+    assert classifier.optimizer.iterations.numpy() == 4
+
+
 def test_preprocessor_gives_the_python_tokenizers_ids():
     preprocessor = AlbertTextPreprocessor(str(TINY_VOCAB), sequence_length=SEQ)
     tokenizer = AlbertTokenizer(str(TINY_VOCAB))

@@ -259,10 +259,10 @@ def test_every_released_name_into_every_task(released):
             # loaded into already is the same model, built and loaded by the same code: GLUE's
             # tasks of two labels and the same dropouts are 8 models of 13 tasks. Loaded once.
             model_config = {k: v for k, v in model.get_config().items() if k != "name"}
-            key = (type(model), json.dumps(model_config, sort_keys=True, default=repr))
-            if key in loaded:
+            same = (type(model), json.dumps(model_config, sort_keys=True, default=repr))
+            if same in loaded:
                 continue
-            loaded.add(key)
+            loaded.add(same)
             assert loader.initialize_encoder(model, preset=name) == name
             for key, value in _encoder_values(model).items():
                 np.testing.assert_array_equal(value, expected[key], err_msg=f"{name} {task.name} {key}")

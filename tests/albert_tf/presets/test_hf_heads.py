@@ -192,8 +192,6 @@ def test_a_head_of_another_size_and_encoder_only_are_named(tmp_path):
 
 def test_a_hub_sequence_classifier_comes_in_through_hf_scheme(tmp_path, monkeypatch):
     """hf://<repo> of a sequence classifier from the loopback Hub (release_replicas.LoopbackServer)."""
-    import huggingface_hub.constants
-
     from tests.albert_tf import release_replicas as replicas
 
     theirs = _hf_model("AlbertForSequenceClassification", tmp_path / "hf", num_labels=2,
@@ -201,13 +199,7 @@ def test_a_hub_sequence_classifier_comes_in_through_hf_scheme(tmp_path, monkeypa
     server = replicas.LoopbackServer()
     try:
         server.repos["textattack/albert-tiny-SST-2"] = replicas.hub_task_files(tmp_path / "hf")
-        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", server.endpoint)
-        monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                            server.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+        replicas.point_the_hub_at(monkeypatch, server, tmp_path / "hub")
         classifier = AlbertTextClassifier.from_preset("hf://textattack/albert-tiny-SST-2")
     finally:
         server.stop()

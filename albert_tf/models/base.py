@@ -67,7 +67,7 @@ class TracedOnceFit:
     """
 
     def fit(self, *args, **kwargs):
-        optimizer = getattr(self, "optimizer", None)
+        optimizer = getattr(self, "optimizer", None)  # none before compile: Keras' fit then says so
         if optimizer is not None and not optimizer.built and self.built:
             with self.distribute_strategy.scope():
                 optimizer.build(self.trainable_variables)

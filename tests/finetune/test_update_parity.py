@@ -259,15 +259,11 @@ def table(tmp, mirrored):
 if __name__ == "__main__":
     import tempfile
 
-    import tensorflow as tf
-
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from albert_tf.training import strategies
 
     # One strategy for every mirrored run: two MirroredStrategy objects in one process number their
     # collective ops alike, and the second run's all-reduces then meet the first's.
-    mirrored = strategies.get_strategy("mirrored")
+    mirrored = strategies.get_strategy("mirrored", cpu_devices=2)
     if sys.argv[1:] == ["--table"]:  # python -m tests.finetune.test_update_parity --table
         with tempfile.TemporaryDirectory() as folder:
             table(folder, mirrored)

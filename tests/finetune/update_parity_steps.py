@@ -94,17 +94,15 @@ def read_steps(folder, report: dict) -> dict:
 
 
 def _child(folder, case):
-    import tensorflow as tf
-
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from albert_tf import AlbertConfig
+    from albert_tf.training import strategies
 
     with np.load(f"{folder}/start.npz") as start:
         parts = {part: {k.split("/", 1)[1]: start[k] for k in start.files if k.startswith(f"{part}/")}
                  for part in ("records", "initial")}
     config = AlbertConfig.from_json_file(f"{folder}/config.json")
-    result = our_steps(folder, case, config, parts["records"], parts["initial"], "mirrored")
+    mirrored = strategies.get_strategy("mirrored", cpu_devices=2)  # the CPU split in two replicas
+    result = our_steps(folder, case, config, parts["records"], parts["initial"], "mirrored", mirrored)
     np.savez(f"{folder}/steps.npz", **{f"{k}/{key}": value for k, step in enumerate(result.pop("weights"))
                                        for key, value in step.items()})
     return result

@@ -224,6 +224,24 @@ def test_a_corrupted_record_is_named_when_it_is_read(tmp_path, shards):
         )
 
 
+def test_training_draws_each_file_through_one_traced_count_and_names_a_corrupted_file(tmp_path, shards):
+    """In training each file is a pipeline of its own (drawn in proportion to its records); their
+    record counts are checked by one function traced once, not one traced again for every file
+    (which cost a run over 16 files 2 s of CPU: bench/reader_build.py)."""
+    data = bytearray(shards[1].read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside a payload: only the data checksum can tell
+    corrupted = tmp_path / "corrupted.tfrecord"
+    corrupted.write_bytes(bytes(data))
+    dataset = pretraining_dataset([*map(str, shards), str(corrupted)], batch_size=5, max_seq_length=SEQ,
+                                  max_predictions_per_seq=PREDS, is_training=True, seed=1, deterministic=True)
+    graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())
+    functions = [f.signature.name for f in graph.library.function]
+    assert len([name for name in functions if name.startswith("__inference__count_block_")]) == 1
+    assert len([name for name in functions if "Dataset_scan__count_block" in name]) == 5  # a scan a file, calling it
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"corrupted TFRecord file\] \[.*corrupted\.tfrecord\]"):
+        _indices(dataset, batches=200)  # 1,000 records: the files are read to their ends several times
+
+
 def test_a_record_damaged_past_the_first_counting_block_is_named_with_the_count(tmp_path):
     """Records are counted in blocks: the count runs on across them, and stops at the damage."""
     block = albert_tf.data.datasets._COUNT_BLOCK_RECORDS

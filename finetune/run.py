@@ -240,7 +240,7 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     eval_results.json holds or None), `predictions` (the paths written), `export_dir` (or None) and
     `model` (the task model).
     """
-    from albert_tf.checkpoints.run_folder import check_run_settings, keep_run_vocabulary
+    from albert_tf.checkpoints.run_folder import keep_run_vocabulary
     from albert_tf.training import loop
     from finetune import trainer
 
@@ -253,9 +253,9 @@ def run_finetuning(task, options: FinetuneOptions, source, spm_model_file: Optio
     spm_model_file = spm_model_file or source.spm_model_file
     output_dir = options.output_dir
     cache_dir = cache_dir or default_cache_dir(output_dir)
-    run = loop.Trainer(source.config, task, options, strategy)
-    if actions.train:  # the settings of training: an evaluation at another length is no resume
-        check_run_settings(output_dir, options, write=run.is_chief, allow_changed=allow_changed_flags)
+    # The settings of training are compared when training: an evaluation at another length is no resume.
+    run = loop.Trainer(source.config, task, options, strategy, check_settings=actions.train,
+                       allow_changed_flags=allow_changed_flags)
     run.restore_or_initialize(initialize or _initialize_from(source))
     if actions.train:  # once the folder is known to be this run's: a refused run changes nothing in it
         keep_run_vocabulary(spm_model_file, output_dir)

@@ -14,6 +14,7 @@ import pytest
 from albert_tf.checkpoints import run_folder
 from albert_tf.utils.errors import FlagError
 from albert_tf.cli import pretrain
+from albert_tf.training import pretraining
 from finetune.glue import cli as glue_cli
 from tests.helpers import cli_flags, console_script, latest_step, write_random_records
 from tests.pretrained_runs import glue_mrpc_flags, glue_mrpc_two_steps
@@ -54,10 +55,14 @@ def test_pretraining_resumed_with_other_flags_is_refused_naming_them_unless_allo
     assert not [r for r in caplog.records if run_folder.SETTINGS_FILE in r.getMessage() or "resuming with" in r.getMessage()]
 
     kept = _files(out)
+    built = []  # the refusal comes with the folder's other checks, before any model or optimizer is built
+    build_model = pretraining.PretrainingTask.build_model
+    monkeypatch.setattr(pretraining.PretrainingTask, "build_model", lambda *a: built.append(1) or build_model(*a))
     code, err = pretrain_run(6, learning_rate=0.03, train_batch_size=4)
     assert (code, err[-1]) == (2, f"error: {out}: this run was started with --learning_rate=0.02 --train_batch_size=8; "
                                   f"resuming with --learning_rate=0.03 --train_batch_size=4 {ALLOW}")
     assert _files(out) == kept  # no checkpoint, summary, settings or vocabulary written
+    assert built == []
 
     caplog.clear()
     code, err = pretrain_run(6, "--allow_changed_flags", learning_rate=0.03)

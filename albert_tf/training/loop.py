@@ -42,8 +42,8 @@ from albert_tf.training.curves import plot_curves
 from albert_tf.utils.errors import UserError, reason
 from albert_tf.training.options import MIXED_PRECISION_POLICIES, TrainingOptions
 from albert_tf.training.preemption import PreemptionWatcher
-from albert_tf.checkpoints.run_folder import (check_output_dir, checkpoint_key, disk_refusals_named, record_task,
-                                              remove_partial_writes)
+from albert_tf.checkpoints.run_folder import (check_output_dir, check_run_settings, checkpoint_key, disk_refusals_named,
+                                              record_task, remove_partial_writes)
 from albert_tf.checkpoints.weights import check_match, model_weights
 from albert_tf.training.replicas import replica_batch_size, share_overflow, worker_id
 from albert_tf.training.strategies import lost_workers_named
@@ -73,12 +73,17 @@ class Trainer:
         task: the `TrainingTask`.
         options: a `TrainingOptions` subclass.
         strategy: a tf.distribute strategy; None for the default one.
+        check_settings: compare the run's training settings with those `output_dir`'s checkpoints
+            were made with, and record them (`albert_tf.checkpoints.run_folder.check_run_settings`;
+            a changed setting is refused unless `allow_changed_flags`), with the folder's other checks:
+            a refused run builds no model and writes nothing.
     """
 
     resumed_checkpoint: Optional[str] = None  # set by restore_or_initialize
     initialized_from: Optional[str] = None
 
-    def __init__(self, config: AlbertConfig, task: TrainingTask, options: TrainingOptions, strategy=None):
+    def __init__(self, config: AlbertConfig, task: TrainingTask, options: TrainingOptions, strategy=None,
+                 check_settings: bool = False, allow_changed_flags: bool = False):
         check_positions(options.max_seq_length, config.max_position_embeddings)
         self.config = config
         self.task = task
@@ -95,6 +100,8 @@ class Trainer:
         # Refuses an output_dir holding another run's checkpoints; records this run's config.
         check_output_dir(options.output_dir, config, write=self.is_chief)
         task.check_output_dir(options.output_dir, write=self.is_chief)
+        if check_settings:
+            check_run_settings(options.output_dir, options, write=self.is_chief, allow_changed=allow_changed_flags)
 
         keras.utils.set_random_seed(options.seed)
         with self.strategy.scope():

@@ -206,10 +206,10 @@ def run_pretraining(
         check_record_shapes(eval_files, options.max_seq_length, options.max_predictions_per_seq)
         eval_dataset_fn = file_dataset_fn(eval_files, options, is_training=False, vocab_size=config.vocab_size)
 
-    from albert_tf.checkpoints.run_folder import check_run_settings, keep_run_vocabulary
+    from albert_tf.checkpoints.run_folder import keep_run_vocabulary
 
-    run = Trainer(config, PretrainingTask(), options, strategy)
-    check_run_settings(options.output_dir, options, write=run.is_chief, allow_changed=allow_changed_flags)
+    run = Trainer(config, PretrainingTask(), options, strategy, check_settings=True,
+                  allow_changed_flags=allow_changed_flags)
     if options.spm_model_file and run.is_chief:
         # Only now that the folder's checks have passed: a run refused there overwrites nothing.
         keep_run_vocabulary(options.spm_model_file, options.output_dir)

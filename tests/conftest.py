@@ -15,6 +15,10 @@ set_aside_the_callers_settings()
 from albert_tf.utils.quiet import quiet_tensorflow, set_tensorflow_log_level, settle_tensorflow_load  # noqa: E402
 # Hooks: -n's settings, where xdist runs.
 from tests.xdist_settings import pytest_cmdline_main, pytest_xdist_auto_num_workers  # noqa: F401
+from tests.xdist_settings import THREAD_SETTINGS, tensorflow_threads_per_worker  # noqa: E402
+
+# A worker's TensorFlow on its share of the cores, before its runtime starts.
+tensorflow_threads_per_worker()
 
 # Then, before TensorFlow loads: the tests run with the log level the tools give TensorFlow, whatever
 # the caller's shell exported (TF_CPP_MIN_LOG_LEVEL=3 is common), so that this process, the warm
@@ -120,13 +124,15 @@ def small_data_dir() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def fresh_process(tmp_path_factory):
     """A warm Python without this package (`tests.warm_python.WarmPython`): it has imported only
-    tensorflow and tensorflow_text, its children have nothing of the tests' environment but PATH;
+    tensorflow and tensorflow_text, its children have nothing of the tests' environment but PATH and
+    a worker's TensorFlow threads (tests/xdist_settings.py);
     `fresh_process.script(path, *argv)` is what the script printed. One per test worker, shared by
     every test that serves a SavedModel where this package is not (each script checks that)."""
     from tests.warm_python import WarmPython
 
     # Keras' folder is the suite's (tests/caller_environment.py), not the keras.json of the user's home.
-    clean = {"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin", "KERAS_HOME": os.environ["KERAS_HOME"]}
+    clean = {"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin", "KERAS_HOME": os.environ["KERAS_HOME"],
+             **{name: os.environ[name] for name in THREAD_SETTINGS if name in os.environ}}
     warm = WarmPython(tmp_path_factory.mktemp("fresh_process"), clean, preload=("tensorflow", "tensorflow_text"))
     yield warm
     warm.close()

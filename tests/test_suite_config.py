@@ -116,6 +116,37 @@ def test_auto_starts_a_worker_more_than_the_cores_within_maxprocesses(tmp_path):
     assert (tmp_path / "workers.txt").read_text() == "1"
 
 
+THREADS_SEEN = '''
+import os
+import pathlib
+
+def test_threads():
+    seen = " ".join(os.environ.get(name, "-") for name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"))
+    pathlib.Path(__file__).with_name(f"threads_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.txt").write_text(seen)
+'''
+
+
+def test_each_worker_gives_tensorflow_its_share_of_the_cores(tmp_path):
+    """Set in a worker as the real conftest does, before TensorFlow starts: its pools and those of what
+    it starts get the cores divided by the workers (at least one thread), whatever the shell set;
+    plain pytest keeps the shell's values."""
+    _suite(tmp_path, THREADS_SEEN, THREADS_SEEN)
+    with open(tmp_path / "conftest.py", "a") as conftest:
+        conftest.write("\ntensorflow_threads_per_worker()\n")
+    cores = len(os.sched_getaffinity(0))
+    env = {**os.environ, "TF_NUM_INTRAOP_THREADS": "7", "TF_NUM_INTEROP_THREADS": "5"}
+    for workers in (2, cores + 1):
+        for old in tmp_path.glob("threads_*.txt"):
+            old.unlink()
+        result, output = _pytest(tmp_path, "-n", str(workers), env=env)
+        assert result.returncode == 0, output[-3000:]
+        share = str(max(1, cores // workers))
+        assert {p.read_text() for p in tmp_path.glob("threads_gw*.txt")} == {f"{share} {share}"}, workers
+    result, output = _pytest(tmp_path, "-p", "no:xdist", env=env)
+    assert result.returncode == 0, output[-3000:]
+    assert (tmp_path / "threads_main.txt").read_text() == "7 5"
+
+
 def test_only_the_processes_that_run_tests_load_tensorflow():
     # tests/conftest.py's pytest_configure, in a new Python without TensorFlow: pytest-xdist's
     # controller (-n, no workerinput) skips TensorFlow, which it used to load for nothing (14 s of

@@ -28,6 +28,23 @@ import os
 import pytest
 
 HANG_SECONDS = 1800
+THREAD_SETTINGS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
+
+def tensorflow_threads_per_worker(environ=os.environ) -> None:
+    """In a pytest-xdist worker, TensorFlow's two thread pools, its own and those of every process it
+    starts, sized to the worker's share of the cores (at least one thread), whatever the caller's
+    shell set: TensorFlow reads these as its runtime starts, so conftest calls this before any op.
+
+    With one worker more than the cores, pools of a thread per core in every process left threads
+    spinning for work while the other processes waited for a core: three heavy test modules run side
+    by side on the 2 cores used 0.93x the CPU with one thread each (medians of five interleaved pairs,
+    0.89x-1.08x; docs/testing.md). Plain pytest, one process, keeps TensorFlow's own sizes."""
+    workers = int(environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers:
+        threads = str(max(1, len(os.sched_getaffinity(0)) // workers))
+        for name in THREAD_SETTINGS:
+            environ[name] = threads
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: plain pytest has no such hook

@@ -134,7 +134,9 @@ def test_each_worker_gives_tensorflow_its_share_of_the_cores(tmp_path):
     with open(tmp_path / "conftest.py", "a") as conftest:
         conftest.write("\ntensorflow_threads_per_worker()\n")
     cores = len(os.sched_getaffinity(0))
-    env = {**os.environ, "TF_NUM_INTRAOP_THREADS": "7", "TF_NUM_INTEROP_THREADS": "5"}
+    # Not this worker's own PYTEST_XDIST_* (the full suite runs this test in a worker).
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")},
+           "TF_NUM_INTRAOP_THREADS": "7", "TF_NUM_INTEROP_THREADS": "5"}
     for workers in (2, cores + 1):
         for old in tmp_path.glob("threads_*.txt"):
             old.unlink()

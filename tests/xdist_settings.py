@@ -1,6 +1,7 @@
 """The suite's pytest-xdist settings, given only where xdist runs the suite (`-n`), so that plain
 `pytest` (no pytest-xdist installed, or `-p no:xdist`) runs any test file: pyproject.toml's addopts
-would name options that only xdist defines. tests/conftest.py takes the hooks from here;
+would name options that only xdist defines. tests/conftest.py takes the hooks and the workers'
+TensorFlow threads (`tensorflow_threads_per_worker`) from here;
 tests/test_suite_config.py runs it alone, as a conftest, in a suite of its own.
 
 With `-n auto` (README: `-n auto --maxprocesses=4`), one worker more than the cores, at most
@@ -38,8 +39,8 @@ def tensorflow_threads_per_worker(environ=os.environ) -> None:
 
     With one worker more than the cores, pools of a thread per core in every process left threads
     spinning for work while the other processes waited for a core: three heavy test modules run side
-    by side on the 2 cores used 0.93x the CPU with one thread each (medians of five interleaved pairs,
-    0.89x-1.08x; docs/testing.md). Plain pytest, one process, keeps TensorFlow's own sizes."""
+    by side on the 2 cores used 0.93x the CPU with one thread each (the median of five interleaved
+    pairs, 0.89x-1.08x; docs/testing.md). Plain pytest, one process, keeps TensorFlow's own sizes."""
     workers = int(environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers:
         threads = str(max(1, len(os.sched_getaffinity(0)) // workers))

@@ -114,7 +114,8 @@ _COUNT_BLOCK_RECORDS = 256
 def _count_block(state, block):
     """scan's step over a file's blocks of records, the last block empty: the file's end, where the
     records seen must be the records expected. The file and the count travel in the state, so one
-    trace serves every file (traced once per file, as a closure, it cost a run over 16 files 2 s)."""
+    trace serves every file (four closures traced for each file cost a run over 16 files 1.1 s more
+    of CPU before its first batch: bench/reader_build.py)."""
     seen, expected, filename = state
     is_end = tf.equal(tf.size(block), 0)
     check = tf.debugging.Assert(

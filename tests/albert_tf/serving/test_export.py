@@ -75,9 +75,9 @@ def _ids_batch(seed=0, batch=3, length=SEQ):
     }
 
 
-def _python_pack(tokenizer, texts_a, texts_b=None):
+def _python_pack(tokenizer, texts_a, texts_b=None, length=SEQ):
     rows = [
-        tokenizer.pack(tokenizer.encode(a), None if texts_b is None else tokenizer.encode(b), max_seq_length=SEQ)
+        tokenizer.pack(tokenizer.encode(a), None if texts_b is None else tokenizer.encode(b), max_seq_length=length)
         for a, b in zip(texts_a, texts_b or texts_a)
     ]
     return {k: np.array([r[k] for r in rows], np.int32) for k in ("input_ids", "input_mask", "segment_ids")}
@@ -430,13 +430,6 @@ def bucketed(models, tmp_path_factory):
     return tf.saved_model.load(path)
 
 
-def _python_rows(tokenizer, rows, length):
-    """`rows` as serve_text takes them (texts, or [a, b] pairs), packed in Python to `length`."""
-    packed = [tokenizer.pack(*(tokenizer.encode(t) for t in ([row] if isinstance(row, str) else row)),
-                             max_seq_length=length) for row in rows]
-    return {k: np.array([r[k] for r in packed], np.int32) for k in SEQUENCE_INPUTS}
-
-
 @pytest.mark.parametrize("rows, bucket", [
     (["Emma"], 8),  # 3 tokens
     (["Emma", "Emma Woodhouse, handsome"], 16),  # 12
@@ -448,7 +441,9 @@ def _python_rows(tokenizer, rows, length):
 def test_serve_text_pads_to_the_smallest_bucket_with_the_padded_outputs(bucketed, models, tokenizer, rows, bucket):
     text = tf.constant(rows)
     fed = bucketed.signatures["tokenize"](text=text)
-    full = _python_rows(tokenizer, rows, LONG)  # padded to LONG always
+    pairs = not isinstance(rows[0], str)  # serve_text's rows: texts, or [a, b] pairs
+    full = _python_pack(tokenizer, [row[0] for row in rows] if pairs else rows,
+                        [row[1] for row in rows] if pairs else None, length=LONG)  # padded to LONG always
     assert fed["input_ids"].shape == (len(rows), bucket) and full["input_ids"].shape == (len(rows), LONG)
     lengths = full["input_mask"].sum(axis=1)
     assert lengths.max() <= bucket and (bucket == 8 or lengths.max() > bucket // 2)  # the smallest that holds

@@ -37,6 +37,9 @@ def pytest_sessionstart(session):
 '''
 
 
+WORKER_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
 def _suite(tmp_path, *tests, report_options=False):
     """A suite of its own in tmp_path: the repository's pyproject.toml, tests/xdist_settings.py as its
     conftest, and the test modules given."""
@@ -48,6 +51,9 @@ def _suite(tmp_path, *tests, report_options=False):
 
 
 def _pytest(tmp_path, *args, env=None):
+    # Without what pytest-xdist sets in this worker (the full suite runs these tests in one): the suite of
+    # its own is a run of its own.
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k not in WORKER_ENV}
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
                              str(tmp_path), "-c", str(tmp_path / "pyproject.toml"), *args, str(tmp_path)],
                             cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
@@ -134,9 +140,7 @@ def test_each_worker_gives_tensorflow_its_share_of_the_cores(tmp_path):
     with open(tmp_path / "conftest.py", "a") as conftest:
         conftest.write("\ntensorflow_threads_per_worker()\n")
     cores = len(os.sched_getaffinity(0))
-    # Not this worker's own PYTEST_XDIST_* (the full suite runs this test in a worker).
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")},
-           "TF_NUM_INTRAOP_THREADS": "7", "TF_NUM_INTEROP_THREADS": "5"}
+    env = {**os.environ, "TF_NUM_INTRAOP_THREADS": "7", "TF_NUM_INTEROP_THREADS": "5"}
     for workers in (2, cores + 1):
         for old in tmp_path.glob("threads_*.txt"):
             old.unlink()

@@ -130,7 +130,9 @@ class ServingModule(tf.Module):
     """The one export contract (Model Garden's ExportModule shape): what a task's SavedModel serves.
 
     A task's serving module derives from it and gives
-    - `signatures()`: the SavedModel's signatures by name (concrete functions), traced once;
+    - `signatures()`: the SavedModel's signatures by name (concrete functions), traced once, each
+      calling one traced forward pass of the model (a trace of its own in each signature cost the
+      export its time and the SavedModel a copy of the model's graph);
     - `stored()`: the export's settings (`max_seq_length`, ...), saved as variables of the root;
     - `reusable_call`: the TF-Hub `__call__(inputs, training)` where the module is reusable (None:
       not reusable);

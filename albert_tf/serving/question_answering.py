@@ -185,10 +185,12 @@ class SquadServer(export.ServingModule):
         """`serve_text` (question, context) -> answers; `serving_default` on the model's int32 inputs."""
         text_specs = (tf.TensorSpec([None], tf.string, name="question"),
                       tf.TensorSpec([None], tf.string, name="context"))
-        serve_text = tf.function(lambda question, context: self.answer(question, context), autograph=False)
         input_specs = {k: tf.TensorSpec([None, None], tf.int32, name=k)
                        for k in ("input_ids", "input_mask", "segment_ids", "p_mask")}
-        serving_default = tf.function(lambda **inputs: self._outputs_fn(inputs), autograph=False)
+        # The model traced once, called by both signatures (each tracing it cost an export a trace).
+        outputs = tf.function(lambda inputs: self._outputs_fn(inputs), autograph=False, input_signature=[input_specs])
+        serve_text = tf.function(lambda question, context: self.answer(question, context, outputs), autograph=False)
+        serving_default = tf.function(lambda **inputs: outputs(inputs), autograph=False)
         return {
             "serve_text": serve_text.get_concrete_function(*text_specs),
             "serving_default": serving_default.get_concrete_function(**input_specs),
@@ -341,7 +343,9 @@ class SquadServer(export.ServingModule):
         with tf.control_dependencies([same]):
             return tf.identity(question), tf.identity(context)
 
-    def answer(self, question, context):
+    def answer(self, question, context, outputs_fn=None):
+        """The outputs of `serve_text` (see the module) for `question` and `context` [B]; `outputs_fn`:
+        the model's function (the one given to the constructor where None)."""
         question = tf.convert_to_tensor(question, tf.string)
         context = tf.convert_to_tensor(context, tf.string)
         question, context = self._checked(question, context)
@@ -349,8 +353,10 @@ class SquadServer(export.ServingModule):
         # A context of no piece (empty, or only spaces) holds no answer: "" (v2.0: no answer).
         empty = tf.equal(tf.math.unsorted_segment_max(tf.reduce_max(spans["char_starts"], axis=1), spans["example"],
                                                       batch), -1)
-        outputs = self._outputs_fn(features)
+        outputs = (self._outputs_fn if outputs_fn is None else outputs_fn)(features)
         length = self._settings.max_seq_length
+        if not self._version_2:  # the records' length (a function traced for any length gives [R, None])
+            outputs = {k: tf.ensure_shape(outputs[k], [None, length]) for k in ("start_logits", "end_logits")}
         if self._version_2:
             k = tf.shape(outputs["start_top_index"])[1]
             e = tf.shape(outputs["end_top_index"])[1] // k

@@ -13,7 +13,7 @@ import pytest
 
 from finetune.squad import postprocess
 from tests.finetune import squad_runs
-from tests.helpers import FRESH_SERVING_SCRIPT
+from tests.helpers import FRESH_SERVING_SCRIPT, attention_score_einsums
 
 
 @pytest.mark.slow
@@ -83,6 +83,13 @@ def test_served_probabilities_are_the_offline_n_best(small_data_dir, tmp_path_fa
         assert (got["top_k_probability"][i, len(nbest):] == 0).all()
     # A random model spreads its belief: the answers' probabilities are well inside (0, 1).
     assert 0.01 < got["probability"].min() and got["probability"].max() < 0.99
+
+
+@pytest.mark.parametrize("version_2", [False, True], ids=["v1.1", "v2.0"])
+def test_the_export_holds_the_models_forward_pass_once(small_data_dir, tmp_path_factory, version_2):
+    # serve_text and serving_default call one traced forward pass; each traced its own before.
+    export = squad_runs.random_export(tmp_path_factory, small_data_dir, version_2=version_2)["export"]
+    assert attention_score_einsums(export) == squad_runs.RANDOM_CONFIG["num_hidden_layers"] == 1
 
 
 def test_the_v2_exports_threshold_is_the_flags_else_this_runs_evaluations_not_state_left_on_the_task():

@@ -22,6 +22,7 @@ from albert_tf import AlbertConfig, AlbertEncoder, AlbertEntityRecognizer
 from albert_tf.serving.tagging import MAX_TEXT_BYTES
 from albert_tf.utils.errors import UserError
 from tests.conftest import SMALL_DATA_DIR
+from tests.helpers import attention_score_einsums
 
 pytestmark = pytest.mark.faults
 
@@ -63,6 +64,11 @@ def recognizer(tmp_path_factory):
                                                     sequence_length=16, doc_stride=4)
     recognizer.export(folder / "export")
     return recognizer, folder / "export"
+
+
+def test_the_export_holds_the_models_forward_pass_once(recognizer):
+    # serve_text's windows and serving_default call one traced forward pass; each traced its own before.
+    assert attention_score_einsums(recognizer[1]) == CONFIG.num_hidden_layers == 1
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,11 @@
 """Size and cost of the raw-text serving graphs: this checkout beside another revision of it.
 
-    python bench/serving_graphs.py [--base REV] [--repeats 3] [--cases encoder tagger ...]
+    python bench/serving_graphs.py [--base REV] [--repeats 3] [--cases encoder tagger ...] [--layers 1]
 
 For each export with a `serve_text` signature (the encoder's, the tagger's, SQuAD v1.1's and v2.0's),
-on a small ALBERT (1 layer, hidden 32, the released 30k-clean vocabulary; the graph around the model
-does not depend on its size), each case in a new process, its two code versions back to back in a
+on a small ALBERT (hidden 32, the released 30k-clean vocabulary; 1 layer, or --layers: the graph
+around the model does not depend on its size, the model's own trace grows with its depth), each
+case in a new process, its two code versions back to back in a
 fresh random order each repeat (bench/harness.py's `interleaved_times`): the nodes of `serve_text`
 (its function library included), the CPU seconds of the export (tracing and writing) and of
 `tf.saved_model.load`, and the median wall time of a `serve_text` call on one short text (after a
@@ -31,7 +32,7 @@ CASES = ("encoder", "tagger", "squad_v1", "squad_v2")
 QUESTION, CONTEXT = "Who wrote it?", "Jane Austen wrote Persuasion in 1816, in Bath and Chawton."
 
 
-def _case(name: str, folder: str) -> dict:
+def _case(name: str, folder: str, layers: int = 1) -> dict:
     """One case in this process: the export, the load and the calls, measured."""
     import time
 
@@ -43,7 +44,7 @@ def _case(name: str, folder: str) -> dict:
     from albert_tf import AlbertConfig
 
     keras.utils.set_random_seed(0)
-    config = AlbertConfig(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=1,
+    config = AlbertConfig(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=layers,
                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
     nodes = {}
     save = tf.saved_model.save
@@ -100,6 +101,7 @@ def main() -> None:
     parser.add_argument("--base", default="HEAD", help="The revision to compare with (git rev).")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    parser.add_argument("--layers", type=int, default=1, help="The model's num_hidden_layers.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = pathlib.Path(tmp) / "base"
@@ -115,7 +117,7 @@ def main() -> None:
                 # The version's code first; the harness, once on the path, does not put this checkout first.
                 path = [str(versions[version]), str(harness.REPO / "bench"), str(harness.REPO)]
                 code = (f"import sys; sys.path[:0] = {path!r}; import serving_graphs, json; "
-                        f"print(json.dumps(serving_graphs._case({case!r}, {folder!r})))")
+                        f"print(json.dumps(serving_graphs._case({case!r}, {folder!r}, {args.layers})))")
                 ran = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True)
                 if ran.returncode:
                     sys.exit(f"{case} on {version} failed:\n{ran.stderr[-3000:]}")
@@ -126,7 +128,7 @@ def main() -> None:
         # The harness's order (each case's two versions back to back, in a fresh order each repeat);
         # the figures are the processes' own, not the harness's times of them.
         harness.interleaved_times({key: functools.partial(run, *key) for key in runs}, args.repeats)
-    print(f"serve_text graphs, medians of {args.repeats} (a new process each)")
+    print(f"serve_text graphs of a {args.layers}-layer model, medians of {args.repeats} (a new process each)")
     rows = []
     for (case, version), results in runs.items():
         m = {k: statistics.median(r[k] for r in results) for k in results[0]}

@@ -188,9 +188,10 @@ class SquadServer(export.ServingModule):
         input_specs = {k: tf.TensorSpec([None, None], tf.int32, name=k)
                        for k in ("input_ids", "input_mask", "segment_ids", "p_mask")}
         # The model traced once, called by both signatures (each tracing it cost an export a trace).
-        outputs = tf.function(lambda inputs: self._outputs_fn(inputs), autograph=False, input_signature=[input_specs])
-        serve_text = tf.function(lambda question, context: self.answer(question, context, outputs), autograph=False)
-        serving_default = tf.function(lambda **inputs: outputs(inputs), autograph=False)
+        outputs_fn = tf.function(lambda inputs: self._outputs_fn(inputs), autograph=False,
+                                 input_signature=[input_specs])
+        serve_text = tf.function(lambda question, context: self.answer(question, context, outputs_fn), autograph=False)
+        serving_default = tf.function(lambda **inputs: outputs_fn(inputs), autograph=False)
         return {
             "serve_text": serve_text.get_concrete_function(*text_specs),
             "serving_default": serving_default.get_concrete_function(**input_specs),

@@ -93,13 +93,13 @@ class TaggingServer(export.ServingModule):
         ids = {k: tf.TensorSpec([None, None], tf.int32, name=k) for k in SEQUENCE_INPUTS}
 
         # The model traced once, called by both signatures (each tracing it cost an export a trace).
-        logits = tf.function(self.logits, autograph=False, input_signature=[ids])
+        logits_fn = tf.function(self.logits, autograph=False, input_signature=[ids])
 
         def serving_default(**inputs):
-            scores = logits(inputs)
-            return {"logits": scores, "probabilities": tf.nn.softmax(scores, axis=-1)}
+            logits = logits_fn(inputs)
+            return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
-        serve_text = tf.function(lambda text: self.tag(text, logits), autograph=False)
+        serve_text = tf.function(lambda text: self.tag(text, logits_fn), autograph=False)
         return {
             "serving_default": tf.function(serving_default, autograph=False).get_concrete_function(**ids),
             "serve_text": serve_text.get_concrete_function(tf.TensorSpec(None, tf.string, name="text")),
@@ -184,9 +184,9 @@ class TaggingServer(export.ServingModule):
         inputs["segment_ids"] = tf.zeros_like(inputs["input_ids"])
         return inputs, own
 
-    def _window_logits(self, inputs, logits):
-        """`logits` (the model's, `self.logits`) of records [R, T], at most `WINDOW_TOKENS` tokens a
-        call, one call after the other: the model's memory is one call's, however long the text."""
+    def _window_logits(self, inputs, logits_fn):
+        """`logits_fn` (the model's logits, `self.logits`) of records [R, T], at most `WINDOW_TOKENS`
+        tokens a call, one call after the other: the model's memory is one call's, however long the text."""
         rows = tf.shape(inputs["input_ids"])[0]
         most = max(1, WINDOW_TOKENS // self._max_seq_length)
         calls = tf.maximum((rows + most - 1) // most, 1)
@@ -194,12 +194,12 @@ class TaggingServer(export.ServingModule):
         padded = {k: tf.reshape(tf.pad(inputs[k], [[0, calls * size - rows], [0, 0]]),
                                 [calls, size, self._max_seq_length]) for k in SEQUENCE_INPUTS}
         spec = tf.TensorSpec([None, self._max_seq_length, int(self._labels.shape[0])], tf.float32)
-        scores = tf.map_fn(logits, padded, fn_output_signature=spec, parallel_iterations=1)
-        return tf.reshape(scores, [-1, self._max_seq_length, int(self._labels.shape[0])])[:rows]
+        logits = tf.map_fn(logits_fn, padded, fn_output_signature=spec, parallel_iterations=1)
+        return tf.reshape(logits, [-1, self._max_seq_length, int(self._labels.shape[0])])[:rows]
 
-    def tag(self, text, logits=None):
-        """The outputs of `serve_text` (see the module) for strings `text` [B] or [B, 1]; `logits`:
-        the model's function (`self.logits` where None)."""
+    def tag(self, text, logits_fn=None):
+        """The outputs of `serve_text` (see the module) for strings `text` [B] or [B, 1]; `logits_fn`:
+        the model's logits (`self.logits` where None)."""
         text = self._checked(text)
         batch = tf.shape(text, out_type=tf.int64)[0]
         ids, starts, _ = self._tokenizer.tokenize_with_offsets(text)
@@ -217,7 +217,7 @@ class TaggingServer(export.ServingModule):
                                             tf.gather(ids.row_starts(), piece_row))
 
         inputs, own = self._windows(ids, piece_row)
-        logits = self._window_logits(inputs, self.logits if logits is None else logits)
+        logits = self._window_logits(inputs, self.logits if logits_fn is None else logits_fn)
         pieces = tf.boolean_mask(logits[:, 1:1 + tf.shape(own)[1]], own)  # [P, num_tags], in piece order
         probabilities = tf.nn.softmax(pieces, axis=-1)
         tag = tf.argmax(probabilities, axis=-1)

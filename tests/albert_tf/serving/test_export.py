@@ -441,9 +441,8 @@ def bucketed(models, tmp_path_factory):
 def test_serve_text_pads_to_the_smallest_bucket_with_the_padded_outputs(bucketed, models, tokenizer, rows, bucket):
     text = tf.constant(rows)
     fed = bucketed.signatures["tokenize"](text=text)
-    pairs = not isinstance(rows[0], str)  # serve_text's rows: texts, or [a, b] pairs
-    full = _python_pack(tokenizer, [row[0] for row in rows] if pairs else rows,
-                        [row[1] for row in rows] if pairs else None, length=LONG)  # padded to LONG always
+    texts_a, texts_b = (rows, None) if isinstance(rows[0], str) else zip(*rows)  # texts, or [a, b] pairs
+    full = _python_pack(tokenizer, texts_a, texts_b, length=LONG)  # padded to LONG always
     assert fed["input_ids"].shape == (len(rows), bucket) and full["input_ids"].shape == (len(rows), LONG)
     lengths = full["input_mask"].sum(axis=1)
     assert lengths.max() <= bucket and (bucket == 8 or lengths.max() > bucket // 2)  # the smallest that holds

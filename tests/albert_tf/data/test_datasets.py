@@ -182,6 +182,22 @@ def test_lengths_that_differ_from_the_flags_name_both_values(shards):
         next(iter(dataset))
 
 
+@pytest.mark.parametrize("num_records", [None, 40], ids=["training", "evaluation"])
+def test_the_parsers_checks_are_single_ops(num_records):
+    # Each record check is one Assert op: an Assert of other dtypes than strings and int32 is a
+    # tf.cond with a function graph per branch, and the parser was 36 such graphs, traced again by
+    # every pipeline a run builds (bench/parser_trace.py). The messages are test_bad_input's and
+    # test_lengths_that_differ_from_the_flags_name_both_values'.
+    spec = pretraining_feature_spec(SEQ, PREDS)
+    parse = albert_tf.data.datasets._parser(spec, 4, num_records=num_records, vocab_size=100)
+    inputs = [tf.TensorSpec([4], tf.string)] if num_records is None else [tf.TensorSpec([4], tf.int64),
+                                                                          tf.TensorSpec([4], tf.string)]
+    graph = tf.function(parse, autograph=False).get_concrete_function(*inputs).graph.as_graph_def()
+    assert not graph.library.function
+    asserts = [node for node in graph.node if node.op == "Assert"]
+    assert len(asserts) == len(spec) + 2  # a length each, and the ids of the two token-id features
+
+
 def test_a_truncated_file_is_named_when_the_dataset_is_built(tmp_path, shards):
     data = shards[1].read_bytes()
     truncated = tmp_path / "truncated.tfrecord"

@@ -1,5 +1,6 @@
 """What the scripts of bench/ and experiments/ share: where things are, a quiet TensorFlow on a set
-number of threads, `--repeats`, interleaved timing in a fresh random order and its medians and quartiles, and Markdown tables.
+number of threads, `--repeats`, interleaved timing in a fresh random order and its medians and quartiles,
+Markdown tables, and another revision's code checked out to run a case on beside this checkout's.
 
 Importing it puts this checkout first on sys.path, so that a script measures the code beside it
 whether or not (and wherever) the package is installed. Nothing else happens on import: a script
@@ -15,10 +16,12 @@ calls `quiet_tensorflow()` before it imports TensorFlow and `set_threads()` befo
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import random
 import statistics
+import subprocess
 import sys
 import time
 from typing import Callable, Hashable
@@ -26,6 +29,29 @@ from typing import Callable, Hashable
 REPO = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+
+def checkout(rev: str, folder: pathlib.Path) -> pathlib.Path:
+    """The files of revision `rev` of this repository (`git archive`), written into `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", rev], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def call_on_code(code: pathlib.Path, module: str, call: str, cwd) -> dict:
+    """`module.call` (a bench script's function returning a dict with "code", the folder its package
+    came from, and JSON values) in a new Python that imports the package from the folder `code`;
+    the dict without "code". Exits naming the call where it fails."""
+    path = [str(code), str(REPO / "bench"), str(REPO)]
+    program = f"import sys; sys.path[:0] = {path!r}; import {module}, json; print(json.dumps({module}.{call}))"
+    ran = subprocess.run([sys.executable, "-c", program], cwd=cwd, capture_output=True, text=True)
+    if ran.returncode:
+        sys.exit(f"{module}.{call} on {code} failed:\n{ran.stderr[-3000:]}")
+    result = json.loads(ran.stdout.splitlines()[-1])
+    # The harness, once on the path, does not put this checkout first: the package must be the version's.
+    assert result.pop("code") == str(code), (code, result)
+    return result
 
 
 def data_dir() -> pathlib.Path:

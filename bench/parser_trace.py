@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import pathlib
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -46,7 +43,8 @@ def _case() -> dict:
     graphs = [tf.function(parse, autograph=False).get_concrete_function(*specs).graph.as_graph_def()
               for parse, specs in parsers]
     return {"cpu": time.process_time() - started, "nodes": sum(len(g.node) for g in graphs),
-            "functions": sum(len(g.library.function) for g in graphs), "code": str(pathlib.Path(datasets.__file__).parents[2])}
+            "functions": sum(len(g.library.function) for g in graphs),
+            "code": str(pathlib.Path(datasets.__file__).parents[2])}
 
 
 def main() -> None:
@@ -55,24 +53,11 @@ def main() -> None:
     harness.add_repeats(parser, 5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        base = pathlib.Path(tmp) / "base"
-        base.mkdir()
-        archive = subprocess.run(["git", "archive", args.base], cwd=harness.REPO, capture_output=True,
-                                 check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-        versions = {args.base: base, "this checkout": harness.REPO}
+        versions = {args.base: harness.checkout(args.base, pathlib.Path(tmp) / "base"), "this checkout": harness.REPO}
         runs = {version: [] for version in versions}
 
         def run(version):
-            path = [str(versions[version]), str(harness.REPO / "bench"), str(harness.REPO)]
-            code = (f"import sys; sys.path[:0] = {path!r}; import parser_trace, json; "
-                    "print(json.dumps(parser_trace._case()))")
-            ran = subprocess.run([sys.executable, "-c", code], cwd=tmp, capture_output=True, text=True)
-            if ran.returncode:
-                sys.exit(f"{version} failed:\n{ran.stderr[-3000:]}")
-            result = json.loads(ran.stdout.splitlines()[-1])
-            assert result.pop("code") == str(versions[version]), (version, result)
-            runs[version].append(result)
+            runs[version].append(harness.call_on_code(versions[version], "parser_trace", "_case()", cwd=tmp))
 
         harness.interleaved_times({("parser", version): functools.partial(run, version) for version in runs},
                                   args.repeats)

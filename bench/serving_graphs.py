@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import pathlib
 import statistics
-import subprocess
-import sys
 import tempfile
 
 import harness
@@ -104,26 +101,13 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=1, help="The model's num_hidden_layers.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        base = pathlib.Path(tmp) / "base"
-        base.mkdir()
-        archive = subprocess.run(["git", "archive", args.base], cwd=harness.REPO, capture_output=True,
-                                 check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-        versions = {args.base: base, "this checkout": harness.REPO}
+        versions = {args.base: harness.checkout(args.base, pathlib.Path(tmp) / "base"), "this checkout": harness.REPO}
         runs = {(case, version): [] for case in args.cases for version in versions}
 
         def run(case, version):
             with tempfile.TemporaryDirectory() as folder:
-                # The version's code first; the harness, once on the path, does not put this checkout first.
-                path = [str(versions[version]), str(harness.REPO / "bench"), str(harness.REPO)]
-                code = (f"import sys; sys.path[:0] = {path!r}; import serving_graphs, json; "
-                        f"print(json.dumps(serving_graphs._case({case!r}, {folder!r}, {args.layers})))")
-                ran = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True)
-                if ran.returncode:
-                    sys.exit(f"{case} on {version} failed:\n{ran.stderr[-3000:]}")
-                result = json.loads(ran.stdout.splitlines()[-1])
-                assert result.pop("code") == str(versions[version]), (version, result)
-                runs[case, version].append(result)
+                runs[case, version].append(harness.call_on_code(
+                    versions[version], "serving_graphs", f"_case({case!r}, {folder!r}, {args.layers})", cwd=folder))
 
         # The harness's order (each case's two versions back to back, in a fresh order each repeat);
         # the figures are the processes' own, not the harness's times of them.

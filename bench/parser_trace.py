@@ -3,9 +3,10 @@
 Every pretraining run traces `albert_tf.data.datasets._parser` once per pipeline it builds (the
 training reader, the evaluation reader, the held-out baselines, the records' shape check), as
 tf.data does for the functions it maps. Each case traces the training parser (vocabulary checks
-on) and the evaluation parser (filler weights) as `Dataset.map` does, in a new process, the
+on) and the evaluation parser (filler weights) once each into a graph, in a new process, the
 versions interleaved in a fresh random order each repeat; the table gives medians of the
-process's CPU seconds for the two traces and the size of the graphs they made.
+process's CPU seconds for the two traces and the size of the two graphs (nodes, and the nested
+functions that a `tf.cond` adds).
 
     python bench/parser_trace.py [--base REV] [--repeats 5]
 """

@@ -185,7 +185,7 @@ def test_lengths_that_differ_from_the_flags_name_both_values(shards):
 @pytest.mark.parametrize("num_records", [None, 40], ids=["training", "evaluation"])
 def test_the_parsers_checks_are_single_ops(num_records):
     # Each record check is one Assert op: an Assert of other dtypes than strings and int32 is a
-    # tf.cond with a function graph per branch, and the parser was 36 such graphs, traced again by
+    # tf.cond with a function graph per branch, and each parser held 18 such graphs, traced again by
     # every pipeline a run builds (bench/parser_trace.py). The messages are test_bad_input's and
     # test_lengths_that_differ_from_the_flags_name_both_values'.
     spec = pretraining_feature_spec(SEQ, PREDS)

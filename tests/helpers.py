@@ -229,21 +229,19 @@ def run_weights(run):
     return [v.numpy() for v in run.model.weights]
 
 
-# The attention's scores (albert_tf.layers.attention): one einsum each time a model applies a block.
-ATTENTION_SCORES = "btnd,bsnd->bnts"
-
-
 def attention_score_einsums(saved_model_dir) -> int:
     """How many attention-score einsums the SavedModel's functions hold: a model's forward pass
     traced once has one a block application (`num_hidden_layers * inner_group_num`), each further
     trace as many more."""
     from tensorflow.core.protobuf import saved_model_pb2
 
+    from albert_tf.layers.attention import SCORES  # one einsum each time a model applies a block
+
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString((pathlib.Path(saved_model_dir) / "saved_model.pb").read_bytes())
     graph = saved_model.meta_graphs[0].graph_def
     nodes = [*graph.node, *(node for function in graph.library.function for node in function.node_def)]
-    return sum(node.op == "Einsum" and node.attr["equation"].s.decode() == ATTENTION_SCORES for node in nodes)
+    return sum(node.op == "Einsum" and node.attr["equation"].s.decode() == SCORES for node in nodes)
 
 
 class ReservedPorts:

@@ -100,6 +100,15 @@ def traced_as_written(fn):
     return tf.autograph.experimental.do_not_convert(fn)
 
 
+def _check(condition: tf.Tensor, message: list) -> tf.Operation:
+    """An Assert of `condition` that prints `message` (strings and tensors), its numbers as strings:
+    an Assert of data other than strings and int32 is traced as a tf.cond with a graph per branch
+    (the training and evaluation parsers' checks traced in 0.60-0.67 s of CPU that way, 0.35-0.40 s
+    as one op each: bench/parser_trace.py)."""
+    return tf.debugging.Assert(condition, [part if isinstance(part, str) or part.dtype == tf.string
+                                           else tf.strings.as_string(part) for part in message])
+
+
 # Records counted a block at a time: a dataset op per record costs more than reading it.
 _COUNT_BLOCK_RECORDS = 256
 
@@ -118,10 +127,9 @@ def _count_block(state, block):
     of CPU before its first batch: bench/reader_build.py)."""
     seen, expected, filename = state
     is_end = tf.equal(tf.size(block), 0)
-    check = tf.debugging.Assert(
+    check = _check(
         tf.logical_or(tf.logical_not(is_end), tf.equal(seen, expected)),
-        ["corrupted TFRecord file", filename, "only this many records could be read:", tf.strings.as_string(seen), "of",
-         tf.strings.as_string(expected)],  # strings: one Assert op, not a tf.cond (see _parser)
+        ["corrupted TFRecord file", filename, "only this many records could be read:", seen, "of", expected],
     )
     with tf.control_dependencies([check]):
         return (seen + tf.size(block, out_type=tf.int64), expected, filename), block
@@ -170,16 +178,12 @@ def _parser(spec: dict, batch_size: int, num_records: int | None, vocab_size: in
         for name in names:
             length = spec[name].shape[0]
             lengths = ragged[name].row_lengths()
-            # Checked here because FixedLenFeature's own error does not say which flag is wrong. The
-            # checks print their numbers as strings: an Assert of strings is one op, of other dtypes a
-            # tf.cond with a graph per branch (the training and evaluation parsers traced in 0.60-0.67 s
-            # of CPU, now 0.35-0.40 s: bench/parser_trace.py).
-            check = tf.debugging.Assert(
+            # Checked here because FixedLenFeature's own error does not say which flag is wrong.
+            check = _check(
                 tf.reduce_all(tf.equal(lengths, length)),
                 [
                     f"pretraining record feature {name!r} has length",
-                    tf.strings.as_string(
-                        tf.gather(lengths, tf.argmax(tf.cast(tf.not_equal(lengths, length), tf.int32)))),
+                    tf.gather(lengths, tf.argmax(tf.cast(tf.not_equal(lengths, length), tf.int32))),
                     f"but the reader was built for length {length} "
                     f"(max_seq_length / max_predictions_per_seq must match the data)",
                 ],
@@ -188,11 +192,11 @@ def _parser(spec: dict, batch_size: int, num_records: int | None, vocab_size: in
                 values = tf.reshape(ragged[name].flat_values, [batch_size, length])
             if vocab_size is not None and name in _TOKEN_ID_FEATURES:
                 bad = tf.logical_or(values < 0, values >= vocab_size)
-                check = tf.debugging.Assert(
+                check = _check(
                     tf.logical_not(tf.reduce_any(bad)),
                     [
                         f"pretraining record feature {name!r} holds the token id",
-                        tf.strings.as_string(tf.boolean_mask(values, bad)[:1]),
+                        tf.boolean_mask(values, bad)[:1],
                         f"outside the model's vocabulary of {vocab_size}: the data was made with another "
                         "SentencePiece model than the config's vocab_size",
                     ],

@@ -5,6 +5,9 @@ import tensorflow as tf
 
 from albert_tf.layers import common
 
+# The query-key scores [B, heads, T, S] of queries [B, T, heads, d] and keys [B, S, heads, d].
+SCORES = "btnd,bsnd->bnts"
+
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertAttention(keras.layers.Layer):
@@ -88,7 +91,7 @@ class AlbertAttention(keras.layers.Layer):
         q, k, v = self._query_key_value(x, rows)
         # Scaling q before the product, not the scores after: one [B,T,H] multiply instead of [B,N,T,T].
         q = q * tf.cast(self.head_size**-0.5, q.dtype)
-        scores = tf.einsum("btnd,bsnd->bnts", q, k)
+        scores = tf.einsum(SCORES, q, k)
         scores = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
         probs = tf.nn.softmax(scores, axis=-1)
         probs = self.attention_dropout(tf.cast(probs, self.compute_dtype), training=training)

@@ -41,7 +41,7 @@ from albert_tf.cli.option_flags import (check_serving_version, check_values, def
 from albert_tf.utils.errors import FlagError
 from albert_tf.utils.locks import locked_run_folder
 from albert_tf.utils.output_dirs import prepare_output_dir
-from albert_tf.utils.quiet import quiet_device_start
+from albert_tf.utils.quiet import cpp_lines_kept
 from finetune.options import FinetuneOptions
 from finetune.run import BEST_CHECKPOINT, BEST_RESULTS, EVAL_RESULTS  # noqa: F401 (names callers use)
 from finetune.run import Actions, ExportSettings, run_finetuning
@@ -203,7 +203,7 @@ def _run_task(F: flags.FlagValues, task, actions: Actions) -> dict:
     def make_strategy():
         from albert_tf.training import strategies
 
-        with quiet_device_start():
+        with cpp_lines_kept():
             return strategies.get_strategy(F.strategy, tpu=F.tpu, cpu_devices=F.cpu_devices)
 
     from albert_tf.presets import loader as initialization

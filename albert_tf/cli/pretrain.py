@@ -20,7 +20,7 @@ from absl import flags
 
 from albert_tf.training import options
 from albert_tf.cli.entry_point import run_main
-from albert_tf.utils.quiet import quiet_device_start, set_tensorflow_log_level, verbose
+from albert_tf.utils.quiet import cpp_lines_kept, set_tensorflow_log_level, verbose
 from albert_tf.cli.option_flags import (define_allow_changed_flags, define_option_flags, define_strategy_flags,
                                         define_weights_source_flags, option_values, weights_source)
 from albert_tf.utils.errors import FlagError
@@ -144,7 +144,7 @@ def pretrain(strategies, pretraining):
     run_options = options.PretrainingOptions(**values)
     # First, before any other TensorFlow op: multi-worker collectives must be configured at startup.
     try:
-        with quiet_device_start():
+        with cpp_lines_kept():
             strategy = strategies.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu, cpu_devices=FLAGS.cpu_devices,
                                                worker_timeout_s=FLAGS.worker_timeout_s)
     except ValueError as error:

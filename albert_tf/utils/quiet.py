@@ -120,9 +120,11 @@ def _tensorflow_import() -> _TensorFlowImport | None:
     return hook
 
 
-def quiet_device_start():
-    """Around the start of TensorFlow's devices (the strategy): its C++ lines ("failed call to
-    cuInit" on a machine without a GPU) are kept from the user unless --verbose; shown on failure."""
+def cpp_lines_kept():
+    """Around TensorFlow's C++ code that writes notes straight to file descriptor 2: the start of
+    its devices (the strategy: "failed call to cuInit" on a machine without a GPU), LiteRT's
+    interpreter ("Created TensorFlow Lite XNNPACK delegate") and the LiteRT converter's quantizer
+    ("fully_quantize: 0, inference_type: 6, ..."). Kept from the user unless --verbose; shown on failure."""
     return contextlib.nullcontext() if verbose() else stderr_captured()
 
 

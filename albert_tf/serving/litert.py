@@ -28,11 +28,13 @@ feature dicts of the task's own training texts, e.g. from `tokenized_texts`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
 import os
 import shutil
+import warnings
 from typing import Callable, Iterable, Mapping
 
 import numpy as np
@@ -41,6 +43,7 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 
 from albert_tf.serving import export
 from albert_tf.serving.formats import QUANTIZATIONS
+from albert_tf.utils.quiet import cpp_lines_kept
 from albert_tf.utils.validation import require_choice
 from albert_tf.layers import common
 
@@ -176,7 +179,9 @@ def convert(model, max_seq_length: int, quantization: str = "none", representati
         # int8 kernels wherever LiteRT has one, float32 builtins elsewhere; ids stay int32 and
         # the outputs float32, so callers see the float model's interface.
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
-    flatbuffer = _in_order(converter.convert(), names, output_names)
+    # full_int8's calibration runs TensorFlow's own interpreter; quantizing prints its settings.
+    with _without_deprecation_notice(), cpp_lines_kept():
+        flatbuffer = _in_order(converter.convert(), names, output_names)
     custom = custom_ops(flatbuffer)
     if custom:
         raise RuntimeError(f"the converted model uses ops outside LiteRT's builtins: {', '.join(custom)}")
@@ -227,26 +232,31 @@ def builtin_ops(flatbuffer: bytes) -> list[str]:
     return sorted({by_code[max(c.BuiltinCode(), c.DeprecatedBuiltinCode())] for c in codes})
 
 
+@contextlib.contextmanager
+def _without_deprecation_notice():
+    """TensorFlow's `tf.lite.Interpreter` warns that it is deprecated each time one is made (its
+    own converter makes one to calibrate full_int8): the notice is kept from the user, who is told
+    in docs/on_device.md which runtime replaces it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\s*Warning: tf.lite.Interpreter is deprecated")
+        yield
+
+
 def interpreter(model: str | os.PathLike | bytes, num_threads: int | None = None):
     """A LiteRT interpreter of a model file or flatbuffer: the LiteRT runtime's (ai_edge_litert,
     the `litert` extra) where installed, else TensorFlow's own, without the notice TensorFlow
     prints that it is deprecated (the runtime that replaces it is named in docs/on_device.md). The
     runtime's "Created TensorFlow Lite XNNPACK delegate" line, written by its C++ code when the
     tensors are allocated, is kept from the user unless --verbose, as TensorFlow's start-up lines are."""
-    import warnings
-
-    from albert_tf.utils.quiet import quiet_device_start
-
     kwargs = {"model_content": bytes(model)} if isinstance(model, (bytes, bytearray)) else {"model_path": os.fspath(model)}
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"\s*Warning: tf.lite.Interpreter is deprecated")
+        with _without_deprecation_notice():
             result = tf.lite.Interpreter(num_threads=num_threads, **kwargs)
     else:
         result = Interpreter(num_threads=num_threads, **kwargs)
-    with quiet_device_start():  # C++ lines on file descriptor 2, kept unless --verbose (shown on failure)
+    with cpp_lines_kept():  # the XNNPACK line
         result.allocate_tensors()
     return result
 

@@ -283,7 +283,7 @@ def test_albert_export_writes_the_encoders_litert_model(encoder_preset, tmp_path
     assert litert.custom_ops((tmp_path / "out" / litert.MODEL_FILE).read_bytes()) == []
     assert not [str(w.message) for w in caught if "deprecated" in str(w.message)]
     printed = capfd.readouterr()  # nor the quantizer's C++ line of its settings
-    assert not any(line in printed.err + printed.out for line in ("XNNPACK", "deprecated", "fully_quantize")), printed
+    assert not any(note in printed.err + printed.out for note in ("XNNPACK", "deprecated", "fully_quantize")), printed
     _albert_export(f"--preset={preset}", f"--output_dir={tmp_path / 'f32'}", "--format=litert", "--max_seq_length=16")
     features = _features([1, SEQ], seed=3)
     got = litert.LiteRTModel(tmp_path / "f32" / litert.MODEL_FILE)(features)

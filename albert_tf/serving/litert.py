@@ -179,8 +179,7 @@ def convert(model, max_seq_length: int, quantization: str = "none", representati
         # int8 kernels wherever LiteRT has one, float32 builtins elsewhere; ids stay int32 and
         # the outputs float32, so callers see the float model's interface.
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
-    # full_int8's calibration runs TensorFlow's own interpreter; quantizing prints its settings.
-    with _without_deprecation_notice(), cpp_lines_kept():
+    with _litert_notes_kept():  # full_int8 is calibrated on TensorFlow's own interpreter
         flatbuffer = _in_order(converter.convert(), names, output_names)
     custom = custom_ops(flatbuffer)
     if custom:
@@ -233,30 +232,28 @@ def builtin_ops(flatbuffer: bytes) -> list[str]:
 
 
 @contextlib.contextmanager
-def _without_deprecation_notice():
-    """TensorFlow's `tf.lite.Interpreter` warns that it is deprecated each time one is made (its
-    own converter makes one to calibrate full_int8): the notice is kept from the user, who is told
-    in docs/on_device.md which runtime replaces it."""
-    with warnings.catch_warnings():
+def _litert_notes_kept():
+    """Around LiteRT's interpreter and converter: what they print that is no warning for the user is
+    kept from them. TensorFlow's `tf.lite.Interpreter` warns that it is deprecated each time one is
+    made (its converter makes one to calibrate full_int8; docs/on_device.md names the runtime that
+    replaces it); the C++ lines (the runtime's XNNPACK delegate, the quantizer's settings) are
+    `cpp_lines_kept`: shown with --verbose or on failure."""
+    with warnings.catch_warnings(), cpp_lines_kept():
         warnings.filterwarnings("ignore", message=r"\s*Warning: tf.lite.Interpreter is deprecated")
         yield
 
 
 def interpreter(model: str | os.PathLike | bytes, num_threads: int | None = None):
     """A LiteRT interpreter of a model file or flatbuffer: the LiteRT runtime's (ai_edge_litert,
-    the `litert` extra) where installed, else TensorFlow's own, without the notice TensorFlow
-    prints that it is deprecated (the runtime that replaces it is named in docs/on_device.md). The
-    runtime's "Created TensorFlow Lite XNNPACK delegate" line, written by its C++ code when the
-    tensors are allocated, is kept from the user unless --verbose, as TensorFlow's start-up lines are."""
+    the `litert` extra) where installed, else TensorFlow's own; made and its tensors allocated
+    without its notes to the user (`_litert_notes_kept`)."""
     kwargs = {"model_content": bytes(model)} if isinstance(model, (bytes, bytearray)) else {"model_path": os.fspath(model)}
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
-        with _without_deprecation_notice():
-            result = tf.lite.Interpreter(num_threads=num_threads, **kwargs)
-    else:
+        Interpreter = tf.lite.Interpreter
+    with _litert_notes_kept():
         result = Interpreter(num_threads=num_threads, **kwargs)
-    with cpp_lines_kept():  # the XNNPACK line
         result.allocate_tensors()
     return result
 
